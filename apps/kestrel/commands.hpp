@@ -1,0 +1,24 @@
+// Subcommands of the kestrel CLI. Each registers its options on the app and returns the action run
+// after parsing; errors propagate as kestrel exceptions and become one line on stderr in main.
+#pragma once
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace kestrel::cli {
+
+struct Global {
+  std::string command_line;
+  int threads = 0;  // 0: all cores
+  bool quiet = false;
+};
+
+using Action = std::function<void()>;
+
+Action add_variance(CLI::App& app, const Global& g);
+Action add_estimators(CLI::App& app, const Global& g);
+
+void progress(const Global& g, const std::string& msg);
+
+}  // namespace kestrel::cli

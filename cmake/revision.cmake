@@ -1,0 +1,21 @@
+# Writes kestrel_revision.hpp with the current git revision (and "-dirty" for uncommitted changes).
+execute_process(COMMAND git -C ${SRC} rev-parse HEAD OUTPUT_VARIABLE REV
+                OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE RC)
+if(NOT RC EQUAL 0 OR REV STREQUAL "")
+  set(REV "unknown")
+else()
+  execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no
+                  OUTPUT_VARIABLE DIRTY OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT DIRTY STREQUAL "")
+    set(REV "${REV}-dirty")
+  endif()
+endif()
+set(CONTENT "#pragma once\n#define KESTREL_GIT_REVISION \"${REV}\"\n")
+if(EXISTS ${OUT})
+  file(READ ${OUT} OLD)
+else()
+  set(OLD "")
+endif()
+if(NOT OLD STREQUAL CONTENT)
+  file(WRITE ${OUT} "${CONTENT}")
+endif()

@@ -1,0 +1,29 @@
+// Exact single-feature variance of an estimator over all L_x x L_y pairs of two sets, streamed in
+// fixed blocks (peak memory O(block^2), never L x L) and reduced in block order (thread-count
+// independent). Pairs where the estimator is exact (Var = 0, log = -inf) are counted separately
+// and left out of the means of logs, which would otherwise be -inf.
+#pragma once
+#include <cstdint>
+
+#include "analysis/stats.hpp"
+#include "estimators/estimator.hpp"
+
+namespace kestrel {
+
+struct PairwiseSummary {
+  RunningStats log_var;      // log Var of one feature
+  RunningStats log_rel_var;  // log(Var / K)
+  RunningStats log_kernel;   // log K
+  std::uint64_t n_exact = 0; // pairs with Var = 0
+  void merge(const PairwiseSummary& o) {
+    log_var.merge(o.log_var);
+    log_rel_var.merge(o.log_rel_var);
+    log_kernel.merge(o.log_kernel);
+    n_exact += o.n_exact;
+  }
+};
+
+PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                                         arma::uword block = 256);
+
+}  // namespace kestrel

@@ -1,0 +1,58 @@
+// The variance study behind `kestrel variance` (CRT section 5.1, DERF section 5.1): for each sigma
+// and each of `pairs` set pairs drawn from a regime, fit every estimator on the pair of sets and
+// compute the exact variance for all L x L pairs; optionally confirm by Monte Carlo on a subset.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/pairwise.hpp"
+
+namespace kestrel {
+
+struct VarianceStudyOptions {
+  std::string regime = "normal";
+  std::vector<double> sigmas = {0.5, 1.0};
+  arma::uword dim = 64;
+  arma::uword points = 1024;  // L
+  arma::uword pairs = 5;      // number of (X, Y) set pairs
+  std::uint64_t seed = 1;
+  std::vector<std::string> estimators = {"trig", "pos", "gerf", "oprf"};
+  Kernel kernel = Kernel::softmax();
+  arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M)
+  std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator
+  arma::uword mc_points = 64;  // Monte Carlo on the first mc_points points of each set
+  Sampler sampler = Sampler::Iid;
+};
+
+void validate(const VarianceStudyOptions& opt);
+nlohmann::json to_json(const VarianceStudyOptions& opt);
+
+struct McSummary {
+  RunningStats log_var_mc;     // log of the empirical variance (M features), entries with v > 0
+  RunningStats log_var_exact;  // exact log variance (M features) on the same entries
+  double max_abs_z_mean = 0;   // max |mean - K| / se over entries
+  double frac_var_within_3se = 0;  // share of entries with |v_mc - v_exact| < 3 se(v_mc)
+  std::uint64_t entries = 0;
+};
+
+struct VarianceResult {
+  std::string estimator;
+  double sigma = 0;
+  PairwiseSummary summary;               // pooled over all set pairs
+  std::vector<PairwiseSummary> per_set;  // one per set pair
+  nlohmann::json params = nlohmann::json::array();  // fitted parameters per set pair
+  std::optional<McSummary> mc;
+};
+
+using Progress = std::function<void(const std::string&)>;
+std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress = {});
+
+// One JSON object per (estimator, sigma) with the stable keys of `kestrel variance --json`.
+nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt);
+
+}  // namespace kestrel

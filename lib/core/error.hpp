@@ -1,0 +1,33 @@
+// Typed errors of the library: bad input is reported with the offending value named.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace kestrel {
+
+// Invalid input at a public boundary ("sigma must be > 0, got -1").
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// A numerical failure that is not the caller's fault (a bug or an unrepresentable result).
+class NumericalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// I/O failure (unwritable file, corrupt input file).
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename... Args>
+void require(bool ok, fmt::format_string<Args...> f, Args&&... args) {
+  if (!ok) throw InvalidArgument(fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace kestrel

@@ -1,0 +1,33 @@
+// Kernel scaling and input checks shared by all estimator families (see estimator.hpp).
+#include "estimators/estimator.hpp"
+
+#include "core/error.hpp"
+
+namespace kestrel {
+
+Draw Estimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  return Draw{draw_gaussian_omegas(dim(), M, sampler, rng), {}};
+}
+
+arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
+  require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
+          e.info().name, e.dim());
+  arma::mat F = e.features(w, X, side);
+  if (k.alpha != 0.0) F.each_col() %= arma::exp(k.alpha * arma::sum(arma::square(X), 0)).t();
+  return F;
+}
+
+arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y) {
+  validate_pair(X, Y, e.dim());
+  return e.log_var_over_k2(X, Y) + 2.0 * log_kernel(k, X, Y);
+}
+
+void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d) {
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  require(X.n_rows == d, "points have dimension {}, estimator expects {}", X.n_rows, d);
+}
+
+}  // namespace kestrel

@@ -1,0 +1,64 @@
+// The estimator interface every random-feature family implements. An Estimator is a family with its
+// parameters already fitted: it gives the exact single-feature variance and draws feature maps.
+// Conventions (README): points are columns of d x L matrices; the base kernel is the softmax kernel
+// K^(0)(x,y) = exp(x^T y); other scaled softmax kernels K^(alpha) follow by the deterministic factor
+// exp(alpha |x|^2) on each side (DERF section 2.3), applied in one place (feature_map, log_variance).
+#pragma once
+#include <memory>
+#include <string>
+
+#include <armadillo>
+#include <nlohmann/json.hpp>
+
+#include "core/rng.hpp"
+#include "kernels/kernel.hpp"
+#include "sampling/omega.hpp"
+
+namespace kestrel {
+
+enum class Side { Query, Key };  // f^(1) applied to x (queries), f^(2) to y (keys)
+
+// One realisation of M random objects omega_1..omega_M.
+struct Draw {
+  arma::mat omega;     // d x M: Gaussian projections, or per-coordinate counts for discrete families
+  arma::rowvec phase;  // 1 x M: uniform phases (TrigRF cos form); empty otherwise
+  arma::uword count() const { return omega.n_cols; }
+};
+
+struct EstimatorInfo {
+  std::string name;  // short CLI name, e.g. "oprf"
+  bool complex = false;   // a feature is Re(f1 f2) of complex f's: two real columns per omega
+  bool positive = false;  // every feature value is > 0
+};
+
+class Estimator {
+ public:
+  virtual ~Estimator() = default;
+  virtual const EstimatorInfo& info() const = 0;
+  virtual arma::uword dim() const = 0;
+
+  // log(Var[f1(w,x_i) f2(w,y_j)] / K(x_i,y_j)^2) for one feature (M = 1), all pairs: Lx x Ly.
+  // This ratio does not depend on alpha. -inf where the estimator is exact.
+  virtual arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const = 0;
+
+  // Draws M random objects; the default draws Gaussian projections with the given sampler.
+  virtual Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
+
+  // Softmax-kernel features f^(side)(w_m, x_i) / sqrt(M): L x M for real features; for complex
+  // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
+  virtual arma::mat features(const Draw& w, const arma::mat& X, Side side) const = 0;
+
+  // Fitted parameters, for output files.
+  virtual nlohmann::json params() const = 0;
+};
+
+// Features for K^(alpha): rows scaled by exp(alpha |x_i|^2).
+arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k);
+
+// log Var of one feature for K^(alpha), all pairs: log(Var/K^2) + 2 log K.
+arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y);
+
+// Checks X, Y are valid point sets of the estimator's dimension.
+void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d);
+
+}  // namespace kestrel

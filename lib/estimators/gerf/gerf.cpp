@@ -1,0 +1,127 @@
+// GERF exact variance and feature maps (CRT Thm 3.1-3.2, eq. 4-6); see gerf.hpp.
+#include "estimators/gerf/gerf.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+
+namespace kestrel {
+
+using cplx = std::complex<double>;
+
+void validate(const GerfParams& p) {
+  require(p.s == 1 || p.s == -1, "GERF s must be +1 or -1, got {}", p.s);
+  require(std::isfinite(p.A.real()) && std::isfinite(p.A.imag()), "GERF A must be finite, got {}+{}i", p.A.real(),
+          p.A.imag());
+  require(1.0 - 8.0 * p.A.real() > 0, "GERF needs Re(1 - 8A) > 0 for a finite variance, got A = {}+{}i", p.A.real(),
+          p.A.imag());
+}
+
+namespace {
+
+// log(2 sinh^2(S/2)) = log(cosh S - 1), TrigRF's Var/K^2, accurate for tiny and huge S.
+double log_cosh_minus_one(double S) {
+  if (S == 0) return -kInf;
+  const double h = 0.5 * S;
+  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
+  return M_LN2 + 2 * log_sinh;
+}
+
+}  // namespace
+
+double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
+  const double dd = static_cast<double>(d);
+  const double s = p.s;
+  const cplx one_4a = 1.0 - 4.0 * p.A;
+  const cplx one_8a = 1.0 - 8.0 * p.A;
+  const bool real_a = p.A.imag() == 0.0;
+
+  if (p.A == cplx(0, 0) && p.s == -1) return log_cosh_minus_one(S);  // TrigRF: exact closed form
+  if (real_a && p.s == 1) {
+    // Positive case: rho1 = rho3 = rho and Var/K^2 = e^rho - 1.
+    const double rho = dd * std::log(one_4a.real()) - 0.5 * dd * std::log(one_8a.real()) + S / one_8a.real();
+    return rho <= 0 ? -kInf : log_expm1(rho);
+  }
+  const cplx rho1 = dd * std::log(one_4a) - 0.5 * dd * std::log(one_8a) + s * S / one_8a;
+  const double re_b2 = 0.5 * (std::abs(one_4a) + s * one_4a.real());  // Re(B)^2
+  const double one_8re = 1.0 - 8.0 * p.A.real();
+  const double rho3 = dd * std::log(std::abs(one_4a)) - 0.5 * dd * std::log(one_8re) + 2.0 * re_b2 * S / one_8re - s * S;
+
+  const double a = rho1.real(), b = rho1.imag();
+  if (std::abs(a) < 1 && std::abs(b) < 1 && std::abs(rho3) < 1) {
+    // Near zero variance: expand around 1 to avoid cancellation in Re(e^rho1) + e^rho3 - 2.
+    const double sb = std::sin(0.5 * b);
+    const double v = 0.5 * (std::expm1(a) * std::cos(b) - 2 * sb * sb) + 0.5 * std::expm1(rho3);
+    return v > 0 ? std::log(v) : -kInf;
+  }
+  const SignedLog t = real_exp(rho1) + SignedLog::from_log(rho3) + SignedLog::from_value(-2.0);
+  return t.sign > 0 ? t.log_abs - M_LN2 : -kInf;
+}
+
+HomogeneityStats homogeneity_stats(const arma::mat& X, const arma::mat& Y) {
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  HomogeneityStats st;
+  st.d = X.n_rows;
+  st.mean_x2 = arma::accu(arma::square(X)) / X.n_cols;
+  st.mean_y2 = arma::accu(arma::square(Y)) / Y.n_cols;
+  st.mean_xy = arma::dot(arma::mean(X, 1), arma::mean(Y, 1));
+  return st;
+}
+
+GerfEstimator::GerfEstimator(std::string name, arma::uword d, GerfParams p) : d_(d), p_(p) {
+  validate(p_);
+  require(d > 0, "dimension d must be > 0, got 0");
+  info_.name = std::move(name);
+  const bool real = p_.s == 1 && p_.A.imag() == 0.0;
+  info_.complex = !real;
+  info_.positive = real;
+}
+
+arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, d_);
+  arma::mat S = pairwise_sq_norm_sum(X, Y, p_.s);
+  S.transform([&](double v) { return gerf_log_var_over_k2(p_, d_, v); });
+  return S;
+}
+
+arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+  const arma::uword M = w.count();
+  const double dd = static_cast<double>(d_);
+  const double s = p_.s;
+  const cplx B = std::sqrt(cplx(s) * (1.0 - 4.0 * p_.A));
+  const cplx b_side = side == Side::Query ? B : s * B;
+  const cplx log_d = 0.25 * dd * std::log(1.0 - 4.0 * p_.A);
+  const arma::rowvec w2 = arma::sum(arma::square(w.omega), 0);
+  const arma::colvec x2 = arma::sum(arma::square(X), 0).t();
+  const arma::mat proj = X.t() * w.omega;  // L x M
+  const double log_scale = -0.5 * std::log(static_cast<double>(M));
+
+  if (!info_.complex) {
+    arma::mat F = b_side.real() * proj;
+    F.each_row() += p_.A.real() * w2;
+    F.each_col() += -0.5 * s * x2;
+    F += log_d.real() + log_scale;
+    return arma::exp(F);
+  }
+  arma::mat F(X.n_cols, 2 * M);
+  const double sign_im = side == Side::Query ? 1.0 : -1.0;
+  for (arma::uword m = 0; m < M; ++m) {
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) - 0.5 * s * x2(i) + log_scale;
+      const cplx f = std::exp(lf);
+      F(i, m) = f.real();
+      F(i, M + m) = sign_im * f.imag();
+    }
+  }
+  return F;
+}
+
+nlohmann::json GerfEstimator::params() const {
+  return {{"family", "gerf"}, {"A_re", p_.A.real()}, {"A_im", p_.A.imag()}, {"s", p_.s}};
+}
+
+}  // namespace kestrel

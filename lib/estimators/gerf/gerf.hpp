@@ -1,0 +1,78 @@
+// Generalized exponential random features (CRT section 3.1, eq. 4-8, Thm 3.1-3.3) in softmax form:
+//   f1(w,x) = D exp(A|w|^2 + B w^T x - s|x|^2/2),  f2(w,y) = D exp(A|w|^2 + s B w^T y - s|y|^2/2),
+//   w ~ N(0, I_d), A in C with Re(1-8A) > 0, s = +-1, B = sqrt(s(1-4A)), D = (1-4A)^(d/4).
+// TrigRF (A=0, s=-1), PosRF (A=0, s=+1) and OPRF (real A from rho*, s=+1) are members of this family.
+#pragma once
+#include <complex>
+#include <memory>
+
+#include "estimators/estimator.hpp"
+
+namespace kestrel {
+
+struct GerfParams {
+  std::complex<double> A{0.0, 0.0};
+  int s = 1;  // +1 or -1
+};
+
+// Throws unless s = +-1 and Re(1 - 8A) > 0 (the variance is finite only then, CRT Thm 3.2).
+void validate(const GerfParams& p);
+
+// log(Var Re(f1 f2) / K^2) for one feature as a function of S = |x + s y|^2. Derived from CRT
+// eq. (19)-(21) divided by K^2 = exp(s (S - |x|^2 - |y|^2)), which removes |x|^2, |y|^2:
+//   Var/K^2 = Re(e^rho1)/2 + e^rho3/2 - 1,
+//   rho1 = d Log(1-4A) - (d/2) Log(1-8A) + s S / (1-8A),
+//   rho3 = d log|1-4A| - (d/2) log(1-8 Re A) + (|1-4A| + s Re(1-4A)) S / (1-8 Re A) - s S.
+// This is CRT eq. (6) (its alpha_1..alpha_4 check out) rewritten relative to K^2 so that no large
+// exponents cancel; confirmed by Monte Carlo in tests/montecarlo_test.cpp.
+double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S);
+
+// Homogeneity statistics of a pair of sets (CRT eq. 8), in O(L d).
+struct HomogeneityStats {
+  arma::uword d = 0;
+  double mean_x2 = 0;  // mean |x_i|^2
+  double mean_y2 = 0;  // mean |y_j|^2
+  double mean_xy = 0;  // mean over all pairs of x_i^T y_j = xbar^T ybar
+  double mean_sum_sq(int s) const { return mean_x2 + mean_y2 + 2.0 * s * mean_xy; }  // mean |x + s y|^2
+};
+HomogeneityStats homogeneity_stats(const arma::mat& X, const arma::mat& Y);
+
+// log(E[Re(f1 f2)^2] / K^2) at the averaged statistics: the objective CRT minimises (eq. 6 with
+// averages, appendix 9.10.1). Comparable across s because 2 log K is the same for both s.
+double gerf_objective(const GerfParams& p, const HomogeneityStats& st);
+
+// OPRF: A = (1 - 1/rho*)/8, s = +1, rho* from CRT eq. (7) with S = mean |x + y|^2 (Thm 3.3).
+GerfParams fit_oprf(const HomogeneityStats& st);
+double oprf_rho_star(double S, arma::uword d);
+
+struct GerfFitOptions {
+  int max_iter = 400;       // Nelder-Mead iterations per start
+  double tolerance = 1e-10; // simplex size at convergence
+};
+// GERF: minimises gerf_objective over A in C (Re(1-8A) > 0) for s = -1 and s = +1 (GSL Nelder-Mead
+// from a grid of starts) and returns the better one.
+GerfParams fit_gerf(const HomogeneityStats& st, const GerfFitOptions& opt = {});
+
+class GerfEstimator final : public Estimator {
+ public:
+  GerfEstimator(std::string name, arma::uword d, GerfParams p);
+  const EstimatorInfo& info() const override { return info_; }
+  arma::uword dim() const override { return d_; }
+  const GerfParams& gerf_params() const { return p_; }
+  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  nlohmann::json params() const override;
+
+ private:
+  EstimatorInfo info_;
+  arma::uword d_;
+  GerfParams p_;
+};
+
+// Factories used by the registry: fit parameters on the pair of sets (X, Y).
+std::unique_ptr<Estimator> make_trig(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> make_pos(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> make_oprf(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> make_gerf(const arma::mat& X, const arma::mat& Y);
+
+}  // namespace kestrel

@@ -1,0 +1,38 @@
+// Registry of estimator families (see registry.hpp).
+#include "estimators/registry.hpp"
+
+#include "core/error.hpp"
+#include "estimators/gerf/gerf.hpp"
+#include "estimators/trig/trig_real.hpp"
+
+namespace kestrel {
+
+const std::vector<Family>& estimator_families() {
+  static const std::vector<Family> families = {
+      {"trig", "TrigRF, complex form exp(i w^T x) (CRT 2.2)", make_trig},
+      {"trig-real", "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)", make_trig_real},
+      {"pos", "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)", make_pos},
+      {"gerf", "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", make_gerf},
+      {"oprf", "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)", make_oprf},
+  };
+  return families;
+}
+
+const Family& find_family(const std::string& name) {
+  std::string known;
+  for (const auto& f : estimator_families()) {
+    if (f.name == name) return f;
+    known += (known.empty() ? "" : ", ") + f.name;
+  }
+  throw InvalidArgument(fmt::format("unknown estimator '{}' (known: {})", name, known));
+}
+
+std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
+  const Family& f = find_family(name);
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  return f.make(X, Y);
+}
+
+}  // namespace kestrel

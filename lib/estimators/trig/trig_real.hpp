@@ -1,0 +1,33 @@
+// Real trigonometric random features (RKS cos form, DERF eq. 4-5) for the softmax kernel:
+//   f1(w,x) = sqrt(2) e^{|x|^2/2} cos(w^T x + theta),  f2(w,y) = sqrt(2) e^{|y|^2/2} cos(w^T y + theta),
+//   w ~ N(0, I_d), theta ~ U[0, 2 pi).
+// DERF eq. 5 prints f2 with cos(-w^T y + theta); that estimates exp(-x^T y), not the softmax kernel
+// (E cos(w^T(x+y)) appears instead of E cos(w^T(x-y))). The sign is fixed here and tested.
+// Exact variance: Var/K^2 = e^S + e^{-S}/2 - 1 with S = |x - y|^2 (derived in trig_real.cpp).
+#pragma once
+#include <memory>
+
+#include "estimators/estimator.hpp"
+
+namespace kestrel {
+
+double trig_real_log_var_over_k2(double S);
+
+class TrigRealEstimator final : public Estimator {
+ public:
+  explicit TrigRealEstimator(arma::uword d);
+  const EstimatorInfo& info() const override { return info_; }
+  arma::uword dim() const override { return d_; }
+  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
+  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  nlohmann::json params() const override { return {{"family", "trig-real"}}; }
+
+ private:
+  EstimatorInfo info_{"trig-real", false, false};
+  arma::uword d_;
+};
+
+std::unique_ptr<Estimator> make_trig_real(const arma::mat& X, const arma::mat& Y);
+
+}  // namespace kestrel

@@ -1,0 +1,116 @@
+// HDF5 writer (see hdf5.hpp).
+#include "io/hdf5.hpp"
+
+#include <filesystem>
+#include <sstream>
+
+#include <boost/version.hpp>
+#include <fmt/format.h>
+#include <gsl/gsl_version.h>
+#include <hdf5_hl.h>
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/version.h>
+#include <unistd.h>
+
+#include "core/error.hpp"
+
+namespace kestrel {
+
+namespace {
+void check(herr_t rc, const std::string& what) {
+  if (rc < 0) throw IoError("HDF5: failed to " + what);
+}
+}  // namespace
+
+H5Writer::H5Writer(std::string path) : path_(std::move(path)) {
+  namespace fs = std::filesystem;
+  const fs::path target(path_);
+  if (target.has_parent_path() && !fs::exists(target.parent_path()))
+    throw IoError(fmt::format("cannot write '{}': directory '{}' does not exist", path_, target.parent_path().string()));
+  tmp_ = path_ + fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
+  file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file_ < 0) throw IoError(fmt::format("cannot create HDF5 file '{}'", tmp_));
+}
+
+H5Writer::~H5Writer() {
+  if (file_ >= 0) {
+    H5Fclose(file_);
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+  }
+}
+
+void H5Writer::group(const std::string& path) {
+  if (path == "/" || path.empty()) return;
+  std::string prefix;
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    prefix += "/" + part;
+    if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) > 0) continue;
+    const hid_t g = H5Gcreate2(file_, prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) throw IoError("HDF5: cannot create group " + prefix);
+    H5Gclose(g);
+  }
+}
+
+void H5Writer::write(const std::string& path, const std::vector<double>& v) {
+  group(std::filesystem::path(path).parent_path().string());
+  const hsize_t dims[1] = {v.size()};
+  check(H5LTmake_dataset_double(file_, path.c_str(), 1, dims, v.data()), "write dataset " + path);
+}
+
+void H5Writer::write(const std::string& path, const arma::vec& v) {
+  write(path, arma::conv_to<std::vector<double>>::from(v));
+}
+
+void H5Writer::write(const std::string& path, const arma::mat& m) {
+  group(std::filesystem::path(path).parent_path().string());
+  const arma::mat row_major = m.t();  // Armadillo is column-major; HDF5 readers expect row-major
+  const hsize_t dims[2] = {m.n_rows, m.n_cols};
+  check(H5LTmake_dataset_double(file_, path.c_str(), 2, dims, row_major.memptr()), "write dataset " + path);
+}
+
+void H5Writer::attr(const std::string& obj, const std::string& name, const std::string& value) {
+  check(H5LTset_attribute_string(file_, obj.c_str(), name.c_str(), value.c_str()), "write attribute " + name);
+}
+void H5Writer::attr(const std::string& obj, const std::string& name, double value) {
+  check(H5LTset_attribute_double(file_, obj.c_str(), name.c_str(), &value, 1), "write attribute " + name);
+}
+void H5Writer::attr(const std::string& obj, const std::string& name, std::int64_t value) {
+  const long long v = value;
+  check(H5LTset_attribute_long_long(file_, obj.c_str(), name.c_str(), &v, 1), "write attribute " + name);
+}
+
+void H5Writer::commit() {
+  check(H5Fclose(file_), "close " + tmp_);
+  file_ = -1;
+  std::error_code ec;
+  std::filesystem::rename(tmp_, path_, ec);
+  if (ec) {
+    std::filesystem::remove(tmp_, ec);
+    throw IoError(fmt::format("cannot move result into '{}'", path_));
+  }
+}
+
+std::string library_versions() {
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  nlohmann::json j = {
+      {"armadillo", arma::arma_version::as_string()},
+      {"gsl", GSL_VERSION},
+      {"hdf5", fmt::format("{}.{}.{}", maj, min, rel)},
+      {"tbb", fmt::format("{}.{} (runtime interface {})", TBB_VERSION_MAJOR, TBB_VERSION_MINOR,
+                          TBB_runtime_interface_version())},
+      {"boost", BOOST_LIB_VERSION},
+      {"fmt", FMT_VERSION},
+      {"nlohmann_json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
+                                    NLOHMANN_JSON_VERSION_PATCH)},
+      {"compiler", __VERSION__},
+  };
+  return j.dump();
+}
+
+}  // namespace kestrel

@@ -1,0 +1,38 @@
+// Minimal HDF5 writer over the C API (hdf5_hl). Writes go to a temporary file beside the target that
+// is renamed into place by commit(); an error or a missing commit leaves no partial output file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <armadillo>
+#include <hdf5.h>
+
+namespace kestrel {
+
+class H5Writer {
+ public:
+  explicit H5Writer(std::string path);
+  ~H5Writer();
+  H5Writer(const H5Writer&) = delete;
+  H5Writer& operator=(const H5Writer&) = delete;
+
+  // Creates a group (and its parents) if missing; paths are absolute ("/variance/oprf").
+  void group(const std::string& path);
+  void write(const std::string& path, const std::vector<double>& v);
+  void write(const std::string& path, const arma::vec& v);
+  void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
+  void attr(const std::string& obj, const std::string& name, const std::string& value);
+  void attr(const std::string& obj, const std::string& name, double value);
+  void attr(const std::string& obj, const std::string& name, std::int64_t value);
+  void commit();  // closes and renames the temporary file to the target path
+
+ private:
+  std::string path_, tmp_;
+  hid_t file_ = -1;
+};
+
+// Library versions compiled in (Armadillo, GSL, HDF5, TBB, Boost, fmt, nlohmann_json).
+std::string library_versions();
+
+}  // namespace kestrel

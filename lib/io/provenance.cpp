@@ -1,0 +1,32 @@
+// Provenance record (see provenance.hpp).
+#include "io/provenance.hpp"
+
+#include <chrono>
+#include <ctime>
+
+#include <oneapi/tbb/global_control.h>
+
+#include "io/hdf5.hpp"
+#include "kestrel_revision.hpp"
+
+namespace kestrel {
+
+std::string git_revision() { return KESTREL_GIT_REVISION; }
+std::string kestrel_version() { return "0.1.0"; }
+
+nlohmann::json provenance(const std::string& command_line, const nlohmann::json& options) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {
+      {"kestrel_version", kestrel_version()},
+      {"git_revision", git_revision()},
+      {"command", command_line},
+      {"options", options},
+      {"library_versions", nlohmann::json::parse(library_versions())},
+      {"threads", tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)},
+      {"created_utc", buf},
+  };
+}
+
+}  // namespace kestrel

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs kestrel's dependencies from Debian packages when they are missing (idempotent).
+# Runs apt-get directly as root (CI), through sudo otherwise.
+set -euo pipefail
+PKGS=(g++ cmake make pkg-config git
+      libarmadillo-dev libopenblas-dev liblapack-dev libboost-dev libgsl-dev libhdf5-dev libtbb-dev
+      libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+      python3 python3-numpy python3-h5py python3-matplotlib)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "[setup] installing: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

@@ -1,0 +1,127 @@
+// End-to-end tests of the `kestrel` program: JSON summary keys, HDF5 output with provenance,
+// identical results for 1 and 2 threads, and bad input (one-line error, non-zero exit, no file).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fmt_name(const char* stem) {
+  return std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+CliRun run(const std::string& args) {
+  const fs::path err = fs::temp_directory_path() / fmt_name("kestrel_err");
+  const std::string cmd = std::string(KESTREL_CLI) + " " + args + " 2>" + err.string();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  std::ifstream f(err);
+  std::stringstream es;
+  es << f.rdbuf();
+  fs::remove(err);
+  return {WEXITSTATUS(status), out, es.str()};
+}
+
+}  // namespace
+
+constexpr const char* kSmall = "variance --regime normal --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --seed 3 "
+                               "--estimators trig,pos,gerf,oprf --quiet";
+
+TEST(Cli, JsonSummaryHasTheStableKeys) {
+  const CliRun r = run(std::string(kSmall) + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 8u);  // 4 estimators x 2 sigmas
+  for (const auto& e : j["results"]) {
+    for (const char* k : {"estimator", "regime", "sigma", "d", "L", "mean_log_var", "std_log_var", "mean_log_rel_var",
+                          "std_log_rel_var", "params"})
+      EXPECT_TRUE(e.contains(k)) << k;
+    EXPECT_TRUE(std::isfinite(e["mean_log_var"].get<double>()));
+    EXPECT_EQ(e["n_pairs"].get<int>(), 2 * 64 * 64);
+  }
+  EXPECT_EQ(j["provenance"]["options"]["seed"].get<int>(), 3);
+  EXPECT_FALSE(j["provenance"]["git_revision"].get<std::string>().empty());
+}
+
+TEST(Cli, ResultsIdenticalForOneAndTwoThreads) {
+  const CliRun a = run(std::string(kSmall) + " --json --mc 50 --mc-points 8 --threads 1");
+  const CliRun b = run(std::string(kSmall) + " --json --mc 50 --mc-points 8 --threads 2");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["results"], nlohmann::json::parse(b.out)["results"]);
+}
+
+TEST(Cli, WritesHdf5WithProvenance) {
+  const fs::path out = fs::temp_directory_path() / (fmt_name("kestrel") + ".h5");
+  const CliRun r = run(std::string(kSmall) + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("oprf"), std::string::npos);  // the table
+  const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  double sig[2], mlv[2];
+  EXPECT_GE(H5LTread_dataset_double(f, "/variance/oprf/sigma", sig), 0);
+  EXPECT_GE(H5LTread_dataset_double(f, "/variance/oprf/mean_log_var", mlv), 0);
+  EXPECT_EQ(sig[0], 0.5);
+  EXPECT_EQ(sig[1], 1.0);
+  EXPECT_TRUE(std::isfinite(mlv[0]) && std::isfinite(mlv[1]));
+  char buf[65536] = {};
+  ASSERT_GE(H5LTget_attribute_string(f, "/", "provenance", buf), 0);
+  const auto prov = nlohmann::json::parse(buf);
+  for (const char* k : {"git_revision", "command", "options", "library_versions", "created_utc"})
+    EXPECT_TRUE(prov.contains(k)) << k;
+  H5Fclose(f);
+  fs::remove(out);
+}
+
+TEST(Cli, BadInputGivesOneLineErrorAndNoFile) {
+  const fs::path out = fs::temp_directory_path() / (fmt_name("kestrel_bad") + ".h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--estimators trig,bogus", "bogus"}, {"--sigma -1", "sigma"},   {"--sigma 0", "sigma"},
+      {"--sigma nan", "sigma"},             {"--dim 0", "dimension"}, {"--points 0", "L must be > 0"},
+      {"--regime moon", "moon"},            {"--kernel laplace", "laplace"}, {"--sampler sobol", "sobol"},
+      {"--pairs 0", "set pairs"},           {"--mc 2", "at least 4"},
+      {"--dim abc", "abc"},                 {"--features 0", "features M"}};
+  for (const auto& [args, word] : cases) {
+    std::string base = "variance --quiet";
+    for (const char* def : {"--dim 4", "--points 8", "--pairs 1"})
+      if (args.find(std::string(def).substr(0, 6)) == std::string::npos) base += std::string(" ") + def;
+    const CliRun r = run(base + " " + args + " --out " + out.string());
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(word), std::string::npos) << args << " -> " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+  const CliRun missing_dir = run("variance --dim 4 --points 8 --pairs 1 --quiet --out /nonexistent/dir/x.h5");
+  EXPECT_NE(missing_dir.code, 0);
+  EXPECT_NE(missing_dir.err.find("does not exist"), std::string::npos) << missing_dir.err;
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  for (const char* sub : {"variance", "estimators"}) {
+    const CliRun r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << sub;
+  }
+}

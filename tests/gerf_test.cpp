@@ -1,0 +1,131 @@
+// GERF family (TrigRF, PosRF, OPRF, GERF): closed forms, branch agreement, extreme magnitudes,
+// OPRF's rho* (CRT Thm 3.3) and the numerical GERF fit. Monte Carlo confirmation is in montecarlo_test.
+#include <gtest/gtest.h>
+
+#include <boost/multiprecision/cpp_bin_float.hpp>
+
+#include "analysis/pairwise.hpp"
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+#include "data/regimes.hpp"
+#include "estimators/gerf/gerf.hpp"
+#include "estimators/registry.hpp"
+#include "test_util.hpp"
+
+using namespace kestrel;
+using cplx = std::complex<double>;
+using big = boost::multiprecision::cpp_bin_float_50;
+
+TEST(Gerf, KnownVariancesOfTrigAndPos) {
+  // CRT section 2.2 (Gaussian kernel): Var_trig = (1 - K^2)^2 / 2, Var_pos = e^{4 x^T y} - K^2 ... in
+  // softmax form divided by K^2: cosh(|x-y|^2) - 1 and expm1(|x+y|^2).
+  for (double S : {1e-9, 1e-3, 0.5, 3.0, 40.0, 700.0}) {
+    const double trig_ref = static_cast<double>(log(cosh(big(S)) - 1));
+    const double pos_ref = static_cast<double>(log(exp(big(S)) - 1));
+    EXPECT_NEAR(gerf_log_var_over_k2({cplx(0, 0), -1}, 7, S), trig_ref, 1e-12 * std::max(1.0, std::abs(trig_ref)));
+    EXPECT_NEAR(gerf_log_var_over_k2({cplx(0, 0), 1}, 7, S), pos_ref, 1e-12 * std::max(1.0, std::abs(pos_ref)));
+  }
+  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), 1}, 7, 0.0), -kInf);  // PosRF is exact at x = -y
+  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), -1}, 7, 0.0), -kInf); // TrigRF is exact at x = y
+}
+
+TEST(Gerf, SpecialBranchesAgreeWithGeneralComplexFormula) {
+  // The general complex path at a tiny imaginary part must agree with the real/trig closed forms.
+  for (double S : {0.3, 2.0, 15.0}) {
+    for (double a : {0.0, -0.2, 0.05}) {
+      const double real_path = gerf_log_var_over_k2({cplx(a, 0), 1}, 16, S);
+      const double cplx_path = gerf_log_var_over_k2({cplx(a, 1e-9), 1}, 16, S);
+      EXPECT_NEAR(real_path, cplx_path, 1e-6 * std::max(1.0, std::abs(real_path))) << "A=" << a << " S=" << S;
+    }
+    EXPECT_NEAR(gerf_log_var_over_k2({cplx(0, 0), -1}, 16, S), gerf_log_var_over_k2({cplx(0, 1e-10), -1}, 16, S),
+                1e-6 * S);
+  }
+}
+
+TEST(Gerf, LogVarianceFiniteAndExactAtEMinus300AndE300) {
+  // PosRF with |x + y|^2 = 300 and x^T y = 0 (softmax): Var = e^300 - 1 exactly in the log.
+  const double l = gerf_log_var_over_k2({cplx(0, 0), 1}, 64, 300.0);
+  EXPECT_NEAR(l, static_cast<double>(log(exp(big(300)) - 1)), 1e-12 * 300);
+  // OPRF's A from rho* at S = 2000: finite, and below PosRF.
+  const GerfParams p = fit_oprf({64, 1000, 1000, 0});
+  EXPECT_TRUE(std::isfinite(gerf_log_var_over_k2(p, 64, 2000)));
+  EXPECT_LT(gerf_log_var_over_k2(p, 64, 2000), gerf_log_var_over_k2({cplx(0, 0), 1}, 64, 2000));
+}
+
+TEST(Gerf, StressNormalRegimeD64Sigma1AllLogVariancesFinite) {
+  // Normal regime, d = 64, sigma = 1: log-variances around 80 and above; every one must be finite.
+  const SetPair sp = draw_regime("normal", 64, 256, 1.0, 7, 0);
+  for (const char* name : {"trig", "trig-real", "pos", "gerf", "oprf"}) {
+    const auto e = make_estimator(name, sp.X, sp.Y);
+    const arma::mat lv = log_variance(*e, Kernel::softmax(), sp.X, sp.Y);
+    EXPECT_TRUE(lv.is_finite()) << name;
+    EXPECT_GT(lv.max(), 60.0) << name;
+    const arma::mat lg = log_variance(*e, Kernel::gaussian(), sp.X, sp.Y);
+    EXPECT_TRUE(lg.is_finite()) << name;
+  }
+}
+
+TEST(Oprf, HomogeneityStatisticsMatchBruteForce) {
+  const arma::mat X = test::points(5, 40, 1.0, 21), Y = test::points(5, 30, 1.0, 22) + 0.5;
+  const HomogeneityStats st = homogeneity_stats(X, Y);
+  for (int s : {-1, 1}) {
+    const double brute = arma::mean(arma::vectorise(pairwise_sq_norm_sum(X, Y, s)));
+    EXPECT_NEAR(st.mean_sum_sq(s), brute, 1e-12 * brute);  // CRT eq. (8)
+  }
+}
+
+TEST(Oprf, RhoStarMinimisesTheAveragedVariance) {
+  for (double S : {0.0, 1e-6, 0.5, 10.0, 100.0, 1e4}) {
+    for (arma::uword d : {1u, 8u, 64u}) {
+      const double rho = oprf_rho_star(S, d);
+      EXPECT_GT(rho, 0.0);
+      EXPECT_LE(rho, 1.0);
+      // Stationarity g'(rho) = d/(rho+1) - d/(2 rho) + S = 0 (CRT appendix 9.4).
+      EXPECT_NEAR(d / (rho + 1) - d / (2 * rho) + S, 0.0, 1e-9 * (d + S));
+      // And a global minimum over A of the positive-case objective: no grid point is lower.
+      const HomogeneityStats st{d, S / 2, S / 2, 0};
+      const double best = gerf_objective(fit_oprf(st), st);
+      for (double a = -5; a < 0.124; a += 0.001) EXPECT_GE(gerf_objective({cplx(a, 0), 1}, st), best - 1e-9);
+    }
+  }
+  EXPECT_DOUBLE_EQ(oprf_rho_star(0, 64), 1.0);  // x = -y: OPRF reduces to PosRF (A = 0)
+}
+
+TEST(GerfFit, NoWorseThanTrigPosOprfOrNearbyPoints) {
+  for (const char* regime : {"normal", "sphere", "heterogen"}) {
+    for (double sigma : {0.1, 0.5, 1.0}) {
+      const SetPair sp = draw_regime(regime, 16, 64, sigma, 3, 0);
+      const HomogeneityStats st = homogeneity_stats(sp.X, sp.Y);
+      const GerfParams g = fit_gerf(st);
+      const double f = gerf_objective(g, st);
+      EXPECT_TRUE(std::isfinite(f));
+      EXPECT_LE(f, gerf_objective({cplx(0, 0), -1}, st) + 1e-9) << regime << sigma;
+      EXPECT_LE(f, gerf_objective({cplx(0, 0), 1}, st) + 1e-9) << regime << sigma;
+      EXPECT_LE(f, gerf_objective(fit_oprf(st), st) + 1e-9) << regime << sigma;
+      Rng rng(11);
+      for (int k = 0; k < 50; ++k) {
+        const GerfParams q{g.A + cplx(1e-3 * rng.normal(), 1e-3 * rng.normal()), g.s};
+        if (1.0 - 8.0 * q.A.real() <= 0) continue;
+        EXPECT_LE(f, gerf_objective(q, st) + 1e-9) << regime << sigma;
+      }
+    }
+  }
+}
+
+TEST(Gerf, BadInput) {
+  EXPECT_THROW(validate(GerfParams{cplx(0, 0), 0}), InvalidArgument);
+  EXPECT_THROW(validate(GerfParams{cplx(0.125, 0), 1}), InvalidArgument);  // Re(1 - 8A) = 0
+  EXPECT_THROW(validate(GerfParams{cplx(arma::datum::nan, 0), 1}), InvalidArgument);
+  EXPECT_THROW(GerfEstimator("x", 0, {}), InvalidArgument);
+  EXPECT_THROW(oprf_rho_star(-1, 4), InvalidArgument);
+  EXPECT_THROW(make_estimator("nope", arma::ones(2, 2), arma::ones(2, 2)), InvalidArgument);
+  EXPECT_THROW(make_estimator("oprf", arma::mat(2, 0), arma::ones(2, 2)), InvalidArgument);
+  EXPECT_THROW(make_estimator("oprf", arma::ones(3, 2), arma::ones(2, 2)), InvalidArgument);
+  arma::mat nan_x = arma::ones(2, 2);
+  nan_x(0, 1) = arma::datum::nan;
+  EXPECT_THROW(make_estimator("gerf", nan_x, arma::ones(2, 2)), InvalidArgument);
+  const auto e = make_estimator("oprf", arma::ones(2, 2), arma::ones(2, 2));
+  EXPECT_THROW(e->log_var_over_k2(arma::ones(3, 2), arma::ones(3, 2)), InvalidArgument);
+  Rng rng(1);
+  EXPECT_THROW(e->draw(0, rng, Sampler::Iid), InvalidArgument);
+}
