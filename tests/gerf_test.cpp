@@ -112,6 +112,17 @@ TEST(GerfFit, NoWorseThanTrigPosOprfOrNearbyPoints) {
   }
 }
 
+TEST(GerfFit, RealOptimumGivesPositiveRealFeatures) {
+  // In the normal regime at sigma = 1 the optimum is real with s = +1 (GERF coincides with OPRF).
+  const SetPair sp = draw_regime("normal", 16, 128, 1.0, 5, 0);
+  const auto g = make_estimator("gerf", sp.X, sp.Y);
+  const auto& p = dynamic_cast<const GerfEstimator&>(*g).gerf_params();
+  EXPECT_EQ(p.A.imag(), 0.0);
+  EXPECT_EQ(p.s, 1);
+  EXPECT_TRUE(g->info().positive);
+  EXPECT_NEAR(p.A.real(), fit_oprf(homogeneity_stats(sp.X, sp.Y)).A.real(), 1e-6);
+}
+
 TEST(Gerf, BadInput) {
   EXPECT_THROW(validate(GerfParams{cplx(0, 0), 0}), InvalidArgument);
   EXPECT_THROW(validate(GerfParams{cplx(0.125, 0), 1}), InvalidArgument);  // Re(1 - 8A) = 0

@@ -1,5 +1,6 @@
 // Parameter fitting for GERF-family estimators: OPRF's closed form (CRT Thm 3.3, eq. 7-8) and the
 // numerical minimisation of the averaged variance over A in C for s = +-1 (CRT appendix 9.10.1).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -102,6 +103,10 @@ GerfParams fit_gerf(const HomogeneityStats& st, const GerfFitOptions& opt) {
     }
   }
   if (!std::isfinite(best_f)) throw NumericalError("GERF fit found no finite objective value");
+  // Nelder-Mead stops ~1e-9 off the real axis when the optimum is real; a real A (with s = +1) gives
+  // positive features with one real column per feature, so snap when that is no worse.
+  const GerfParams real{cplx(best.A.real(), 0.0), best.s};
+  if (gerf_objective(real, st) <= best_f + 1e-12 * std::max(1.0, std::abs(best_f))) best = real;
   return best;
 }
 
