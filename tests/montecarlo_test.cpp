@@ -132,6 +132,19 @@ TEST(Determinism, IdenticalForOneAndTwoThreads) {
   EXPECT_TRUE(arma::approx_equal(std::get<4>(a), std::get<4>(b), "absdiff", 0.0));
 }
 
+TEST(Approximation, KernelTimesEqualsDenseProductOfTheSameDraw) {
+  // P (S^T C) is the same number as (P S^T) C up to rounding, for real and complex features.
+  const arma::mat X = test::points(5, 30, 0.5, 31), Y = test::points(5, 20, 0.5, 32), C = test::points(20, 3, 1, 33);
+  for (const char* n : {"trig", "pos", "oprf", "trig-real"}) {
+    const auto e = make_estimator(n, X, Y);
+    Rng rng(9);
+    const Draw w = e->draw(16, rng, Sampler::Orthogonal);
+    const arma::mat dense = approximate_kernel(*e, w, X, Y, Kernel::gaussian()) * C;
+    const arma::mat lowrank = approximate_kernel_times(*e, w, X, Y, C, Kernel::gaussian());
+    EXPECT_LT(arma::abs(dense - lowrank).max(), 1e-12 * arma::abs(dense).max()) << n;
+  }
+}
+
 TEST(MonteCarlo, BadInput) {
   const arma::mat X = test::points(3, 2, 0.3, 1);
   const auto e = make_estimator("pos", X, X);

@@ -60,6 +60,7 @@ MonteCarloResult simulate(const Estimator& e, const Kernel& k, const arma::mat& 
     for (std::size_t r = r0; r < r1; ++r) {
       Rng rng(opt.seed, Stream::MonteCarlo, r);
       const Draw w = e.draw(opt.features, rng, opt.sampler);
+      // Same products as approximate_kernel(_times), sharing one feature map per side.
       const arma::mat P = feature_map(e, w, X, Side::Query, k);
       const arma::mat S = feature_map(e, w, Y, Side::Key, k);
       sk[c].add(P * S.t() - K);

@@ -18,6 +18,17 @@ arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Sid
   return F;
 }
 
+arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+                             const Kernel& k) {
+  return feature_map(e, w, X, Side::Query, k) * feature_map(e, w, Y, Side::Key, k).t();
+}
+
+arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+                                   const arma::mat& C, const Kernel& k) {
+  require(C.n_rows == Y.n_cols, "C must have one row per point of Y ({}), got {}", Y.n_cols, C.n_rows);
+  return feature_map(e, w, X, Side::Query, k) * (feature_map(e, w, Y, Side::Key, k).t() * C);
+}
+
 arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y) {
   validate_pair(X, Y, e.dim());
   return e.log_var_over_k2(X, Y) + 2.0 * log_kernel(k, X, Y);

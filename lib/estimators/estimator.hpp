@@ -55,6 +55,14 @@ class Estimator {
 // Features for K^(alpha): rows scaled by exp(alpha |x_i|^2).
 arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k);
 
+// Unbiased estimate of K^(alpha)(X, Y) from one draw: P S^T (Lx x Ly), O(Lx Ly M).
+arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+                             const Kernel& k);
+
+// Unbiased estimate of K^(alpha)(X, Y) C as P (S^T C) in O((Lx + Ly) M n), never forming Lx x Ly.
+arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+                                   const arma::mat& C, const Kernel& k);
+
 // log Var of one feature for K^(alpha), all pairs: log(Var/K^2) + 2 log K.
 arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y);
 
