@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/install-data.sh
 bash scripts/build.sh
 mkdir -p results
 for regime in normal sphere heterogen; do

@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/install-data.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"

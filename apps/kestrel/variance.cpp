@@ -18,7 +18,7 @@ namespace {
 
 struct Args {
   VarianceStudyOptions opt;
-  std::string kernel = "softmax", sampler = "iid", out;
+  std::string kernel = "softmax", sampler = "iid", preprocess = "raw", out;
   bool json = false;
 };
 
@@ -78,9 +78,12 @@ void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const Va
 
 void print_table(const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
   const double log_m = std::log(static_cast<double>(opt.features));
-  std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={} seed={}  (natural logs, mean +- std over "
+  std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={} seed={}{}  (natural logs, mean +- std over "
                            "all pairs)\n",
-                           opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features, opt.seed);
+                           opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features, opt.seed,
+                           opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
+                               ? " preprocess=" + to_string(opt.regime_options.preprocess)
+                               : "");
   std::cout << fmt::format("{:<10} {:>6} {:>22} {:>22}", "estimator", "sigma", "log Var", "log(Var/K)");
   if (opt.mc_reps) std::cout << fmt::format(" {:>12} {:>12} {:>8}", "MC log Var", "exact(sub)", "in 3se");
   std::cout << '\n';
@@ -101,7 +104,10 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
 Action add_variance(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
   auto& o = a->opt;
-  app.add_option("--regime", o.regime, "Sampling regime: normal, sphere, heterogen")->capture_default_str();
+  app.add_option("--regime", o.regime,
+                 "Sampling regime: normal, sphere, heterogen, mnist, fashion-mnist, cifar10, mnist/cifar10, aniso, "
+                 "clustered, file")
+      ->capture_default_str();
   app.add_option("--sigma", o.sigmas, "Scale(s) sigma, comma-separated")->delimiter(',')->capture_default_str();
   app.add_option("--dim", o.dim, "Dimension d")->capture_default_str();
   app.add_option("--points", o.points, "Points per set L")->capture_default_str();
@@ -116,11 +122,23 @@ Action add_variance(CLI::App& app, const Global& g) {
   app.add_option("--mc", o.mc_reps, "Also run Monte Carlo with this many repetitions (0 = off)")->capture_default_str();
   app.add_option("--mc-points", o.mc_points, "Monte Carlo on the first N points of each set")->capture_default_str();
   app.add_option("--sampler", a->sampler, "Projections for Monte Carlo: iid or orthogonal")->capture_default_str();
+  auto& ro = o.regime_options;
+  app.add_option("--data-dir", ro.data_dir, "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
+  app.add_option("--preprocess", a->preprocess, "Image pixels: raw ([0,1]), center or standardize")
+      ->capture_default_str();
+  app.add_option("--spectrum", ro.spectrum, "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>")
+      ->capture_default_str();
+  app.add_option("--clusters", ro.clusters, "clustered: clusters per side")->capture_default_str();
+  app.add_option("--cluster-radius", ro.cluster_radius, "clustered: distance of the centres from 0")
+      ->capture_default_str();
+  app.add_option("--x-file", ro.x_file, "file: points (rows) for X, and for Y if --y-file is not given");
+  app.add_option("--y-file", ro.y_file, "file: points (rows) for Y");
   app.add_option("--out", a->out, "Write results and provenance to this HDF5 file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   return [a, &g] {
     a->opt.kernel = Kernel::parse(a->kernel);
     a->opt.sampler = parse_sampler(a->sampler);
+    a->opt.regime_options.preprocess = parse_preprocess(a->preprocess);
     validate(a->opt);
     std::unique_ptr<H5Writer> h5;
     if (!a->out.empty()) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path

@@ -31,7 +31,7 @@ nlohmann::json to_json(const VarianceStudyOptions& opt) {
           {"points", opt.points},   {"pairs", opt.pairs},           {"seed", opt.seed},
           {"estimators", opt.estimators}, {"kernel", opt.kernel.name()}, {"kernel_alpha", opt.kernel.alpha},
           {"features", opt.features}, {"mc_reps", opt.mc_reps},     {"mc_points", opt.mc_points},
-          {"sampler", to_string(opt.sampler)}};
+          {"sampler", to_string(opt.sampler)}, {"regime_options", to_json(opt.regime_options)}};
 }
 
 namespace {
@@ -69,7 +69,7 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
     for (std::size_t k = 0; k < row.size(); ++k) row[k].estimator = opt.estimators[k], row[k].sigma = sigma;
     for (arma::uword p = 0; p < opt.pairs; ++p) {
       if (progress) progress(fmt::format("{} sigma={} set pair {}/{}", opt.regime, sigma, p + 1, opt.pairs));
-      const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p);
+      const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p, opt.regime_options);
       for (std::size_t k = 0; k < row.size(); ++k) {
         const auto e = make_estimator(opt.estimators[k], sp.X, sp.Y);
         const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y);

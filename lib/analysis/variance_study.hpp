@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/pairwise.hpp"
+#include "data/regimes.hpp"
 
 namespace kestrel {
 
@@ -27,6 +28,7 @@ struct VarianceStudyOptions {
   std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator
   arma::uword mc_points = 64;  // Monte Carlo on the first mc_points points of each set
   Sampler sampler = Sampler::Iid;
+  RegimeOptions regime_options;  // data directory, image preprocessing, spectrum, clusters, files
 };
 
 void validate(const VarianceStudyOptions& opt);

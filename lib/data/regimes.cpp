@@ -1,15 +1,49 @@
-// Synthetic sampling regimes (see regimes.hpp).
+// Sampling regimes (see regimes.hpp).
 #include "data/regimes.hpp"
 
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include <gsl/gsl_randist.h>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "data/catalog.hpp"
+#include "data/images.hpp"
+#include "data/uci.hpp"
+#include "sampling/omega.hpp"
 
 namespace kestrel {
 
+Preprocess parse_preprocess(const std::string& name) {
+  if (name == "raw") return Preprocess::Raw;
+  if (name == "center") return Preprocess::Center;
+  if (name == "standardize") return Preprocess::Standardize;
+  throw InvalidArgument(fmt::format("unknown preprocessing '{}' (expected raw, center or standardize)", name));
+}
+
+std::string to_string(Preprocess p) {
+  return p == Preprocess::Raw ? "raw" : p == Preprocess::Center ? "center" : "standardize";
+}
+
+nlohmann::json to_json(const RegimeOptions& o) {
+  return {{"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
+          {"preprocess", to_string(o.preprocess)},
+          {"image_conversion", "grayscale BT.601 luma, pixels/255, area-average downscale to sqrt(d) x sqrt(d)"},
+          {"spectrum", o.spectrum},
+          {"clusters", o.clusters},
+          {"cluster_radius", o.cluster_radius},
+          {"x_file", o.x_file},
+          {"y_file", o.y_file}};
+}
+
 const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names = {"normal", "sphere", "heterogen"};
+  static const std::vector<std::string> names = {"normal", "sphere",        "heterogen", "mnist", "fashion-mnist",
+                                                 "cifar10", "mnist/cifar10", "aniso",     "clustered", "file"};
   return names;
 }
 
@@ -21,19 +55,176 @@ void validate_regime(const std::string& name) {
   throw InvalidArgument(fmt::format("unknown regime '{}' (known: {})", name, known));
 }
 
+arma::vec parse_spectrum(const std::string& spec, arma::uword d) {
+  const auto colon = spec.find(':');
+  require(colon != std::string::npos, "spectrum must be geometric:<k>, rank:<r> or list:<values>, got '{}'", spec);
+  const std::string kind = spec.substr(0, colon), arg = spec.substr(colon + 1);
+  auto num = [&](const std::string& s) {
+    std::size_t pos = 0;
+    double v = std::nan("");
+    try {
+      v = std::stod(s, &pos);
+    } catch (const std::exception&) {
+    }
+    require(pos == s.size() && std::isfinite(v), "spectrum '{}': '{}' is not a number", spec, s);
+    return v;
+  };
+  arma::vec lam(d);
+  if (kind == "geometric") {
+    const double k = num(arg);
+    require(k >= 1, "spectrum condition number must be >= 1, got {}", k);
+    for (arma::uword i = 0; i < d; ++i) lam(i) = d > 1 ? std::pow(k, -static_cast<double>(i) / (d - 1)) : 1.0;
+  } else if (kind == "rank") {
+    const double r = num(arg);
+    require(r >= 1 && r <= d && r == std::floor(r), "spectrum rank must be an integer in 1..{}, got {}", d, r);
+    lam.zeros();
+    lam.head(static_cast<arma::uword>(r)).ones();
+  } else if (kind == "list") {
+    std::vector<double> v;
+    std::stringstream ss(arg);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) v.push_back(num(tok));
+    require(v.size() == d, "spectrum list has {} values, d = {}", v.size(), d);
+    lam = arma::vec(v);
+    require(lam.min() >= 0, "spectrum values must be >= 0, got {}", lam.min());
+    return lam;
+  } else {
+    throw InvalidArgument(fmt::format("unknown spectrum kind '{}' (expected geometric, rank or list)", kind));
+  }
+  return lam * (d / arma::accu(lam));  // mean eigenvalue 1, so sigma sets the overall scale
+}
+
+arma::mat load_points_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw IoError(fmt::format("{}: cannot open points file", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  std::string first = text.substr(0, text.find('\n'));
+  const char delim = first.find(',') != std::string::npos ? ',' : ' ';
+  std::size_t cols = 0;
+  {
+    std::stringstream fs(first);
+    std::string tok;
+    if (delim == ',')
+      while (std::getline(fs, tok, ',')) ++cols;
+    else
+      while (fs >> tok) ++cols;
+  }
+  if (cols == 0) throw IoError(fmt::format("{}: line 1: no fields", path));
+  const UciSpec spec{"file", path, delim, std::vector<Column>(cols, Column::Numeric)};
+  return parse_uci(text, spec, Encoding::Ordinal, path).X;
+}
+
+namespace {
+
+// Image pools are loaded and preprocessed once per process.
+std::shared_ptr<const arma::mat> image_pool(const std::string& set, arma::uword d, const RegimeOptions& o) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const arma::mat>> cache;
+  const std::string dir = (o.data_dir.empty() ? default_data_dir() : o.data_dir) + "/" + set;
+  const std::string key = fmt::format("{}|{}|{}", dir, d, to_string(o.preprocess));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  ImageSet s;
+  try {
+    s = set == "cifar10" ? load_cifar10(dir, "train") : load_mnist(dir, "train");
+  } catch (const IoError& e) {
+    throw IoError(fmt::format("{} (install the data with scripts/install-data.sh {})", e.what(), set));
+  }
+  arma::mat P = image_points(s, d);
+  if (o.preprocess != Preprocess::Raw) {
+    P.each_col() -= arma::mean(P, 1);
+    if (o.preprocess == Preprocess::Standardize) {
+      arma::vec sd = arma::stddev(P, 0, 1);
+      sd.transform([](double v) { return v > 0 ? v : 1.0; });  // constant pixels stay 0
+      P.each_col() /= sd;
+    }
+  }
+  auto ptr = std::make_shared<const arma::mat>(std::move(P));
+  cache[key] = ptr;
+  return ptr;
+}
+
+// k distinct indices out of n (partial Fisher-Yates via GSL).
+std::vector<std::size_t> distinct(std::size_t n, std::size_t k, Rng& rng) {
+  std::vector<std::size_t> all(n), out(k);
+  for (std::size_t i = 0; i < n; ++i) all[i] = i;
+  gsl_ran_choose(rng.raw(), out.data(), k, all.data(), n, sizeof(std::size_t));
+  gsl_ran_shuffle(rng.raw(), out.data(), k, sizeof(std::size_t));
+  return out;
+}
+
+arma::mat pick(const arma::mat& pool, const std::vector<std::size_t>& idx, std::size_t from, std::size_t count) {
+  arma::mat out(pool.n_rows, count);
+  for (std::size_t i = 0; i < count; ++i) out.col(i) = pool.col(idx[from + i]);
+  return out;
+}
+
+SetPair from_pools(const arma::mat& px, const arma::mat* py, arma::uword L, Rng& rng, const std::string& what) {
+  if (py == nullptr) {
+    require(px.n_cols >= 2 * L, "{} has {} points, {} disjoint ones are needed for L = {}", what, px.n_cols, 2 * L, L);
+    const auto idx = distinct(px.n_cols, 2 * L, rng);
+    return {pick(px, idx, 0, L), pick(px, idx, L, L)};
+  }
+  require(px.n_cols >= L && py->n_cols >= L, "{}: pools have {} and {} points, L = {}", what, px.n_cols, py->n_cols, L);
+  const auto ix = distinct(px.n_cols, L, rng), iy = distinct(py->n_cols, L, rng);
+  return {pick(px, ix, 0, L), pick(*py, iy, 0, L)};
+}
+
+}  // namespace
+
 SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
-                    std::uint64_t pair_index) {
+                    std::uint64_t pair_index, const RegimeOptions& opt) {
   validate_regime(name);
   require(d > 0, "dimension d must be > 0, got 0");
   require(L > 0, "number of points L must be > 0, got 0");
   require(std::isfinite(sigma) && sigma > 0, "sigma must be > 0, got {}", sigma);
   Rng rng(seed, Stream::Data, pair_index);
-  SetPair p{rng.normal_matrix(d, L), rng.normal_matrix(d, L)};
-  if (name == "sphere") {
-    p.X.each_row() /= arma::sqrt(arma::sum(arma::square(p.X), 0));
-    p.Y.each_row() /= arma::sqrt(arma::sum(arma::square(p.Y), 0));
-  } else if (name == "heterogen") {
-    p.Y += 1.0;
+  SetPair p;
+  if (name == "normal" || name == "sphere" || name == "heterogen") {
+    p = {rng.normal_matrix(d, L), rng.normal_matrix(d, L)};
+    if (name == "sphere") {
+      p.X.each_row() /= arma::sqrt(arma::sum(arma::square(p.X), 0));
+      p.Y.each_row() /= arma::sqrt(arma::sum(arma::square(p.Y), 0));
+    } else if (name == "heterogen") {
+      p.Y += 1.0;
+    }
+  } else if (name == "mnist" || name == "fashion-mnist" || name == "cifar10") {
+    p = from_pools(*image_pool(name, d, opt), nullptr, L, rng, name);
+  } else if (name == "mnist/cifar10") {
+    const auto mx = image_pool("mnist", d, opt), cy = image_pool("cifar10", d, opt);
+    p = from_pools(*mx, cy.get(), L, rng, name);
+  } else if (name == "aniso") {
+    const arma::vec lam = parse_spectrum(opt.spectrum, d);
+    Rng fixed(seed, Stream::Data, 0xA0150ULL << 20);  // Lambda is shared by all set pairs
+    const arma::mat root = haar_orthogonal(d, fixed) * arma::diagmat(arma::sqrt(lam));
+    p = {root * rng.normal_matrix(d, L), root * rng.normal_matrix(d, L)};
+  } else if (name == "clustered") {
+    require(opt.clusters > 0, "clusters must be > 0, got 0");
+    require(std::isfinite(opt.cluster_radius) && opt.cluster_radius >= 0, "cluster radius must be >= 0, got {}",
+            opt.cluster_radius);
+    Rng fixed(seed, Stream::Data, 0xC1057ULL << 20);
+    arma::mat centres = fixed.normal_matrix(d, 2 * opt.clusters);
+    centres.each_row() /= arma::sqrt(arma::sum(arma::square(centres), 0));
+    centres *= opt.cluster_radius;
+    p = {sigma * rng.normal_matrix(d, L), sigma * rng.normal_matrix(d, L)};
+    for (arma::uword i = 0; i < L; ++i) {
+      p.X.col(i) += centres.col(i % opt.clusters);
+      p.Y.col(i) += centres.col(opt.clusters + i % opt.clusters);
+    }
+    return p;  // sigma is the within-cluster spread here, not a global scale
+  } else {  // file
+    require(!opt.x_file.empty(), "regime 'file' needs --x-file");
+    const arma::mat px = load_points_file(opt.x_file);
+    require(px.n_rows == d, "{}: points have d = {}, --dim is {}", opt.x_file, px.n_rows, d);
+    if (opt.y_file.empty()) {
+      p = from_pools(px, nullptr, L, rng, opt.x_file);
+    } else {
+      const arma::mat py = load_points_file(opt.y_file);
+      require(py.n_rows == d, "{}: points have d = {}, --dim is {}", opt.y_file, py.n_rows, d);
+      p = from_pools(px, &py, L, rng, opt.x_file + " / " + opt.y_file);
+    }
   }
   p.X *= sigma;
   p.Y *= sigma;

@@ -1,17 +1,44 @@
-// Sampling regimes for pairs of point sets X, Y (d x L each), CRT section 5.1 / DERF section 5.1:
-//   normal:    x, y ~ N(0, sigma^2 I)
-//   sphere:    x, y uniform on the sphere sigma S^{d-1}
-//   heterogen: x ~ N(0, sigma^2 I), y ~ N(sigma 1, sigma^2 I)
-// A regime draws unit-scale sets from stream (seed, Data, pair) and multiplies by sigma, so a sweep
-// over sigma uses common random numbers and gives smooth curves.
+// Sampling regimes for pairs of point sets X, Y (d x L each):
+//   normal:     x, y ~ N(0, sigma^2 I)                       (CRT 5.1)
+//   sphere:     x, y uniform on sigma S^{d-1}                (CRT 5.1)
+//   heterogen:  x ~ N(0, sigma^2 I), y ~ N(sigma 1, sigma^2 I) (CRT 5.1)
+//   mnist, fashion-mnist, cifar10: random training images (images.hpp: grayscale, [0,1], area
+//               downscale to sqrt(d) x sqrt(d)), preprocessed, times sigma (CRT 5.1, DERF 5.1)
+//   mnist/cifar10: x from MNIST, y from CIFAR-10 (DERF 5.1)
+//   aniso:      x, y ~ N(0, sigma^2 Lambda), Lambda = Q diag(spectrum) Q^T, Q Haar (DARK Thm 3.2)
+//   clustered:  x from k Gaussian clusters, y from k other clusters, centres at distance
+//               `cluster_radius` from 0, within-cluster standard deviation sigma (HRF appendix H.1)
+//   file:       points are rows of a numeric text file (comma or whitespace separated), times sigma
+// X and Y never share a point: image and file regimes draw 2L distinct rows (or X, Y from two files).
+// A set pair comes from stream (seed, Data, pair); the regime's fixed structure (Lambda, centres)
+// from the seed alone, so every pair shares it. The synthetic regimes draw unit-scale sets and
+// multiply by sigma, so a sweep over sigma uses common random numbers.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <armadillo>
+#include <nlohmann/json.hpp>
 
 namespace kestrel {
+
+enum class Preprocess { Raw, Center, Standardize };
+Preprocess parse_preprocess(const std::string& name);
+std::string to_string(Preprocess p);
+
+struct RegimeOptions {
+  std::string data_dir;  // empty: default_data_dir()
+  // Image pixels: raw ([0,1]), center (minus the pool's mean image) or standardize (per pixel zero
+  // mean, unit variance over the pool; constant pixels become 0). With raw pixels every x^T y >= 0.
+  Preprocess preprocess = Preprocess::Raw;
+  std::string spectrum = "geometric:100";  // aniso: geometric:<condition number>, rank:<r>, list:<l1,..,ld>
+  arma::uword clusters = 2;                // clustered: clusters per side
+  double cluster_radius = 1.0;             // clustered: norm of every centre
+  std::string x_file, y_file;              // file regime
+};
+
+nlohmann::json to_json(const RegimeOptions& o);
 
 struct SetPair {
   arma::mat X, Y;
@@ -19,7 +46,14 @@ struct SetPair {
 
 const std::vector<std::string>& regime_names();
 void validate_regime(const std::string& name);
+
 SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
-                    std::uint64_t pair_index);
+                    std::uint64_t pair_index, const RegimeOptions& opt = {});
+
+// The eigenvalues of Lambda for the aniso regime (mean 1 unless given as a list).
+arma::vec parse_spectrum(const std::string& spec, arma::uword d);
+
+// Points from a numeric text file: one point per row, d x n.
+arma::mat load_points_file(const std::string& path);
 
 }  // namespace kestrel

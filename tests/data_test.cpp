@@ -1,0 +1,272 @@
+// Data loaders, preprocessing and regimes: the shipped UCI files and the installed MNIST/CIFAR-10
+// against their documented sizes and class counts; a bad-input test per format; regimes' invariants.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+#include "data/catalog.hpp"
+#include "data/idx.hpp"
+#include "data/images.hpp"
+#include "data/regimes.hpp"
+#include "data/uci.hpp"
+
+using namespace kestrel;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> dims, std::size_t data_bytes) {
+  std::vector<std::uint8_t> b = {0, 0, 8, static_cast<std::uint8_t>(dims.size())};
+  for (auto v : dims) b.insert(b.end(), {std::uint8_t(v >> 24), std::uint8_t(v >> 16), std::uint8_t(v >> 8), std::uint8_t(v)});
+  for (std::size_t i = 0; i < data_bytes; ++i) b.push_back(static_cast<std::uint8_t>(i));
+  return b;
+}
+template <typename F>
+void expect_io_error(F f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error, expected one containing '" << part << "'";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST(Idx, ParsesAndRejectsMalformedFiles) {
+  const IdxArray a = parse_idx(idx_bytes({2, 3}, 6), "t");
+  EXPECT_EQ(a.dims, (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(a.data[5], 5);
+  expect_io_error([] { parse_idx(std::vector<std::uint8_t>{0, 0}, "f.idx"); }, "f.idx: IDX: file is 2 bytes");
+  auto bad_magic = idx_bytes({2}, 2);
+  bad_magic[1] = 7;
+  expect_io_error([&] { parse_idx(bad_magic, "f"); }, "bad magic number");
+  auto bad_type = idx_bytes({2}, 2);
+  bad_type[2] = 0x0D;
+  expect_io_error([&] { parse_idx(bad_type, "f"); }, "unsupported element type 0x0d");
+  auto bad_nd = idx_bytes({2}, 2);
+  bad_nd[3] = 9;
+  expect_io_error([&] { parse_idx(bad_nd, "f"); }, "number of dimensions is 9");
+  expect_io_error([] { parse_idx(idx_bytes({4, 4}, 15), "f"); }, "truncated: header declares 16 data bytes, file has 15");
+  expect_io_error([] { parse_idx(idx_bytes({4}, 6), "f"); }, "2 unexpected bytes");
+  expect_io_error([] { parse_idx(idx_bytes({100000, 100000, 100000}, 0), "f"); }, "exceeds");
+}
+
+TEST(Cifar, ParsesAndRejectsMalformedFiles) {
+  std::vector<std::uint8_t> b(2 * 3073, 7);
+  b[0] = 3;
+  b[3073] = 9;
+  const CifarBatch c = parse_cifar(b, "x.bin");
+  EXPECT_EQ(c.labels, (std::vector<std::uint8_t>{3, 9}));
+  EXPECT_EQ(c.pixels.size(), 2u * 3072);
+  b.pop_back();
+  expect_io_error([&] { parse_cifar(b, "x.bin"); }, "x.bin: CIFAR-10: wrong record size");
+  std::vector<std::uint8_t> bad_label(3073, 0);
+  bad_label[0] = 10;
+  expect_io_error([&] { parse_cifar(bad_label, "y.bin"); }, "record 0: label 10");
+  expect_io_error([] { parse_cifar({}, "z.bin"); }, "empty");
+}
+
+TEST(Uci, ShippedDataSetsHaveTheirDocumentedShape) {
+  // Rows and classes as documented by UCI (datasets/uci/INDEX.txt, the PROVENANCE files).
+  const std::map<std::string, std::pair<arma::uword, std::size_t>> expected = {
+      {"abalone", {4177, 28}}, {"banknote", {1372, 2}}, {"car", {1728, 4}},     {"yeast", {1484, 10}},
+      {"cmc", {1473, 3}},      {"nursery", {12960, 5}}, {"wifi", {2000, 4}},    {"chess", {28056, 18}},
+      {"wine", {178, 3}},      {"boston", {506, 0}}};
+  for (const auto& [name, shape] : expected) {
+    const UciData d = load_uci(default_data_dir(), name);
+    EXPECT_EQ(d.X.n_cols, shape.first) << name;
+    EXPECT_EQ(d.classes.size(), shape.second) << name;
+    EXPECT_TRUE(d.X.is_finite()) << name;
+  }
+  // car: 6 categorical attributes with 4, 4, 4, 3, 3, 3 values -> 21 one-hot columns, 6 ordinal.
+  EXPECT_EQ(load_uci(default_data_dir(), "car", Encoding::OneHot).X.n_rows, 21u);
+  EXPECT_EQ(load_uci(default_data_dir(), "car", Encoding::Ordinal).X.n_rows, 6u);
+  // chess ordinal: files a..h -> 0..7, ranks 1..8 as numbers. The white king is confined to files
+  // a..d by the board's symmetry (krkopt.names), the rook ranges over a..h.
+  const UciData chess = load_uci(default_data_dir(), "chess", Encoding::Ordinal);
+  EXPECT_EQ(chess.X.row(0).max(), 3.0);
+  EXPECT_EQ(chess.X.row(2).max(), 7.0);
+  EXPECT_EQ(chess.X.row(1).min(), 1.0);
+  // boston: a regression target (MEDV), 13 attributes.
+  const UciData boston = load_uci(default_data_dir(), "boston");
+  EXPECT_EQ(boston.X.n_rows, 13u);
+  EXPECT_EQ(boston.target.n_elem, 506u);
+}
+
+TEST(Uci, CrlfAndLfFilesParseIdentically) {
+  const UciSpec& spec = find_uci("wifi");
+  auto read = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::string dir = default_data_dir() + "/uci/wifi/";
+  const UciData crlf = parse_uci(read(dir + "wifi_localization.txt"), spec, Encoding::OneHot, "crlf");
+  const UciData lf = parse_uci(read(dir + "wifi_localization.LF.txt"), spec, Encoding::OneHot, "lf");
+  EXPECT_TRUE(arma::approx_equal(crlf.X, lf.X, "absdiff", 0.0));
+  EXPECT_TRUE(arma::all(crlf.labels == lf.labels));
+}
+
+TEST(Uci, BadInputNamesFileLineAndProblem) {
+  const UciSpec spec{"t", "t.csv", ',', {Column::Numeric, Column::Categorical, Column::Class}};
+  expect_io_error([&] { parse_uci("1,a,x\n2,b\n", spec, Encoding::OneHot, "t.csv"); }, "t.csv: line 2: 2 fields, expected 3");
+  expect_io_error([&] { parse_uci("1,a,x\nzz,b,y\n", spec, Encoding::OneHot, "t.csv"); },
+                  "t.csv: line 2: field 1 is not a finite number: 'zz'");
+  expect_io_error([&] { parse_uci("1,a,x\n2,?,y\n", spec, Encoding::OneHot, "t.csv"); }, "line 2: field 2 is a missing value");
+  expect_io_error([&] { parse_uci("1,a,x\n2,,y\n", spec, Encoding::OneHot, "t.csv"); }, "line 2: field 2 is empty");
+  expect_io_error([&] { parse_uci("1,a,x\n", spec, Encoding::OneHot, "t.csv"); }, "1 data rows");
+  expect_io_error([&] { parse_uci("1,a,x\ninf,b,y\n", spec, Encoding::OneHot, "t.csv"); }, "not a finite number");
+  expect_io_error([&] { parse_uci("1,a,x\r\n\r\n2e400,b,y\r\n", spec, Encoding::OneHot, "t.csv"); },
+                  "line 3: field 1 is not a finite number");
+  EXPECT_THROW(load_uci("/nonexistent", "car"), IoError);
+  EXPECT_THROW(find_uci("iris"), InvalidArgument);
+  EXPECT_THROW(parse_encoding("binary"), InvalidArgument);
+}
+
+TEST(Uci, SplitIsDisjointCompleteAndSeeded) {
+  const Split s = split_90_5_5(1000, 4);
+  EXPECT_EQ(s.train.n_elem, 900u);
+  EXPECT_EQ(s.validation.n_elem, 50u);
+  EXPECT_EQ(s.test.n_elem, 50u);
+  const arma::uvec all = arma::sort(arma::join_cols(arma::join_cols(s.train, s.validation), s.test));
+  EXPECT_TRUE(arma::all(all == arma::regspace<arma::uvec>(0, 999)));
+  EXPECT_TRUE(arma::all(split_90_5_5(1000, 4).test == s.test));
+  EXPECT_FALSE(arma::all(split_90_5_5(1000, 5).test == s.test));
+  EXPECT_THROW(split_90_5_5(10, 1), InvalidArgument);
+}
+
+TEST(Uci, StandardizerUsesTrainingStatisticsOnly) {
+  arma::mat train = {{1, 2, 3, 4}, {5, 5, 5, 5}};
+  const Standardizer st = Standardizer::fit(train);
+  const arma::mat z = st.apply(train);
+  EXPECT_NEAR(arma::mean(z.row(0)), 0.0, 1e-15);
+  EXPECT_NEAR(arma::stddev(z.row(0)), 1.0, 1e-15);
+  EXPECT_TRUE(arma::all(z.row(1) == 0.0));  // constant feature: centred only
+  const arma::mat other = st.apply(arma::mat(arma::colvec{10.0, 6.0}));
+  EXPECT_NEAR(other(0, 0), (10 - 2.5) / arma::stddev(train.row(0)), 1e-12);
+  EXPECT_EQ(other(1, 0), 1.0);
+}
+
+TEST(Images, AreaDownscaleIsExactBoxFilter) {
+  arma::mat img = arma::reshape(arma::regspace(0, 15), 4, 4);
+  const arma::mat half = downscale_area(img, 2, 2);  // integer factor: 2 x 2 block means
+  EXPECT_DOUBLE_EQ(half(0, 0), arma::mean(arma::vectorise(img.submat(0, 0, 1, 1))));
+  EXPECT_DOUBLE_EQ(half(1, 1), arma::mean(arma::vectorise(img.submat(2, 2, 3, 3))));
+  // Fractional factor 7 -> 2: output cell 0 covers rows 0, 1, 2 and half of row 3.
+  arma::mat col7 = arma::regspace(1, 7) * arma::ones<arma::rowvec>(1);
+  const arma::mat c2 = downscale_area(col7, 2, 1);
+  EXPECT_NEAR(c2(0, 0), (1 + 2 + 3 + 0.5 * 4) / 3.5, 1e-14);
+  EXPECT_NEAR(c2(1, 0), (0.5 * 4 + 5 + 6 + 7) / 3.5, 1e-14);
+  // 28 -> 8 keeps the mean of any image and a constant image constant.
+  arma::mat r = arma::randu<arma::mat>(28, 28);
+  EXPECT_NEAR(arma::mean(arma::vectorise(downscale_area(r, 8, 8))), arma::mean(arma::vectorise(r)), 1e-14);
+  EXPECT_TRUE(arma::approx_equal(downscale_area(arma::mat(28, 28, arma::fill::value(0.3)), 8, 8),
+                                 arma::mat(8, 8, arma::fill::value(0.3)), "absdiff", 1e-15));
+}
+
+TEST(Images, RealMnistAndCifarHaveTheirDocumentedClassCounts) {
+  // Installed by scripts/install-data.sh (the test command runs it).
+  const ImageSet m = load_mnist(default_data_dir() + "/mnist", "train");
+  ASSERT_EQ(m.images.size(), 60000u);
+  EXPECT_EQ(m.rows, 28u);
+  std::vector<int> counts(10, 0);
+  for (auto l : m.labels) ++counts.at(l);
+  // The published MNIST training-set class counts.
+  EXPECT_EQ(counts, (std::vector<int>{5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949}));
+  const ImageSet c = load_cifar10(default_data_dir() + "/cifar10", "test");
+  ASSERT_EQ(c.images.size(), 10000u);
+  std::vector<int> cc(10, 0);
+  for (auto l : c.labels) ++cc.at(l);
+  EXPECT_EQ(cc, std::vector<int>(10, 1000));
+  const arma::mat P = image_points(c, 64);
+  EXPECT_EQ(P.n_rows, 64u);
+  EXPECT_GE(P.min(), 0.0);
+  EXPECT_LE(P.max(), 1.0);
+  EXPECT_THROW(image_points(c, 50), InvalidArgument);
+  EXPECT_THROW(load_mnist(default_data_dir() + "/mnist", "val"), InvalidArgument);
+}
+
+TEST(Regimes, ImageRegimesDrawDisjointSetsAndPreprocess) {
+  for (const char* r : {"mnist", "cifar10", "mnist/cifar10", "fashion-mnist"}) {
+    const SetPair p = draw_regime(r, 64, 300, 0.5, 1, 0);
+    EXPECT_EQ(p.X.n_cols, 300u);
+    for (arma::uword i = 0; i < p.X.n_cols; ++i)
+      for (arma::uword j = 0; j < p.Y.n_cols; ++j) ASSERT_FALSE(arma::approx_equal(p.X.col(i), p.Y.col(j), "absdiff", 0.0)) << r;
+    EXPECT_GE(p.X.min(), 0.0);
+    EXPECT_LE(p.X.max(), 0.5);  // raw pixels in [0, 1] times sigma
+  }
+  RegimeOptions centred;
+  centred.preprocess = Preprocess::Center;
+  const SetPair c = draw_regime("mnist", 64, 2000, 1.0, 1, 0, centred);
+  EXPECT_LT(c.X.min(), 0.0);  // centred pixels take both signs
+  EXPECT_THROW(draw_regime("mnist", 50, 10, 1.0, 1, 0), InvalidArgument);
+  RegimeOptions missing;
+  missing.data_dir = "/nonexistent";
+  expect_io_error([&] { draw_regime("mnist", 64, 10, 1.0, 1, 0, missing); }, "install-data.sh");
+}
+
+TEST(Regimes, AnisotropicSpectrumAndRank) {
+  const arma::vec g = parse_spectrum("geometric:100", 8);
+  EXPECT_NEAR(g.max() / g.min(), 100.0, 1e-9);
+  EXPECT_NEAR(arma::mean(g), 1.0, 1e-14);
+  RegimeOptions o;
+  o.spectrum = "rank:3";
+  const SetPair p = draw_regime("aniso", 8, 50, 2.0, 1, 0, o);
+  EXPECT_EQ(arma::rank(p.X), 3u);
+  // E|x|^2 = sigma^2 trace(Lambda) = sigma^2 d: check the mean over 4000 points within 4.5 SE.
+  o.spectrum = "geometric:50";
+  const SetPair q = draw_regime("aniso", 8, 4000, 2.0, 1, 0, o);
+  const arma::rowvec n2 = arma::sum(arma::square(q.X), 0);
+  EXPECT_LT(std::abs(arma::mean(n2) - 4.0 * 8), 4.5 * arma::stddev(n2) / std::sqrt(4000.0));
+  EXPECT_THROW(parse_spectrum("geometric:0.5", 4), InvalidArgument);
+  EXPECT_THROW(parse_spectrum("rank:9", 8), InvalidArgument);
+  EXPECT_THROW(parse_spectrum("list:1,2", 3), InvalidArgument);
+  EXPECT_THROW(parse_spectrum("zipf:2", 3), InvalidArgument);
+}
+
+TEST(Regimes, ClusteredAndFileRegimes) {
+  RegimeOptions o;
+  o.clusters = 2;
+  o.cluster_radius = 5.0;
+  const SetPair p = draw_regime("clustered", 10, 100, 0.1, 2, 0, o);
+  // Points sit within a few sigma of a centre at radius 5.
+  const arma::rowvec nx = arma::sqrt(arma::sum(arma::square(p.X), 0));
+  EXPECT_GT(nx.min(), 4.0);
+  EXPECT_LT(nx.max(), 6.0);
+  const fs::path f = fs::temp_directory_path() / "kestrel_points_test.csv";
+  {
+    std::ofstream out(f);
+    for (int i = 0; i < 40; ++i) out << i << "," << -i << "," << 0.5 * i << "\n";
+  }
+  o.x_file = f.string();
+  const SetPair q = draw_regime("file", 3, 20, 2.0, 3, 0, o);
+  EXPECT_EQ(q.X.n_cols, 20u);
+  EXPECT_EQ(arma::accu(q.X.row(0) + q.X.row(1)), 0.0);  // rows (i, -i, i/2) times sigma
+  EXPECT_THROW(draw_regime("file", 4, 20, 1.0, 3, 0, o), InvalidArgument);   // d mismatch
+  EXPECT_THROW(draw_regime("file", 3, 21, 1.0, 3, 0, o), InvalidArgument);   // 42 > 40 rows
+  fs::remove(f);
+  EXPECT_THROW(draw_regime("moon", 3, 2, 1.0, 1, 0), InvalidArgument);
+  EXPECT_THROW(parse_preprocess("whiten"), InvalidArgument);
+}
+
+TEST(Catalog, VerifiesChecksumsAndNamesMismatches) {
+  const auto sets = data_status(default_data_dir(), false);
+  EXPECT_GE(sets.size(), 13u);
+  const fs::path dir = fs::temp_directory_path() / "kestrel_catalog_test";
+  fs::create_directories(dir / "uci" / "toy");
+  { std::ofstream(dir / "uci" / "toy" / "a.txt") << "hello\n"; }
+  {
+    std::ofstream m(dir / "CHECKSUMS.sha256");
+    // sha256("hello\n") computed by coreutils, and a deliberately wrong one for b.txt
+    m << "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03  uci/toy/a.txt\n";
+    m << std::string(64, '0') << "  uci/toy/b.txt\n";
+  }
+  auto st = data_status(dir.string(), true);
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_TRUE(st[0].files[0].ok());
+  EXPECT_FALSE(st[0].files[1].present);
+  EXPECT_FALSE(st[0].installed());
+  fs::remove_all(dir);
+  EXPECT_THROW(data_status("/nonexistent", false), IoError);
+}
