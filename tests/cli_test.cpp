@@ -118,8 +118,33 @@ TEST(Cli, BadInputGivesOneLineErrorAndNoFile) {
   EXPECT_NE(missing_dir.err.find("does not exist"), std::string::npos) << missing_dir.err;
 }
 
+TEST(Cli, ImageRegimesRunOnRealData) {
+  for (const char* regime : {"mnist", "cifar10", "mnist/cifar10"}) {
+    const CliRun r = run(std::string("variance --regime ") + regime +
+                         " --sigma 1 --dim 64 --points 64 --pairs 1 --estimators trig,oprf --preprocess center --json "
+                         "--quiet");
+    ASSERT_EQ(r.code, 0) << regime << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& e : j["results"]) EXPECT_TRUE(std::isfinite(e["mean_log_var"].get<double>())) << regime;
+    EXPECT_EQ(j["provenance"]["options"]["regime_options"]["preprocess"], "center");
+  }
+  const CliRun bad = run("variance --regime mnist --dim 63 --points 8 --pairs 1 --quiet");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("d = s^2"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, DatasetsListsAndVerifies) {
+  const CliRun r = run("datasets");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"mnist", "cifar10", "uci/car", "uci/krkopt"}) EXPECT_NE(r.out.find(name), std::string::npos);
+  EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos);
+  const CliRun missing = run("datasets --data-dir /nonexistent");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("CHECKSUMS.sha256"), std::string::npos);
+}
+
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"variance", "estimators"}) {
+  for (const char* sub : {"variance", "estimators", "datasets"}) {
     const CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << sub;
