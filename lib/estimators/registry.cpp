@@ -2,6 +2,8 @@
 #include "estimators/registry.hpp"
 
 #include "core/error.hpp"
+#include "estimators/derf/derf.hpp"
+#include "estimators/discrete/discrete.hpp"
 #include "estimators/gerf/gerf.hpp"
 #include "estimators/trig/trig_real.hpp"
 
@@ -14,6 +16,13 @@ const std::vector<Family>& estimator_families() {
       {"pos", "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)", make_pos},
       {"gerf", "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", make_gerf},
       {"oprf", "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)", make_oprf},
+      {"aderf", "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)", make_aderf},
+      {"sderf", "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)", make_sderf},
+      {"saderf", "SADERF, GERF on (Psi x, Psi^-1 y), diagonal Psi (DERF 4.3)", make_saderf},
+      {"pois", "PoisRF, Poisson discretely-induced RFs, closed-form lambda* (CRT 3.2.1)", make_pois},
+      {"geom", "GeomRF, geometric discretely-induced RFs, p by Brent (CRT 3.2.2)", make_geom},
+      {"pois+", "PoisRF+, PoisRF on points shifted to be positive (CRT 3.2.3)", make_pois_plus},
+      {"geom+", "GeomRF+, GeomRF on points shifted to be positive (CRT 3.2.3)", make_geom_plus},
   };
   return families;
 }

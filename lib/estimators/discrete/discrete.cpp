@@ -1,0 +1,208 @@
+// Discretely-induced RFs: feature maps and exact variance (CRT eq. 9-11, 13, Thm 3.4-3.5, section 3.2.3);
+// see discrete.hpp for the softmax form and the PoisRF+ / GeomRF+ rescaling.
+#include "estimators/discrete/discrete.hpp"
+
+#include <array>
+#include <cmath>
+
+#include <gsl/gsl_sf_bessel.h>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+
+namespace kestrel {
+
+void validate(const DiscreteParams& q) {
+  if (q.kind == DiscreteKind::Poisson) {
+    require(std::isfinite(q.lambda) && q.lambda > 0, "PoisRF rate lambda must be finite and > 0, got {}", q.lambda);
+  } else {
+    require(std::isfinite(q.p) && q.p > 0 && q.p < 1, "GeomRF parameter p must lie in (0, 1), got {}", q.p);
+  }
+}
+
+double discrete_log_pk(const DiscreteParams& q, unsigned k) {
+  const double kk = static_cast<double>(k);
+  if (q.kind == DiscreteKind::Poisson) return -q.lambda + kk * std::log(q.lambda) - std::lgamma(kk + 1);
+  return std::log(q.p) + kk * std::log1p(-q.p);
+}
+
+namespace {
+
+// c[k] = 1 / (k!)^2, the power-series coefficients of I0 in y = z^2/4.
+const std::array<double, 25>& i0_series_coefficients() {
+  static const auto coef = [] {
+    std::array<double, 25> c{};
+    double f = 1;
+    c[0] = 1;
+    for (int k = 1; k < 25; ++k) f *= k, c[k] = 1.0 / (f * f);
+    return c;
+  }();
+  return coef;
+}
+
+}  // namespace
+
+double log_bessel_i0(double z) {
+  z = std::abs(z);
+  const auto& c = i0_series_coefficients();
+  const double y = 0.25 * z * z;
+  if (z < 2) {
+    // y <= 1: terms k <= 14 in Horner form (the first omitted one is < 1e-24 of the sum); log1p of the k >= 1 tail
+    // keeps log I0 ~ y accurate for tiny z.
+    double tail = c[14];
+    for (int k = 13; k >= 1; --k) tail = c[k] + y * tail;
+    return std::log1p(y * tail);
+  }
+  if (z < 6) {
+    // y < 9: all 25 terms (the first omitted, y^25 / (25!)^2, is < 1e-26 of I0 >= 2.2). Positive terms, no cancellation;
+    // cheaper than the GSL call, and most 2|x_l y_l|/sqrt(1-p) of unit-scale data fall here.
+    double s = c[24];
+    for (int k = 23; k >= 0; --k) s = c[k] + y * s;
+    return std::log(s);
+  }
+  return z + std::log(gsl_sf_bessel_I0_scaled(z));  // I0_scaled(z) = e^{-z} I0(z), no overflow
+}
+
+namespace {
+
+// h(t) of discrete_coord_log_m2 with the per-parameter constants hoisted out of the O(L^2 d) loop.
+struct CoordLogM2 {
+  bool poisson;
+  double lambda, neg_log_p, scale;
+  explicit CoordLogM2(const DiscreteParams& q)
+      : poisson(q.kind == DiscreteKind::Poisson),
+        lambda(q.lambda),
+        neg_log_p(poisson ? 0.0 : -std::log(q.p)),
+        scale(poisson ? 0.0 : 2.0 / std::sqrt(1.0 - q.p)) {}
+  double operator()(double t) const {
+    double h;
+    if (poisson) {
+      const double r = t - lambda;
+      h = r * r / lambda;
+    } else {
+      h = neg_log_p + log_bessel_i0(scale * std::abs(t)) - 2.0 * t;
+    }
+    return h > 0 ? h : 0.0;
+  }
+};
+
+}  // namespace
+
+double discrete_coord_log_m2(const DiscreteParams& q, double t) { return CoordLogM2(q)(t); }
+
+double discrete_log_var_from_sum(double H) { return H > 0 ? log_expm1(H) : -kInf; }
+
+DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q, std::optional<ShiftParams> shift)
+    : d_(d), q_(q), shift_(std::move(shift)) {
+  validate(q_);
+  require(d > 0, "dimension d must be > 0, got 0");
+  if (shift_) {
+    require(shift_->c.n_elem == d, "shift c has {} entries, dimension is {}", shift_->c.n_elem, d);
+    require(shift_->c.is_finite(), "shift c must be finite");
+    require(std::isfinite(shift_->epsilon) && shift_->epsilon > 0, "shift epsilon must be > 0, got {}",
+            shift_->epsilon);
+  }
+  info_.name = std::move(name);
+  info_.complex = false;
+  info_.positive = shift_.has_value();  // shifted points are >= epsilon > 0, so every factor is > 0
+}
+
+arma::mat DiscreteEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, d_);
+  const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
+  const arma::mat Yh = shift_ ? shift_points(*shift_, Y) : Y;
+  const CoordLogM2 h(q_);
+  arma::mat out(X.n_cols, Y.n_cols);
+  for (arma::uword j = 0; j < Y.n_cols; ++j) {
+    const double* y = Yh.colptr(j);
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      const double* x = Xh.colptr(i);
+      double H = 0;
+      for (arma::uword l = 0; l < d_; ++l) H += h(x[l] * y[l]);
+      out(i, j) = discrete_log_var_from_sum(H);
+    }
+  }
+  if (!shift_) return out;
+  // Clamped inputs: add |x - y|^2 - |x_hat - y_hat|^2 (see discrete.hpp). With dx = x_hat - (x - c) >= 0 (zero
+  // unless clamped), x_hat - y_hat = D + e with D = x - y, e = dx - dy, and D^2 - (D + e)^2 = -e (2D + e), which is
+  // exactly 0 for unclamped coordinates.
+  const arma::mat DX = Xh - (X.each_col() - shift_->c), DY = Yh - (Y.each_col() - shift_->c);
+  const arma::uvec cx = arma::find(arma::any(DX != 0.0, 0)), cy = arma::find(arma::any(DY != 0.0, 0));
+  if (cx.is_empty() && cy.is_empty()) return out;
+  for (arma::uword j = 0; j < Y.n_cols; ++j) {
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      double corr = 0;
+      for (arma::uword l = 0; l < d_; ++l) {
+        const double e = DX(l, i) - DY(l, j);
+        if (e != 0) corr -= e * (2.0 * (X(l, i) - Y(l, j)) + e);
+      }
+      out(i, j) += corr;
+    }
+  }
+  return out;
+}
+
+Draw DiscreteEstimator::draw(arma::uword M, Rng& rng, Sampler) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  Draw w;
+  w.omega.set_size(d_, M);
+  for (double& k : w.omega)
+    k = q_.kind == DiscreteKind::Poisson ? rng.poisson(q_.lambda) : rng.geometric0(q_.p);
+  return w;
+}
+
+arma::mat DiscreteEstimator::features(const Draw& w, const arma::mat& X, Side) const {
+  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+  require(X.n_rows == d_, "points have dimension {}, estimator expects {}", X.n_rows, d_);
+  require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 && arma::all(arma::vectorise(w.omega) ==
+                                                                                   arma::floor(arma::vectorise(w.omega))),
+          "discrete draws must hold non-negative integer counts");
+  const arma::uword M = w.count(), L = X.n_cols;
+  const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
+  const arma::mat logabs = arma::log(arma::abs(Xh));  // -inf at x_l = 0
+  // Per-point log prefactor: 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
+  arma::vec pre(L, arma::fill::value(-0.5 * std::log(static_cast<double>(M))));
+  if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
+  arma::mat F(L, M);
+  for (arma::uword m = 0; m < M; ++m) {
+    const double* k = w.omega.colptr(m);
+    double base = 0;  // sum_l -(log k_l! + log p_{k_l}) / 2, independent of x
+    for (arma::uword l = 0; l < d_; ++l)
+      base -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
+    for (arma::uword i = 0; i < L; ++i) {
+      double s = base + pre(i);
+      int sign = 1;
+      bool zero = false;
+      for (arma::uword l = 0; l < d_; ++l) {
+        if (k[l] == 0) continue;  // x^0 = 1, also for x = 0
+        const double la = logabs(l, i);
+        if (la == -kInf) {
+          zero = true;
+          break;
+        }
+        s += k[l] * la;
+        if (Xh(l, i) < 0 && std::fmod(k[l], 2.0) == 1.0) sign = -sign;
+      }
+      F(i, m) = zero ? 0.0 : sign * std::exp(s);
+    }
+  }
+  return F;
+}
+
+nlohmann::json DiscreteEstimator::params() const {
+  nlohmann::json j;
+  if (q_.kind == DiscreteKind::Poisson) {
+    j = {{"family", shift_ ? "pois+" : "pois"}, {"lambda", q_.lambda}};
+  } else {
+    j = {{"family", shift_ ? "geom+" : "geom"}, {"p", q_.p}};
+  }
+  if (shift_) {
+    j["shift_epsilon"] = shift_->epsilon;
+    j["shift_c_min"] = shift_->c.min();
+    j["shift_c_mean"] = arma::mean(shift_->c);
+    j["shift_c_max"] = shift_->c.max();
+  }
+  return j;
+}
+
+}  // namespace kestrel
