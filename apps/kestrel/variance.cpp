@@ -32,7 +32,6 @@ void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const Va
   h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
   h5.attr("/", "layout", "variance/<estimator>/<quantity>[sigma] (natural logs, softmax-family kernel named in "
                          "options.kernel); per_set_mean_log_var[sigma, set pair]");
-  const double log_m = std::log(static_cast<double>(opt.features));
   for (const auto& name : opt.estimators) {
     const std::string g = "/variance/" + name;
     h5.group(g);
@@ -43,13 +42,13 @@ void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const Va
       if (r.estimator != name) continue;
       const std::size_t row = sig.size();
       sig.push_back(r.sigma);
-      mlv.push_back(r.summary.log_var.mean - log_m);
+      mlv.push_back(r.summary.log_var.mean);
       slv.push_back(r.summary.log_var.stddev());
-      mlr.push_back(r.summary.log_rel_var.mean - log_m);
+      mlr.push_back(r.summary.log_rel_var.mean);
       slr.push_back(r.summary.log_rel_var.stddev());
       npairs.push_back(r.summary.log_kernel.n);
       nexact.push_back(static_cast<double>(r.summary.n_exact));
-      for (std::size_t p = 0; p < r.per_set.size(); ++p) per_set(row, p) = r.per_set[p].log_var.mean - log_m;
+      for (std::size_t p = 0; p < r.per_set.size(); ++p) per_set(row, p) = r.per_set[p].log_var.mean;
       params.push_back({{"sigma", r.sigma}, {"per_set", r.params}});
       if (r.mc) {
         mcm.push_back(r.mc->log_var_mc.mean);
@@ -77,7 +76,6 @@ void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const Va
 }
 
 void print_table(const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
-  const double log_m = std::log(static_cast<double>(opt.features));
   std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={} seed={}{}  (natural logs, mean +- std over "
                            "all pairs)\n",
                            opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features, opt.seed,
@@ -89,8 +87,8 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
   std::cout << '\n';
   for (const auto& r : results) {
     std::cout << fmt::format("{:<10} {:>6.3g} {:>12.4f} +- {:<7.3f} {:>12.4f} +- {:<7.3f}", r.estimator, r.sigma,
-                             r.summary.log_var.mean - log_m, r.summary.log_var.stddev(),
-                             r.summary.log_rel_var.mean - log_m, r.summary.log_rel_var.stddev());
+                             r.summary.log_var.mean, r.summary.log_var.stddev(), r.summary.log_rel_var.mean,
+                             r.summary.log_rel_var.stddev());
     if (r.mc)
       std::cout << fmt::format(" {:>12.4f} {:>12.4f} {:>7.1f}%", r.mc->log_var_mc.mean, r.mc->log_var_exact.mean,
                                100 * r.mc->frac_var_within_3se);
@@ -117,7 +115,7 @@ Action add_variance(CLI::App& app, const Global& g) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--kernel", a->kernel, "softmax, gaussian or scaled:<alpha>")->capture_default_str();
-  app.add_option("--features", o.features, "M: report the variance of the M-feature estimate (Var_1 / M)")
+  app.add_option("--features", o.features, "M: report the variance of the M-feature estimate")
       ->capture_default_str();
   app.add_option("--mc", o.mc_reps, "Also run Monte Carlo with this many repetitions (0 = off)")->capture_default_str();
   app.add_option("--mc-points", o.mc_points, "Monte Carlo on the first N points of each set")->capture_default_str();

@@ -10,7 +10,7 @@
 namespace kestrel {
 
 PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                                         arma::uword block) {
+                                         arma::uword block, arma::uword M) {
   validate_pair(X, Y, e.dim());
   require(block > 0, "block size must be > 0, got 0");
   const arma::uword bx = (X.n_cols + block - 1) / block, by = (Y.n_cols + block - 1) / block;
@@ -22,7 +22,7 @@ PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, co
         const arma::uword j1 = std::min<arma::uword>(j0 + block, Y.n_cols) - 1;
         const arma::mat Xb = X.cols(i0, i1), Yb = Y.cols(j0, j1);
         const arma::mat lk = log_kernel(k, Xb, Yb);
-        const arma::mat lv = e.log_var_over_k2(Xb, Yb) + 2.0 * lk;
+        const arma::mat lv = e.log_var_over_k2_m(Xb, Yb, M) + 2.0 * lk;
         PairwiseSummary s;
         for (arma::uword j = 0; j < lv.n_cols; ++j) {
           for (arma::uword i = 0; i < lv.n_rows; ++i) {

@@ -23,7 +23,8 @@ struct PairwiseSummary {
   }
 };
 
+// Variances are of the M-feature estimate (Estimator::log_var_over_k2_m).
 PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                                         arma::uword block = 256);
+                                         arma::uword block = 256, arma::uword M = 1);
 
 }  // namespace kestrel

@@ -24,7 +24,7 @@ struct VarianceStudyOptions {
   std::uint64_t seed = 1;
   std::vector<std::string> estimators = {"trig", "pos", "gerf", "oprf"};
   Kernel kernel = Kernel::softmax();
-  arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M)
+  arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M for iid averages)
   std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator
   arma::uword mc_points = 64;  // Monte Carlo on the first mc_points points of each set
   Sampler sampler = Sampler::Iid;

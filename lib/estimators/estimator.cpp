@@ -1,6 +1,8 @@
 // Kernel scaling and input checks shared by all estimator families (see estimator.hpp).
 #include "estimators/estimator.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
 
 namespace kestrel {
@@ -29,9 +31,14 @@ arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma
   return feature_map(e, w, X, Side::Query, k) * (feature_map(e, w, Y, Side::Key, k).t() * C);
 }
 
-arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y) {
+arma::mat Estimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  return log_var_over_k2(X, Y) - std::log(static_cast<double>(M));
+}
+
+arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
   validate_pair(X, Y, e.dim());
-  return e.log_var_over_k2(X, Y) + 2.0 * log_kernel(k, X, Y);
+  return e.log_var_over_k2_m(X, Y, M) + 2.0 * log_kernel(k, X, Y);
 }
 
 void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d) {

@@ -41,6 +41,10 @@ class Estimator {
   // This ratio does not depend on alpha. -inf where the estimator is exact.
   virtual arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const = 0;
 
+  // log(Var/K^2) of the estimate built from M features. The default, log_var_over_k2 - log M, holds for
+  // averages of M iid features; estimators that are not such averages (hybrids) override it.
+  virtual arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
+
   // Draws M random objects; the default draws Gaussian projections with the given sampler.
   virtual Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
 
@@ -63,8 +67,8 @@ arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat&
 arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
                                    const arma::mat& C, const Kernel& k);
 
-// log Var of one feature for K^(alpha), all pairs: log(Var/K^2) + 2 log K.
-arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y);
+// log Var of the M-feature estimate of K^(alpha), all pairs: log(Var/K^2) + 2 log K.
+arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M = 1);
 
 // Checks X, Y are valid point sets of the estimator's dimension.
 void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d);
