@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add("variance", "Exact variance of estimators over all pairs of sampled sets (CRT 5.1, DERF 5.1)", add_variance);
   add("estimators", "List the estimator families and their names", add_estimators);
   add("datasets", "List the data sets, where they are, and verify their sha256", add_datasets);
+  add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
 
   try {
     app.parse(argc, argv);

@@ -22,8 +22,8 @@ struct Args {
   bool json = false;
 };
 
-void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
-              const nlohmann::json& prov) {
+void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
+                const nlohmann::json& prov) {
   h5.attr("/", "provenance", prov.dump());
   h5.attr("/", "git_revision", prov["git_revision"].get<std::string>());
   h5.attr("/", "command", prov["command"].get<std::string>());
@@ -32,53 +32,14 @@ void write_h5(H5Writer& h5, const std::vector<VarianceResult>& results, const Va
   h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
   h5.attr("/", "layout", "variance/<estimator>/<quantity>[sigma] (natural logs, softmax-family kernel named in "
                          "options.kernel); per_set_mean_log_var[sigma, set pair]");
-  for (const auto& name : opt.estimators) {
-    const std::string g = "/variance/" + name;
-    h5.group(g);
-    std::vector<double> sig, mlv, slv, mlr, slr, npairs, nexact, mcm, mce, mcz, mcf;
-    arma::mat per_set(opt.sigmas.size(), opt.pairs);
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& r : results) {
-      if (r.estimator != name) continue;
-      const std::size_t row = sig.size();
-      sig.push_back(r.sigma);
-      mlv.push_back(r.summary.log_var.mean);
-      slv.push_back(r.summary.log_var.stddev());
-      mlr.push_back(r.summary.log_rel_var.mean);
-      slr.push_back(r.summary.log_rel_var.stddev());
-      npairs.push_back(r.summary.log_kernel.n);
-      nexact.push_back(static_cast<double>(r.summary.n_exact));
-      for (std::size_t p = 0; p < r.per_set.size(); ++p) per_set(row, p) = r.per_set[p].log_var.mean;
-      params.push_back({{"sigma", r.sigma}, {"per_set", r.params}});
-      if (r.mc) {
-        mcm.push_back(r.mc->log_var_mc.mean);
-        mce.push_back(r.mc->log_var_exact.mean);
-        mcz.push_back(r.mc->max_abs_z_mean);
-        mcf.push_back(r.mc->frac_var_within_3se);
-      }
-    }
-    h5.write(g + "/sigma", sig);
-    h5.write(g + "/mean_log_var", mlv);
-    h5.write(g + "/std_log_var", slv);
-    h5.write(g + "/mean_log_rel_var", mlr);
-    h5.write(g + "/std_log_rel_var", slr);
-    h5.write(g + "/n_pairs", npairs);
-    h5.write(g + "/n_exact", nexact);
-    h5.write(g + "/per_set_mean_log_var", per_set);
-    h5.attr(g, "params", params.dump());
-    if (!mcm.empty()) {
-      h5.write(g + "/mc_mean_log_var", mcm);
-      h5.write(g + "/mc_exact_mean_log_var", mce);
-      h5.write(g + "/mc_max_abs_z_mean", mcz);
-      h5.write(g + "/mc_frac_var_within_3se", mcf);
-    }
-  }
+  write_h5(h5, "/variance", results, opt);
 }
 
 void print_table(const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
-  std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={} seed={}{}  (natural logs, mean +- std over "
+  std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={}{} seed={}{}  (natural logs, mean +- std over "
                            "all pairs)\n",
-                           opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features, opt.seed,
+                           opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features,
+                           opt.halve_real ? " (x2 for real)" : "", opt.seed,
                            opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
                                ? " preprocess=" + to_string(opt.regime_options.preprocess)
                                : "");
@@ -119,7 +80,7 @@ Action add_variance(CLI::App& app, const Global& g) {
       ->capture_default_str();
   app.add_option("--mc", o.mc_reps, "Also run Monte Carlo with this many repetitions (0 = off)")->capture_default_str();
   app.add_option("--mc-points", o.mc_points, "Monte Carlo on the first N points of each set")->capture_default_str();
-  app.add_option("--sampler", a->sampler, "Projections for Monte Carlo: iid or orthogonal")->capture_default_str();
+  app.add_option("--sampler", a->sampler, "Projections for Monte Carlo: iid, orthogonal, structured (SORF, slightly biased) or halton")->capture_default_str();
   auto& ro = o.regime_options;
   app.add_option("--data-dir", ro.data_dir, "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
   app.add_option("--preprocess", a->preprocess, "Image pixels: raw ([0,1]), center or standardize")
@@ -133,6 +94,8 @@ Action add_variance(CLI::App& app, const Global& g) {
   app.add_option("--y-file", ro.y_file, "file: points (rows) for Y");
   app.add_option("--out", a->out, "Write results and provenance to this HDF5 file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
+  app.add_flag("--halve-real", o.halve_real,
+               "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)");
   return [a, &g] {
     a->opt.kernel = Kernel::parse(a->kernel);
     a->opt.sampler = parse_sampler(a->sampler);
@@ -143,7 +106,7 @@ Action add_variance(CLI::App& app, const Global& g) {
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });
     const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
     if (h5) {
-      write_h5(*h5, results, a->opt, prov);
+      write_file(*h5, results, a->opt, prov);
       h5->commit();
       progress(g, "wrote " + a->out);
     }

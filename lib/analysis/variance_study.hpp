@@ -29,6 +29,9 @@ struct VarianceStudyOptions {
   arma::uword mc_points = 64;  // Monte Carlo on the first mc_points points of each set
   Sampler sampler = Sampler::Iid;
   RegimeOptions regime_options;  // data directory, image preprocessing, spectrum, clusters, files
+  // CRT appendix 9.10.1: a complex feature holds two real numbers, so for a fair comparison real-valued
+  // estimators get twice the features (their variance is halved).
+  bool halve_real = false;
 };
 
 void validate(const VarianceStudyOptions& opt);
@@ -44,6 +47,7 @@ struct McSummary {
 
 struct VarianceResult {
   std::string estimator;
+  arma::uword features = 1;  // M used for this estimator (2 M for real ones with halve_real)
   double sigma = 0;
   PairwiseSummary summary;               // pooled over all set pairs
   std::vector<PairwiseSummary> per_set;  // one per set pair
@@ -53,6 +57,11 @@ struct VarianceResult {
 
 using Progress = std::function<void(const std::string&)>;
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress = {});
+
+class H5Writer;
+// Writes results under `group` as group/<estimator>/<quantity>[sigma] (see README "Output files").
+void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
+              const VarianceStudyOptions& opt);
 
 // One JSON object per (estimator, sigma) with the stable keys of `kestrel variance --json`.
 nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt);

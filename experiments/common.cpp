@@ -1,0 +1,39 @@
+// Variance panels for the reproductions (see common.hpp).
+#include "common.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace kestrel::experiments {
+
+std::vector<VarianceResult> variance_panel(H5Writer& h5, const std::string& panel, const VarianceStudyOptions& vo,
+                                           const Options& opt) {
+  opt.say(fmt::format("panel {}: regime {}, {} sigmas, L = {}, {} set pairs", panel, vo.regime, vo.sigmas.size(),
+                      vo.points, vo.pairs));
+  const auto results = run_variance_study(vo, [&](const std::string& m) { opt.say("  " + m); });
+  const std::string g = "/" + panel;
+  h5.group(g);
+  h5.attr(g, "options", to_json(vo).dump());
+  h5.attr(g, "regime", vo.regime);
+  write_h5(h5, g, results, vo);
+  return results;
+}
+
+double mean_log(const std::vector<VarianceResult>& r, const std::string& estimator, double sigma, bool relative) {
+  for (const auto& x : r)
+    if (x.estimator == estimator && std::abs(x.sigma - sigma) < 1e-12)
+      return relative ? x.summary.log_rel_var.mean : x.summary.log_var.mean;
+  throw InvalidArgument(fmt::format("no result for {} at sigma {}", estimator, sigma));
+}
+
+std::vector<double> sigma_grid(bool quick) {
+  if (quick) return {0.1, 0.5, 1.0};
+  std::vector<double> s;
+  for (int k = 1; k <= 10; ++k) s.push_back(k / 10.0);
+  return s;
+}
+
+}  // namespace kestrel::experiments

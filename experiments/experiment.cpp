@@ -1,0 +1,105 @@
+// Running a reproduction: HDF5 with provenance, claims summary, plot (see experiment.hpp).
+#include "experiment.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "io/provenance.hpp"
+
+namespace kestrel::experiments {
+
+bool Claim::holds() const {
+  if (relation == ">") return measured > claimed;
+  if (relation == "<") return measured < claimed;
+  return std::abs(measured - claimed) <= tolerance;
+}
+
+nlohmann::json to_json(const Claim& c) {
+  return {{"source", c.source},     {"statement", c.statement}, {"quantity", c.quantity},
+          {"relation", c.relation}, {"claimed", c.claimed},     {"measured", c.measured},
+          {"tolerance", c.tolerance}, {"settings", c.settings}, {"note", c.note},
+          {"holds", c.holds()}};
+}
+
+const Experiment& find_experiment(const std::string& name) {
+  std::string known;
+  for (const auto& e : all_experiments()) {
+    if (e.name == name) return e;
+    known += (known.empty() ? "" : ", ") + e.name;
+  }
+  throw InvalidArgument(fmt::format("unknown reproduction '{}' (known: {}, all)", name, known));
+}
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!(f << text)) throw IoError(fmt::format("cannot write '{}'", path));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+std::string markdown(const Experiment& e, const std::vector<Claim>& claims, const Options& opt) {
+  std::string md = fmt::format("# {}: {}\n\n{} run, seed {}, git {}.\n\n", e.name, e.title,
+                               opt.quick ? "Quick (reduced)" : "Paper-settings", opt.seed, git_revision());
+  md += "| source | claim | quantity | claimed | measured | holds | settings | note |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : claims) {
+    const std::string claimed = c.relation == "~" ? fmt::format("{:.3g} +- {:.2g}", c.claimed, c.tolerance)
+                                                  : fmt::format("{} {:.3g}", c.relation, c.claimed);
+    md += fmt::format("| {} | {} | {} | {} | {:.3f} | {} | {} | {} |\n", c.source, c.statement, c.quantity, claimed,
+                      c.measured, c.holds() ? "yes" : "**no**", c.settings, c.note);
+  }
+  return md;
+}
+
+}  // namespace
+
+std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
+                             const std::string& command_line) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) throw IoError(fmt::format("cannot create output directory '{}'", dir));
+  const std::string stem = (fs::path(dir) / e.name).string();
+  std::vector<Claim> claims;
+  const nlohmann::json options = {{"experiment", e.name},
+                                  {"quick", opt.quick},
+                                  {"seed", opt.seed},
+                                  {"regime_options", to_json(opt.regime_options)}};
+  const nlohmann::json prov = provenance(command_line, options);
+  {
+    H5Writer h5(stem + ".h5");
+    h5.attr("/", "provenance", prov.dump());
+    h5.attr("/", "git_revision", prov["git_revision"].get<std::string>());
+    h5.attr("/", "experiment", e.name);
+    h5.attr("/", "title", e.title);
+    h5.attr("/", "quick", static_cast<std::int64_t>(opt.quick));
+    h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
+    e.run(opt, h5, claims);
+    nlohmann::json cj = nlohmann::json::array();
+    for (const auto& c : claims) cj.push_back(to_json(c));
+    h5.attr("/", "claims", cj.dump());
+    h5.commit();
+  }
+  nlohmann::json summary = {{"experiment", e.name}, {"title", e.title}, {"provenance", prov},
+                            {"claims", nlohmann::json::array()}};
+  for (const auto& c : claims) summary["claims"].push_back(to_json(c));
+  write_text(stem + ".claims.json", summary.dump(2) + "\n");
+  write_text(stem + ".claims.md", markdown(e, claims, opt));
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";
+  if (fs::exists(script)) {
+    opt.say("plotting " + stem + ".png");
+    const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}.h5' '{}.png'", script, stem, stem);
+    if (std::system(cmd.c_str()) != 0) throw IoError(fmt::format("plot script failed: {}", cmd));
+  }
+  return claims;
+}
+
+}  // namespace kestrel::experiments

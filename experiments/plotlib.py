@@ -1,0 +1,34 @@
+"""Shared helpers for the reproduction plot scripts: read kestrel's HDF5 results with h5py."""
+import json
+import sys
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"trig": "tab:blue", "trig-real": "tab:blue", "pos": "tab:orange", "gerf": "tab:green", "oprf": "tab:red",
+          "pois": "tab:purple", "geom": "tab:brown", "pois+": "tab:pink", "geom+": "tab:gray", "aderf": "tab:olive",
+          "sderf": "tab:cyan", "saderf": "k", "dark": "tab:green", "hrf-angular": "tab:purple"}
+LABELS = {"trig": "TrigRF", "trig-real": "TrigRF", "pos": "PosRF", "gerf": "GERF", "oprf": "OPRF", "pois": "PoisRF",
+          "geom": "GeomRF", "pois+": "PoisRF+", "geom+": "GeomRF+", "aderf": "ADERF", "sderf": "SDERF",
+          "saderf": "SADERF"}
+
+
+def args():
+    if len(sys.argv) != 3:
+        sys.exit("usage: plot.py RESULT.h5 OUT.png")
+    return sys.argv[1], sys.argv[2]
+
+
+def band(ax, x, mean, std, name, label=None):
+    c = COLORS.get(name)
+    ax.plot(x, mean, "-o", ms=3, color=c, label=label or LABELS.get(name, name))
+    ax.fill_between(x, mean - std, mean + std, color=c, alpha=0.15)
+
+
+def footer(fig, f):
+    prov = json.loads(f.attrs["provenance"])
+    fig.text(0.01, 0.005, f"kestrel {prov['git_revision'][:12]}  seed {f.attrs['seed']}"
+             f"{'  (quick)' if f.attrs['quick'] else ''}", fontsize=6, color="gray")
