@@ -4,6 +4,7 @@ import sys
 
 import h5py
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,6 +23,12 @@ def args():
     return sys.argv[1], sys.argv[2]
 
 
+def attr_str(f, name):
+    """String attribute written by kestrel (fixed-length ASCII: h5py returns bytes)."""
+    v = f.attrs[name]
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 def band(ax, x, mean, std, name, label=None):
     c = COLORS.get(name)
     ax.plot(x, mean, "-o", ms=3, color=c, label=label or LABELS.get(name, name))
@@ -29,6 +36,7 @@ def band(ax, x, mean, std, name, label=None):
 
 
 def footer(fig, f):
-    prov = json.loads(f.attrs["provenance"])
-    fig.text(0.01, 0.005, f"kestrel {prov['git_revision'][:12]}  seed {f.attrs['seed']}"
-             f"{'  (quick)' if f.attrs['quick'] else ''}", fontsize=6, color="gray")
+    prov = json.loads(attr_str(f, "provenance"))
+    seed, quick = int(np.ravel(f.attrs["seed"])[0]), int(np.ravel(f.attrs["quick"])[0])
+    fig.text(0.01, 0.005, f"kestrel {prov['git_revision'][:12]}  seed {seed}{'  (quick)' if quick else ''}",
+             fontsize=6, color="gray")

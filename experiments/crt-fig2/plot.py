@@ -5,12 +5,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import args, band, footer, plt  # noqa: E402
+from plotlib import args, attr_str, band, footer, plt  # noqa: E402
 
 src, out = args()
 groups = [("non-positive", ["trig", "gerf", "pois", "geom"]), ("positive", ["pos", "oprf", "pois+", "geom+"])]
 with h5py.File(src) as f:
-    panels = f.attrs["panels"].split()
+    panels = attr_str(f, "panels").split()
     fig, axes = plt.subplots(2, len(panels), figsize=(3.2 * len(panels), 6), squeeze=False)
     for j, p in enumerate(panels):
         for i, (title, names) in enumerate(groups):

@@ -5,13 +5,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import args, band, footer, plt  # noqa: E402
+from plotlib import args, attr_str, band, footer, plt  # noqa: E402
 
 src, out = args()
 names = ["trig-real", "pos", "oprf", "aderf", "sderf"]
 labels = {"oprf": "GERF (=OPRF)"}
 with h5py.File(src) as f:
-    panels = f.attrs["panels"].split()
+    panels = attr_str(f, "panels").split()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.1 * len(panels), 3.4), squeeze=False)
     for j, p in enumerate(panels):
         ax = axes[0][j]

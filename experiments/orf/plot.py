@@ -5,12 +5,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import COLORS, LABELS, args, footer, plt  # noqa: E402
+from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
     fig, ax = plt.subplots(figsize=(5, 3.4))
-    for n in f.attrs["estimators"].split():
+    for n in attr_str(f, "estimators").split():
         g = f[n]
         ax.errorbar(g["dims"][:], g["mean_log_ratio"][:], yerr=2 * g["se_mean_log_ratio"][:], fmt="-o", ms=3,
                     color=COLORS[n], label=LABELS[n], capsize=2)

@@ -1,0 +1,81 @@
+// End-to-end: `kestrel reproduce all --quick` writes, for every reproduction, an HDF5 file whose every
+// dataset is finite, a PNG plot, and a claims summary with finite measured values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <hdf5.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "experiment.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Walk {
+  std::size_t datasets = 0, values = 0, non_finite = 0;
+  std::string first_bad;
+};
+
+herr_t visit(hid_t obj, const char* name, const H5O_info_t* info, void* data) {
+  auto* w = static_cast<Walk*>(data);
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  const hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+  const hid_t space = H5Dget_space(ds);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  ++w->datasets;
+  for (double x : v) {
+    ++w->values;
+    if (!std::isfinite(x)) {
+      ++w->non_finite;
+      if (w->first_bad.empty()) w->first_bad = name;
+    }
+  }
+  H5Sclose(space);
+  H5Dclose(ds);
+  return 0;
+}
+
+}  // namespace
+
+TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
+  const fs::path out = fs::temp_directory_path() / ("kestrel_reproduce_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(KESTREL_CLI) + " reproduce all --quick --quiet --out " + out.string() + " > " +
+                          (out.string() + ".log") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << out.string() << ".log";
+  for (const auto& e : kestrel::experiments::all_experiments()) {
+    const fs::path stem = out / e.name;
+    const hid_t f = H5Fopen((stem.string() + ".h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0) << e.name;
+    Walk w;
+    H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
+    H5Fclose(f);
+    EXPECT_GT(w.datasets, 0u) << e.name;
+    EXPECT_EQ(w.non_finite, 0u) << e.name << ": first non-finite dataset " << w.first_bad;
+    std::ifstream png(stem.string() + ".png", std::ios::binary);
+    char magic[8] = {};
+    png.read(magic, 8);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG") << e.name;
+    std::ifstream cj(stem.string() + ".claims.json");
+    const auto j = nlohmann::json::parse(cj);
+    EXPECT_FALSE(j["claims"].empty()) << e.name;
+    for (const auto& c : j["claims"]) EXPECT_TRUE(std::isfinite(c["measured"].get<double>())) << e.name;
+    EXPECT_TRUE(fs::exists(stem.string() + ".claims.md")) << e.name;
+  }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
+TEST(Reproduce, UnknownNameIsRejected) {
+  EXPECT_THROW(kestrel::experiments::find_experiment("crt-fig9"), kestrel::InvalidArgument);
+}
