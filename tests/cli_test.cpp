@@ -144,9 +144,52 @@ TEST(Cli, DatasetsListsAndVerifies) {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"variance", "estimators", "datasets"}) {
+  for (const char* sub : {"variance", "estimators", "datasets", "sweep", "reproduce"}) {
     const CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << sub;
   }
+}
+
+TEST(Cli, SweepResumesAfterInterruptionWithIdenticalResults) {
+  const fs::path dir = fs::temp_directory_path() / fmt_name("kestrel_sweep");
+  fs::create_directories(dir);
+  const std::string grid = "sweep --sigma 0.5,1 --dim 4,8 --points 32 --features 1,4 --pairs 2 --estimators oprf,trig "
+                           "--json --quiet --out ";
+  const CliRun whole = run(grid + (dir / "whole.h5").string() + " --threads 1");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const CliRun stopped = run(grid + (dir / "resumed.h5").string() + " --stop-after 5");
+  EXPECT_NE(stopped.code, 0);
+  EXPECT_FALSE(fs::exists(dir / "resumed.h5"));  // no partial file
+  EXPECT_TRUE(fs::exists(dir / "resumed.h5.parts"));
+  const CliRun resumed = run(grid + (dir / "resumed.h5").string() + " --threads 2");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(whole.out)["results"], nlohmann::json::parse(resumed.out)["results"]);
+  EXPECT_EQ(nlohmann::json::parse(whole.out)["results"].size(), 2u * 2 * 2 * 2);
+  EXPECT_TRUE(fs::exists(dir / "resumed.h5"));
+  EXPECT_FALSE(fs::exists(dir / "resumed.h5.parts"));  // cleaned up once the file is complete
+  // Parts of a different sweep are refused rather than mixed in.
+  EXPECT_NE(run(grid + (dir / "other.h5").string() + " --stop-after 1").code, 0);
+  const CliRun mixed = run("sweep --sigma 2 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " +
+                           (dir / "other.h5").string());
+  EXPECT_NE(mixed.code, 0);
+  EXPECT_NE(mixed.err.find("other options"), std::string::npos) << mixed.err;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, SweepReadsATomlConfig) {
+  const fs::path dir = fs::temp_directory_path() / fmt_name("kestrel_sweep_cfg");
+  fs::create_directories(dir);
+  {
+    std::ofstream c(dir / "sweep.toml");
+    c << "[sweep]\nregime = \"sphere\"\nsigma = [0.5, 1.0]\ndim = [4]\npoints = [16]\npairs = 1\nestimators = [\"pos\", "
+         "\"oprf\"]\n";
+  }
+  const CliRun r = run("sweep --config " + (dir / "sweep.toml").string() + " --json --quiet --out " +
+                       (dir / "s.h5").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 4u);
+  EXPECT_EQ(j["results"][0]["regime"], "sphere");
+  fs::remove_all(dir);
 }

@@ -20,6 +20,7 @@ Action add_variance(CLI::App& app, const Global& g);
 Action add_estimators(CLI::App& app, const Global& g);
 Action add_datasets(CLI::App& app, const Global& g);
 Action add_reproduce(CLI::App& app, const Global& g);
+Action add_sweep(CLI::App& app, const Global& g);
 
 void progress(const Global& g, const std::string& msg);
 

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", g.threads, "Worker threads (0 = all cores); results do not depend on it")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", g.quiet, "No progress messages on stderr");
+  app.set_config("--config", "",
+                 "Read options from a TOML file: a subcommand's options go under its [section], e.g. [sweep] "
+                 "sigma = [0.5, 1.0]");
 
   std::map<CLI::App*, Action> actions;
   auto add = [&](const char* name, const char* help, Action (*make)(CLI::App&, const Global&)) {
@@ -35,6 +38,7 @@ int main(int argc, char** argv) {
   add("variance", "Exact variance of estimators over all pairs of sampled sets (CRT 5.1, DERF 5.1)", add_variance);
   add("estimators", "List the estimator families and their names", add_estimators);
   add("datasets", "List the data sets, where they are, and verify their sha256", add_datasets);
+  add("sweep", "Variance study over a grid of sigma, d, L and M (resumable)", add_sweep);
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
 
   try {
