@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Writes the notebooks in this folder from the cell sources below (run it after editing them).
+Each notebook reads kestrel's HDF5 results from $KESTREL_RESULTS (default ../results)."""
+import nbformat as nbf
+
+SETUP = """import json, os
+import h5py, numpy as np
+import matplotlib.pyplot as plt
+R = os.environ.get("KESTREL_RESULTS", "../results")
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+def claims(name):
+    with open(f"{R}/{name}.claims.json") as f:
+        for c in json.load(f)["claims"]:
+            print(f"[{'ok' if c['holds'] else 'differs'}] {c['statement']}: measured {c['measured']:.3f}, "
+                  f"claimed {c['relation']} {c['claimed']:.3g}  ({c['settings']}) {c['note']}")"""
+
+NOTEBOOKS = {
+    "crt.ipynb": [
+        ("md", "# Chefs' Random Tables (CRT): variance of TrigRF, PosRF, GERF, OPRF, PoisRF, GeomRF\n"
+               "Results of `kestrel reproduce crt-fig1 crt-fig2 orf` (HDF5 layout: README, experiments/README.md)."),
+        ("code", SETUP),
+        ("md", "## Fig. 1 (right): log(Var OPRF / Var PosRF) against |x + y|^2"),
+        ("code", """with h5py.File(f"{R}/crt-fig1.h5") as f:
+    print(json.loads(text(f.attrs["provenance"]))["git_revision"])
+    S, dims, u = f["sum_sq"][:], f["dims"][:], f["utility"][:]
+for d, row in zip(dims, u):
+    plt.plot(S, row, label=f"d={int(d)}")
+plt.xlabel("|x+y|^2"); plt.ylabel("log Var OPRF / Var PosRF"); plt.legend(); plt.show()
+claims("crt-fig1")"""),
+        ("md", "## Fig. 2: mean log-variance against sigma (Gaussian kernel, real estimators' variance halved)"),
+        ("code", """with h5py.File(f"{R}/crt-fig2.h5") as f:
+    panels = text(f.attrs["panels"]).split()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3))
+    for ax, p in zip(axes, panels):
+        for est in f[p]:
+            g = f[p][est]
+            ax.plot(g["sigma"][:], g["mean_log_var"][:], label=est)
+        ax.set_title(p)
+    axes[0].legend(fontsize=6); plt.show()
+    at1 = {est: f["normal"][est]["mean_log_var"][-1] for est in f["normal"]}
+print("normal, sigma = 1:", {k: round(float(v), 2) for k, v in at1.items()})
+claims("crt-fig2")"""),
+        ("md", "## Thm 4.1: orthogonal vs iid projections"),
+        ("code", """with h5py.File(f"{R}/orf.h5") as f:
+    for est in text(f.attrs["estimators"]).split():
+        g = f[est]
+        plt.errorbar(g["dims"][:], g["mean_log_ratio"][:], yerr=2 * g["se_mean_log_ratio"][:], label=est)
+plt.xscale("log", base=2); plt.axhline(0, color="gray"); plt.xlabel("d"); plt.ylabel("log Var_ort / Var_iid")
+plt.legend(); plt.show()
+claims("orf")"""),
+    ],
+    "derf.ipynb": [
+        ("md", "# Dense-Exponential Random Features (DERF): log relative variance of GERF, ADERF, SDERF\n"
+               "Results of `kestrel reproduce derf-fig2`."),
+        ("code", SETUP),
+        ("code", """with h5py.File(f"{R}/derf-fig2.h5") as f:
+    panels = text(f.attrs["panels"]).split()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3))
+    for ax, p in zip(axes, panels):
+        for est in ["trig-real", "pos", "oprf", "aderf", "sderf"]:
+            g = f[p][est]
+            ax.plot(g["sigma"][:], g["mean_log_rel_var"][:], label=est)
+        ax.set_title(p)
+    axes[0].legend(fontsize=6); plt.show()
+    gains = {p: float(f[p]["oprf"]["mean_log_rel_var"][-1] - f[p]["sderf"]["mean_log_rel_var"][-1]) for p in panels}
+print("log gain of SDERF over GERF at sigma = 1:", {k: round(v, 2) for k, v in gains.items()})
+claims("derf-fig2")"""),
+    ],
+}
+
+for name, cells in NOTEBOOKS.items():
+    nb = nbf.v4.new_notebook()
+    nb.cells = [nbf.v4.new_markdown_cell(s) if k == "md" else nbf.v4.new_code_cell(s) for k, s in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbf.write(nb, name)

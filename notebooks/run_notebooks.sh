@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Executes every notebook headless (nbclient) on the quick reproductions: runs
+# `kestrel reproduce all --quick` into a temporary directory, then each notebook with KESTREL_RESULTS
+# pointing there. Usage: run_notebooks.sh PATH/TO/kestrel
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+"$1" reproduce all --quick --quiet --out "$results" >/dev/null
+for nb in "$here"/*.ipynb; do
+  echo "executing $(basename "$nb")"
+  KESTREL_RESULTS="$results" MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 /usr/bin/python3 -Xfrozen_modules=off - "$nb" <<'PY'
+import sys
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+sys.exit(1 if errors else 0)
+PY
+done
+echo "all notebooks ran"
