@@ -1,4 +1,5 @@
-// Gaussian projection samplers (see omega.hpp).
+// Gaussian projection samplers: dispatch, iid and block-orthogonal (CRT appendix 9.1); see omega.hpp.
+// The structured (SORF) and Halton samplers live in structured.cpp and halton.cpp.
 #include "sampling/omega.hpp"
 
 #include "core/error.hpp"
@@ -8,12 +9,24 @@ namespace kestrel {
 Sampler parse_sampler(const std::string& name) {
   if (name == "iid") return Sampler::Iid;
   if (name == "orthogonal") return Sampler::Orthogonal;
-  throw InvalidArgument(fmt::format("unknown sampler '{}' (expected iid or orthogonal)", name));
+  if (name == "structured") return Sampler::Structured;
+  if (name == "halton") return Sampler::Halton;
+  throw InvalidArgument(
+      fmt::format("unknown sampler '{}' (expected iid, orthogonal, structured or halton)", name));
 }
 
-std::string to_string(Sampler s) { return s == Sampler::Iid ? "iid" : "orthogonal"; }
+std::string to_string(Sampler s) {
+  switch (s) {
+    case Sampler::Iid: return "iid";
+    case Sampler::Orthogonal: return "orthogonal";
+    case Sampler::Structured: return "structured";
+    case Sampler::Halton: return "halton";
+  }
+  throw InvalidArgument("unknown sampler enum value");
+}
 
 arma::mat haar_orthogonal(arma::uword d, Rng& rng) {
+  require(d > 0, "dimension d must be > 0, got 0");
   arma::mat Q, R;
   if (!arma::qr(Q, R, rng.normal_matrix(d, d))) throw NumericalError("QR of a Gaussian matrix failed");
   for (arma::uword k = 0; k < d; ++k)
@@ -23,7 +36,13 @@ arma::mat haar_orthogonal(arma::uword d, Rng& rng) {
 
 arma::mat draw_gaussian_omegas(arma::uword d, arma::uword M, Sampler sampler, Rng& rng) {
   require(d > 0, "dimension d must be > 0, got 0");
-  if (sampler == Sampler::Iid) return rng.normal_matrix(d, M);
+  require(M > 0, "number of features M must be > 0, got 0");
+  switch (sampler) {
+    case Sampler::Iid: return rng.normal_matrix(d, M);
+    case Sampler::Structured: return draw_structured_omegas(d, M, rng);
+    case Sampler::Halton: return draw_halton_omegas(d, M, rng);
+    case Sampler::Orthogonal: break;
+  }
   arma::mat W(d, M);
   for (arma::uword start = 0; start < M; start += d) {
     const arma::uword n = std::min(d, M - start);
