@@ -2,9 +2,12 @@
 #include "estimators/registry.hpp"
 
 #include "core/error.hpp"
+#include "estimators/dark/dark.hpp"
 #include "estimators/derf/derf.hpp"
 #include "estimators/discrete/discrete.hpp"
 #include "estimators/gerf/gerf.hpp"
+#include "estimators/hrf/cluster.hpp"
+#include "estimators/hrf/hybrid.hpp"
 #include "estimators/trig/trig_real.hpp"
 
 namespace kestrel {
@@ -23,6 +26,13 @@ const std::vector<Family>& estimator_families() {
       {"geom", "GeomRF, geometric discretely-induced RFs, p by Brent (CRT 3.2.2)", make_geom},
       {"pois+", "PoisRF+, PoisRF on points shifted to be positive (CRT 3.2.3)", make_pois_plus},
       {"geom+", "GeomRF+, GeomRF on points shifted to be positive (CRT 3.2.3)", make_geom_plus},
+      {"pos-hyp", "PosRF, hyperbolic form exp(+-w^T x - |x|^2/2) (HRF eq. 3)", make_pos_hyp},
+      {"hrf-angular", "angular hybrid of pos-hyp and trig, lambda = theta/pi by sign features (HRF eq. 19)", make_hrf_angular},
+      {"hrf-gauss", "Gaussian-lambda hybrid of pos-hyp and trig (HRF eq. 20, appendix F)", make_hrf_gauss},
+      {"hrf-cluster", "clustered HRF, k-means k = 2, real diagonal A per centre pair (HRF H.2 eq. 88)", make_hrf_cluster},
+      {"hrf-cluster-complex", "clustered HRF, complex diagonal A exact at centres (HRF H.2 eq. 85-87)", make_hrf_cluster_complex},
+      {"dark", "DARK importance-weighted PRF, optimal proposal N(0, Sigma*) (DARK eq. 2, Thm 3.2)", make_dark},
+      {"dark-iso", "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)", make_dark_iso},
   };
   return families;
 }

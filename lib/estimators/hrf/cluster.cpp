@@ -1,0 +1,230 @@
+// Clustered HRF (HRF appendix H.2, Definition H.2), deterministic k-means and empirical MSE; see cluster.hpp.
+#include "estimators/hrf/cluster.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+namespace kestrel {
+
+namespace {
+
+arma::uword nearest(const arma::vec& x, const arma::mat& C, double* dist2 = nullptr) {
+  arma::uword best = 0;
+  double bd = arma::datum::inf;
+  for (arma::uword c = 0; c < C.n_cols; ++c) {
+    const double d2 = arma::accu(arma::square(x - C.col(c)));
+    if (d2 < bd) bd = d2, best = c;
+  }
+  if (dist2) *dist2 = bd;
+  return best;
+}
+
+arma::cx_mat scale_rows(const arma::mat& X, const arma::cx_vec& a) {
+  arma::cx_mat T = arma::conv_to<arma::cx_mat>::from(X);
+  T.each_col() %= a;
+  return T;
+}
+
+}  // namespace
+
+arma::uvec nearest_centre(const arma::mat& X, const arma::mat& centres) {
+  require(X.n_rows == centres.n_rows && centres.n_cols > 0, "points have dimension {}, centres {} x {}", X.n_rows,
+          centres.n_rows, centres.n_cols);
+  arma::uvec lab(X.n_cols);
+  for (arma::uword i = 0; i < X.n_cols; ++i) lab(i) = nearest(X.col(i), centres);
+  return lab;
+}
+
+KMeansResult kmeans(const arma::mat& X, Rng& rng, const KMeansOptions& opt) {
+  validate_points(X, "X");
+  require(opt.k >= 1 && opt.k <= X.n_cols, "k-means needs 1 <= k <= L = {}, got k = {}", X.n_cols, opt.k);
+  const arma::uword L = X.n_cols, k = opt.k;
+  KMeansResult r;
+  r.centres.set_size(X.n_rows, k);
+  // k-means++ seeding (Arthur & Vassilvitskii 2007): next centre with probability proportional to D^2.
+  r.centres.col(0) = X.col(std::min<arma::uword>(L - 1, static_cast<arma::uword>(rng.uniform() * L)));
+  arma::vec d2(L);
+  for (arma::uword c = 1; c < k; ++c) {
+    for (arma::uword i = 0; i < L; ++i) nearest(X.col(i), r.centres.cols(0, c - 1), &d2(i));
+    const double total = arma::accu(d2);
+    arma::uword pick = 0;
+    if (total > 0) {
+      const double u = rng.uniform() * total;
+      double acc = 0;
+      pick = L - 1;
+      for (arma::uword i = 0; i < L; ++i) {
+        acc += d2(i);
+        if (u < acc && d2(i) > 0) { pick = i; break; }
+      }
+    }
+    r.centres.col(c) = X.col(pick);
+  }
+  r.labels.set_size(L);
+  r.labels.fill(k);  // no assignment yet
+  arma::vec dist(L);
+  for (r.iterations = 0; r.iterations < opt.max_iter; ++r.iterations) {
+    bool changed = false;
+    for (arma::uword i = 0; i < L; ++i) {
+      const arma::uword c = nearest(X.col(i), r.centres, &dist(i));
+      changed |= c != r.labels(i);
+      r.labels(i) = c;
+    }
+    if (!changed) {
+      r.converged = true;
+      break;
+    }
+    for (arma::uword c = 0; c < k; ++c) {
+      const arma::uvec members = arma::find(r.labels == c);
+      if (members.n_elem > 0) {
+        r.centres.col(c) = arma::mean(X.cols(members), 1);
+      } else {  // empty cluster: move it to the worst-served point
+        const arma::uword far = dist.index_max();
+        r.centres.col(c) = X.col(far);
+        dist(far) = 0;
+      }
+    }
+  }
+  return r;
+}
+
+ClusteredHrfEstimator::ClusteredHrfEstimator(std::string name, const arma::mat& X, const arma::mat& Y,
+                                             const ClusterHrfOptions& opt) {
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  Rng rx(opt.seed, Stream::Fit, 0), ry(opt.seed, Stream::Fit, 1);
+  cx_ = kmeans(X, rx, {opt.query_clusters, opt.max_iter}).centres;
+  cy_ = kmeans(Y, ry, {opt.key_clusters, opt.max_iter}).centres;
+  info_.name = std::move(name);
+  fit_diagonals(opt);
+}
+
+ClusteredHrfEstimator::ClusteredHrfEstimator(std::string name, Centres centres, const ClusterHrfOptions& opt)
+    : cx_(std::move(centres.query)), cy_(std::move(centres.key)) {
+  validate_points(cx_, "query centres");
+  validate_points(cy_, "key centres");
+  require(cx_.n_rows == cy_.n_rows, "centres must have the same dimension, got {} and {}", cx_.n_rows, cy_.n_rows);
+  info_.name = std::move(name);
+  fit_diagonals(opt);
+}
+
+void ClusteredHrfEstimator::fit_diagonals(const ClusterHrfOptions& opt) {
+  a_.clear();
+  for (arma::uword i = 0; i < cx_.n_cols; ++i)
+    for (arma::uword j = 0; j < cy_.n_cols; ++j)
+      a_.push_back(opt.complex_diagonal ? cexp_complex_diagonal(cx_.col(i), cy_.col(j), opt.diagonal)
+                                        : arma::cx_vec(arma::conv_to<arma::cx_vec>::from(
+                                              cexp_real_diagonal(cx_.col(i), cy_.col(j), opt.diagonal))));
+  bool real = true;
+  for (const auto& a : a_) real = real && arma::all(arma::imag(a) == 0.0);
+  info_.complex = !real;
+  info_.positive = real;
+}
+
+arma::mat ClusteredHrfEstimator::centre_losses() const {
+  arma::mat l(cx_.n_cols, cy_.n_cols);
+  for (arma::uword i = 0; i < cx_.n_cols; ++i)
+    for (arma::uword j = 0; j < cy_.n_cols; ++j) l(i, j) = cexp_loss(diagonal(i, j), cx_.col(i), cy_.col(j));
+  return l;
+}
+
+arma::mat ClusteredHrfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, dim());
+  const arma::uvec lx = nearest_centre(X, cx_), ly = nearest_centre(Y, cy_);
+  arma::mat out(X.n_cols, Y.n_cols);
+  // Group by pair of clusters so each block is one CE estimator.
+  for (arma::uword i = 0; i < cx_.n_cols; ++i) {
+    const arma::uvec rows = arma::find(lx == i);
+    if (rows.is_empty()) continue;
+    for (arma::uword j = 0; j < cy_.n_cols; ++j) {
+      const arma::uvec cols = arma::find(ly == j);
+      if (cols.is_empty()) continue;
+      const arma::cx_vec& a = diagonal(i, j);
+      out.submat(rows, cols) = cexp_log_var_over_k2_pairs(scale_rows(X.cols(rows), a), scale_rows(Y.cols(cols), 1.0 / a));
+    }
+  }
+  return out;
+}
+
+arma::mat ClusteredHrfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
+  require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
+  const bool query = side == Side::Query;
+  const arma::uvec lab = nearest_centre(X, query ? cx_ : cy_);
+  const arma::uword M = w.count(), width = info_.complex ? 2 * M : M;
+  arma::mat F(X.n_cols, width * a_.size(), arma::fill::zeros);
+  for (arma::uword i = 0; i < cx_.n_cols; ++i)
+    for (arma::uword j = 0; j < cy_.n_cols; ++j) {
+      const arma::uvec rows = arma::find(lab == (query ? i : j));
+      if (rows.is_empty()) continue;
+      const arma::cx_vec& a = diagonal(i, j);
+      const arma::cx_mat f = cexp_complex_features(scale_rows(X.cols(rows), query ? a : arma::cx_vec(1.0 / a)), w.omega);
+      const arma::uword c0 = (i * cy_.n_cols + j) * width;
+      F.submat(rows, arma::regspace<arma::uvec>(c0, c0 + M - 1)) = arma::real(f);
+      if (info_.complex)
+        F.submat(rows, arma::regspace<arma::uvec>(c0 + M, c0 + 2 * M - 1)) = (query ? 1.0 : -1.0) * arma::imag(f);
+    }
+  return F;
+}
+
+nlohmann::json ClusteredHrfEstimator::params() const {
+  nlohmann::json pairs = nlohmann::json::array();
+  for (arma::uword i = 0; i < cx_.n_cols; ++i)
+    for (arma::uword j = 0; j < cy_.n_cols; ++j) {
+      const arma::cx_vec& a = diagonal(i, j);
+      std::vector<double> re(a.n_elem), im(a.n_elem);
+      for (arma::uword k = 0; k < a.n_elem; ++k) re[k] = a(k).real(), im[k] = a(k).imag();
+      pairs.push_back({{"i", i}, {"j", j}, {"A_diag_re", re}, {"A_diag_im", im},
+                       {"loss", cexp_loss(a, cx_.col(i), cy_.col(j))}});
+    }
+  return {{"family", "hrf-cluster"}, {"query_clusters", cx_.n_cols}, {"key_clusters", cy_.n_cols},
+          {"complex_diagonal", info_.complex}, {"pairs", pairs}};
+}
+
+namespace {
+
+// k = 2 per side (HRF H.3), or fewer when a set has a single point.
+ClusterHrfOptions cluster_defaults(const arma::mat& X, const arma::mat& Y, bool complex_diagonal) {
+  return {.query_clusters = std::min<arma::uword>(2, X.n_cols), .key_clusters = std::min<arma::uword>(2, Y.n_cols),
+          .complex_diagonal = complex_diagonal};
+}
+
+}  // namespace
+
+std::unique_ptr<Estimator> make_hrf_cluster(const arma::mat& X, const arma::mat& Y) {
+  return std::make_unique<ClusteredHrfEstimator>("hrf-cluster", X, Y, cluster_defaults(X, Y, false));
+}
+
+std::unique_ptr<Estimator> make_hrf_cluster_complex(const arma::mat& X, const arma::mat& Y) {
+  return std::make_unique<ClusteredHrfEstimator>("hrf-cluster-complex", X, Y, cluster_defaults(X, Y, true));
+}
+
+EmpiricalMse empirical_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                           const EmpiricalMseOptions& opt) {
+  validate_pair(X, Y, e.dim());
+  require(opt.trials >= 2, "empirical MSE needs at least 2 trials, got {}", opt.trials);
+  require(opt.features > 0, "number of features M must be > 0, got 0");
+  const arma::mat K = arma::exp(log_kernel(k, X, Y));
+  EmpiricalMse r;
+  r.per_trial.set_size(opt.trials);
+  for_each_block(opt.trials, [&](std::size_t t) {
+    Rng rng(opt.seed, Stream::MonteCarlo, t);
+    const Draw w = e.draw(opt.features, rng, opt.sampler);
+    r.per_trial(t) = arma::mean(arma::vectorise(arma::square(approximate_kernel(e, w, X, Y, k) - K)));
+  });
+  if (!r.per_trial.is_finite())
+    throw NumericalError(fmt::format("estimator '{}': empirical MSE overflowed (non-finite)", e.info().name));
+  r.mean = arma::mean(r.per_trial);
+  r.min = r.per_trial.min();
+  r.max = r.per_trial.max();
+  r.se = arma::stddev(r.per_trial) / std::sqrt(static_cast<double>(opt.trials));
+  return r;
+}
+
+double exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
+  return arma::mean(arma::vectorise(arma::exp(log_variance(e, k, X, Y, M))));
+}
+
+}  // namespace kestrel

@@ -1,0 +1,301 @@
+// Bipolar hybrid random features and their exact MSE (HRF eq. 3, 8, 12, 19, 20, Lemma 2.2-3.4,
+// Thm 3.1, 3.5, appendix C, D, F); see hybrid.hpp.
+#include "estimators/hrf/hybrid.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+#include "core/parallel.hpp"
+
+namespace kestrel {
+
+namespace {
+
+// log(cosh b - 1) = log(2 sinh^2(b/2)), accurate for tiny and huge b.
+double log_cosh_m1(double b) {
+  b = std::abs(b);
+  if (b == 0) return -kInf;
+  const double h = 0.5 * b;
+  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
+  return M_LN2 + 2 * log_sinh;
+}
+
+double safe_log(double v) { return v > 0 ? std::log(v) : -kInf; }
+
+// Angle between x and y, accurate near 0 and pi: 2 atan2(|u - v|, |u + v|) for unit u, v.
+double angle(const arma::vec& x, const arma::vec& y) {
+  const arma::vec u = x / arma::norm(x), v = y / arma::norm(y);
+  return 2.0 * std::atan2(arma::norm(u - v), arma::norm(u + v));
+}
+
+// Row-wise Kronecker product: row i of the result is kron(R.row(i), F.row(i)).
+arma::mat row_kron(const arma::mat& R, const arma::mat& F) {
+  arma::mat out(R.n_rows, R.n_cols * F.n_cols);
+  for (arma::uword r = 0; r < R.n_cols; ++r) {
+    arma::mat block = F;
+    block.each_col() %= R.col(r);
+    out.cols(r * F.n_cols, (r + 1) * F.n_cols - 1) = block;
+  }
+  return out;
+}
+
+arma::mat pos_hyp_features(const arma::mat& w, const arma::mat& X) {
+  const arma::mat proj = X.t() * w;
+  const arma::colvec shift = -0.5 * arma::sum(arma::square(X), 0).t();
+  const double log_scale = -0.5 * std::log(2.0 * static_cast<double>(w.n_cols));
+  arma::mat P = proj, N = -proj;
+  P.each_col() += shift;
+  N.each_col() += shift;
+  return arma::exp(arma::join_rows(P, N) + log_scale);
+}
+
+arma::mat trig_features(const arma::mat& w, const arma::mat& X) {
+  const arma::mat proj = X.t() * w;
+  arma::mat F = arma::join_rows(arma::cos(proj), arma::sin(proj));
+  F.each_col() %= arma::exp(0.5 * arma::sum(arma::square(X), 0).t()) / std::sqrt(static_cast<double>(w.n_cols));
+  return F;
+}
+
+}  // namespace
+
+// ---- Closed forms ---------------------------------------------------------------------------------
+
+double lemma22_log_mse_trig(const arma::vec& x, const arma::vec& y, arma::uword m) {
+  require(m > 0 && x.n_elem == y.n_elem, "Lemma 2.2 needs m > 0 and equal dimensions");
+  const double z2 = arma::accu(arma::square(x + y)), d2 = arma::accu(arma::square(x - y));
+  return -std::log(2.0 * m) + z2 - 2 * arma::dot(x, y) + 2 * log1mexp(-d2);
+}
+
+double lemma22_log_mse_pos(const arma::vec& x, const arma::vec& y, arma::uword m) {
+  require(m > 0 && x.n_elem == y.n_elem, "Lemma 2.2 needs m > 0 and equal dimensions");
+  const double z2 = arma::accu(arma::square(x + y));
+  return -std::log(2.0 * m) + z2 + 2 * arma::dot(x, y) + 2 * log1mexp(-z2);
+}
+
+LambdaMoments angular_lambda_moments(double theta, arma::uword n) {
+  require(n > 0, "number of lambda features n must be > 0, got 0");
+  require(theta >= 0 && theta <= M_PI, "angle must be in [0, pi], got {}", theta);
+  const double t = theta / M_PI, nn = static_cast<double>(n);
+  return {t * (t - t / nn + 1 / nn), (1 - t) * (1 - t + t / nn), t * (1 - t) * (1 - 1 / nn)};
+}
+
+LambdaMoments gaussian_lambda_moments(double dist2, double sigma, double rho, arma::uword n) {
+  require(n > 0, "number of lambda features n must be > 0, got 0");
+  require(sigma > 0 && rho > 0 && std::isfinite(sigma) && std::isfinite(rho) && dist2 >= 0,
+          "gaussian lambda needs sigma > 0, rho > 0, |x-y|^2 >= 0, got {}, {}, {}", sigma, rho, dist2);
+  const double s2 = sigma * sigma, nn = static_cast<double>(n);
+  const double e1 = std::exp(-0.5 * s2 * dist2), om1 = -std::expm1(-0.5 * s2 * dist2), om2 = -std::expm1(-s2 * dist2);
+  const double noise = om2 * om2 / (2 * nn * rho * rho);  // Var(lambda_hat)
+  const double l2 = om1 * om1 / (rho * rho) + noise;     // eq. (72)
+  const double q = (1 - rho) - e1;
+  const double oml2 = q * q / (rho * rho) + noise;       // eq. (73)
+  return {l2, oml2, om1 / rho - l2};
+}
+
+double bipolar_log_mse_over_k2(const LambdaMoments& lm, double sum2, double diff2, double norm_diff, arma::uword m,
+                               bool shared) {
+  require(m > 0, "number of features M must be > 0, got 0");
+  SignedLog v;
+  if (lm.l2 > 0) v = v + SignedLog::from_log(std::log(lm.l2) + log_cosh_m1(sum2));
+  if (lm.one_minus_l2 > 0) v = v + SignedLog::from_log(std::log(lm.one_minus_l2) + log_cosh_m1(diff2));
+  const double s = std::sin(0.5 * norm_diff);
+  if (shared && lm.l_one_minus_l != 0 && s != 0)  // -2 (1 - cos D) E l(1-l) = -4 sin^2(D/2) E l(1-l)
+    v = v + SignedLog::from_log(std::log(4.0) + 2 * std::log(std::abs(s)) + std::log(std::abs(lm.l_one_minus_l)),
+                                lm.l_one_minus_l > 0 ? -1 : 1);
+  return v.sign > 0 ? v.log_abs - std::log(static_cast<double>(m)) : -kInf;
+}
+
+double lemma34_rel_error_trig(double theta, double r, arma::uword m) {
+  require(m > 0 && r >= 0 && theta >= 0 && theta <= M_PI, "Lemma 3.4 needs m > 0, r >= 0, theta in [0, pi]");
+  const double s2 = std::pow(std::sin(0.5 * theta), 2);
+  return std::exp(2 * r * r * s2) * -std::expm1(-4 * r * r * s2) / std::sqrt(2.0 * m);
+}
+
+double hrf_W(double r) { return std::exp(2 * r * r) * -std::expm1(-4 * r * r); }
+
+double lemma34_max_rel_error(double r, arma::uword m) {
+  require(m > 0 && r >= 0, "Lemma 3.4 needs m > 0 and r >= 0");
+  return hrf_W(r) / std::sqrt(2.0 * m);
+}
+
+double angular_hybrid_rel_error(double theta, double r, arma::uword m, arma::uword n) {
+  require(m > 0 && n > 0 && r >= 0 && theta >= 0 && theta <= M_PI, "needs m, n > 0, r >= 0, theta in [0, pi]");
+  const double nn = static_cast<double>(n), r2 = r * r;
+  // a_r(theta) of eq. (50), in logs.
+  auto log_a = [&](double th) {
+    const double t = th / M_PI;
+    const double c2 = std::pow(std::cos(0.5 * th), 2);
+    return safe_log(t * (t - t / nn + 1 / nn)) + 2 * r2 * std::cos(th) + 2 * safe_log(-std::expm1(-4 * r2 * c2));
+  };
+  const double log_h = log_add_exp(log_a(theta), log_a(M_PI - theta));
+  return std::exp(r2 + 0.5 * (log_h - std::log(2.0 * m)));
+}
+
+double thm35_bound(double r, arma::uword m, arma::uword n, bool printed) {
+  require(m > 0 && n > 0 && r >= 1, "Thm 3.5 needs m, n > 0 and r >= 1, got m = {}, n = {}, r = {}", m, n, r);
+  const double nn = static_cast<double>(n), W = hrf_W(r) / std::sqrt(2.0 * m);
+  if (printed) return W / r * std::sqrt(1 / M_PI - 1 / (nn * M_PI) + 1 / (nn * std::sqrt(M_PI)));
+  return W * std::sqrt((1 - 1 / nn) / (M_PI * r * r) + 1 / (nn * std::sqrt(M_PI) * r));
+}
+
+double thm35_limit_coefficient(double r, arma::uword m, arma::uword n) {
+  require(m > 0 && n > 0, "needs m, n > 0");
+  return hrf_W(r) / std::sqrt(2 * M_PI * m * n);
+}
+
+// ---- Hyperbolic PosRF ------------------------------------------------------------------------------
+
+PosHypEstimator::PosHypEstimator(arma::uword d) : d_(d) {
+  require(d > 0, "dimension d must be > 0, got 0");
+  info_.name = "pos-hyp";
+  info_.positive = true;
+}
+
+arma::mat PosHypEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, d_);
+  arma::mat S = pairwise_sq_norm_sum(X, Y, 1.0);
+  S.transform([](double v) { return log_cosh_m1(v); });
+  return S;
+}
+
+arma::mat PosHypEstimator::features(const Draw& w, const arma::mat& X, Side) const {
+  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+  return pos_hyp_features(w.omega, X);
+}
+
+// ---- Hybrid ----------------------------------------------------------------------------------------
+
+void validate(const HybridParams& p) {
+  if (p.lambda == LambdaKind::Gaussian)
+    require(p.sigma > 0 && std::isfinite(p.sigma) && p.rho > 0 && std::isfinite(p.rho),
+            "gaussian hybrid needs finite sigma > 0 and rho > 0, got sigma = {}, rho = {}", p.sigma, p.rho);
+}
+
+HybridEstimator::HybridEstimator(std::string name, arma::uword d, HybridParams p) : d_(d), p_(p) {
+  require(d > 0, "dimension d must be > 0, got 0");
+  validate(p_);
+  info_.name = std::move(name);
+}
+
+double HybridEstimator::lambda_offset() const { return p_.lambda == LambdaKind::Angular ? 0.5 : 1.0 / p_.rho; }
+double HybridEstimator::lambda_coef() const { return p_.lambda == LambdaKind::Angular ? -0.5 : -1.0 / p_.rho; }
+
+LambdaMoments HybridEstimator::lambda_moments(const arma::vec& x, const arma::vec& y, arma::uword n) const {
+  if (p_.lambda == LambdaKind::Gaussian) return gaussian_lambda_moments(arma::accu(arma::square(x - y)), p_.sigma, p_.rho, n);
+  // sgn(t^T 0) = 0: lambda_hat = 1/2 exactly when x or y is 0.
+  if (!arma::any(x != 0.0) || !arma::any(y != 0.0)) return {0.25, 0.25, 0.25};
+  return angular_lambda_moments(angle(x, y), n);
+}
+
+arma::mat HybridEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  return log_var_over_k2_m(X, Y, 1);
+}
+
+arma::mat HybridEstimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
+  validate_pair(X, Y, d_);
+  require(M > 0, "number of features M must be > 0, got 0");
+  const arma::uword n = lambda_count(M);
+  const arma::rowvec nx = arma::sum(arma::square(X), 0), ny = arma::sum(arma::square(Y), 0);
+  arma::mat out(X.n_cols, Y.n_cols);
+  for_each_block(Y.n_cols, [&](std::size_t j) {
+    const arma::vec y = Y.col(j);
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      const arma::vec x = X.col(i);
+      const double sum2 = arma::accu(arma::square(x + y)), diff2 = arma::accu(arma::square(x - y));
+      out(i, j) = bipolar_log_mse_over_k2(lambda_moments(x, y, n), sum2, diff2, nx(i) - ny(j), M, p_.shared_projections);
+    }
+  });
+  return out;
+}
+
+Draw HybridEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  arma::mat omega = draw_gaussian_omegas(d_, M, sampler, rng);
+  if (!p_.shared_projections) omega = arma::join_rows(omega, draw_gaussian_omegas(d_, M, sampler, rng));
+  omega = arma::join_rows(omega, draw_gaussian_omegas(d_, lambda_count(M), sampler, rng));
+  return Draw{omega, {}};
+}
+
+HybridEstimator::Layout HybridEstimator::split(const Draw& w) const {
+  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+  const arma::uword cols = w.omega.n_cols, blocks = p_.shared_projections ? 1 : 2;
+  Layout l;
+  if (p_.lambda_features == 0) {
+    require(cols > 0 && cols % (blocks + 1) == 0, "draw with {} columns does not match hybrid '{}'", cols, info_.name);
+    l.m = l.n = cols / (blocks + 1);
+  } else {
+    l.n = p_.lambda_features;
+    require(cols > l.n && (cols - l.n) % blocks == 0, "draw with {} columns does not match hybrid '{}'", cols,
+            info_.name);
+    l.m = (cols - l.n) / blocks;
+  }
+  l.w_pos = w.omega.cols(0, l.m - 1);
+  l.w_trig = p_.shared_projections ? l.w_pos : arma::mat(w.omega.cols(l.m, 2 * l.m - 1));
+  l.tau = w.omega.cols(cols - l.n, cols - 1);
+  return l;
+}
+
+arma::mat HybridEstimator::lambda_features(const arma::mat& tau, const arma::mat& X) const {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(tau.n_cols));
+  const arma::mat proj = X.t() * tau;
+  if (p_.lambda == LambdaKind::Angular) return arma::sign(proj) * scale;
+  return arma::join_rows(arma::cos(p_.sigma * proj), arma::sin(p_.sigma * proj)) * scale;
+}
+
+arma::mat HybridEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  require(X.n_rows == d_, "points have dimension {}, estimator expects {}", X.n_rows, d_);
+  const Layout l = split(w);
+  const arma::mat fp = pos_hyp_features(l.w_pos, X), ft = trig_features(l.w_trig, X);
+  const arma::mat rho = lambda_features(l.tau, X);
+  const double a = lambda_offset(), c = lambda_coef();
+  const bool key = side == Side::Key;
+  auto scaled = [&](const arma::mat& F, double coef) {
+    const double s = std::sqrt(std::abs(coef));
+    return arma::mat(F * ((key && coef < 0) ? -s : s));
+  };
+  return arma::join_rows(arma::join_rows(scaled(fp, a), scaled(ft, 1 - a)),
+                         arma::join_rows(scaled(row_kron(rho, fp), c), scaled(row_kron(rho, ft), -c)));
+}
+
+arma::mat HybridEstimator::lambda_estimate(const Draw& w, const arma::mat& X, const arma::mat& Y) const {
+  const Layout l = split(w);
+  return lambda_offset() + lambda_coef() * lambda_features(l.tau, X) * lambda_features(l.tau, Y).t();
+}
+
+arma::mat HybridEstimator::direct_estimate(const Draw& w, const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, d_);
+  const Layout l = split(w);
+  const arma::mat Spos = pos_hyp_features(l.w_pos, X) * pos_hyp_features(l.w_pos, Y).t();
+  const arma::mat Strig = trig_features(l.w_trig, X) * trig_features(l.w_trig, Y).t();
+  const arma::mat L = lambda_estimate(w, X, Y);
+  return L % Spos + (1.0 - L) % Strig;
+}
+
+nlohmann::json HybridEstimator::params() const {
+  nlohmann::json j = {{"family", "hrf"},
+                      {"lambda", p_.lambda == LambdaKind::Angular ? "angular" : "gaussian"},
+                      {"lambda_features", p_.lambda_features},
+                      {"shared_projections", p_.shared_projections}};
+  if (p_.lambda == LambdaKind::Gaussian) j["sigma"] = p_.sigma, j["rho"] = p_.rho;
+  return j;
+}
+
+std::unique_ptr<Estimator> make_pos_hyp(const arma::mat& X, const arma::mat&) {
+  return std::make_unique<PosHypEstimator>(X.n_rows);
+}
+
+std::unique_ptr<Estimator> make_hrf_angular(const arma::mat& X, const arma::mat&) {
+  return std::make_unique<HybridEstimator>("hrf-angular", X.n_rows, HybridParams{});
+}
+
+std::unique_ptr<Estimator> make_hrf_gauss(const arma::mat& X, const arma::mat& Y) {
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  HybridParams p{.lambda = LambdaKind::Gaussian};
+  const double r2 = 0.5 * (arma::accu(arma::square(X)) / X.n_cols + arma::accu(arma::square(Y)) / Y.n_cols);
+  p.rho = r2 > 0 ? -std::expm1(-2 * p.sigma * p.sigma * r2) : 1.0;  // all-zero sets: lambda = 0 exactly
+  return std::make_unique<HybridEstimator>("hrf-gauss", X.n_rows, p);
+}
+
+}  // namespace kestrel
