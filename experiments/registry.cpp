@@ -7,6 +7,11 @@ void run_crt_fig1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_crt_fig2(const Options&, H5Writer&, std::vector<Claim>&);
 void run_derf_fig2(const Options&, H5Writer&, std::vector<Claim>&);
 void run_orf(const Options&, H5Writer&, std::vector<Claim>&);
+void run_dark_aniso(const Options&, H5Writer&, std::vector<Claim>&);
+void run_hrf_fig1(const Options&, H5Writer&, std::vector<Claim>&);
+void run_hrf_fig2(const Options&, H5Writer&, std::vector<Claim>&);
+void run_hrf_table1(const Options&, H5Writer&, std::vector<Claim>&);
+void run_hrf_fig6(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -14,6 +19,12 @@ const std::vector<Experiment>& all_experiments() {
       {"crt-fig2", "CRT Fig. 2: log-variance of the CRT estimators in four regimes", run_crt_fig2},
       {"derf-fig2", "DERF Fig. 2: log relative variance of DERF-family estimators in six regimes", run_derf_fig2},
       {"orf", "CRT Thm 4.1: orthogonal vs iid projections across d", run_orf},
+      {"dark-aniso", "DARK Thm 3.2: expected variance of isotropic vs importance-sampled PRFs for anisotropic inputs",
+       run_dark_aniso},
+      {"hrf-fig1", "HRF Fig. 1 and Thm 3.5: MSE over angle and length; the max-relative-error bound", run_hrf_fig1},
+      {"hrf-fig2", "HRF Fig. 2 / Fig. 5: pointwise estimation at r = 1, 1.25, 1.5", run_hrf_fig2},
+      {"hrf-table1", "HRF Table 1: MSE on wine and Boston pairs against QMC baselines", run_hrf_table1},
+      {"hrf-fig6", "HRF Fig. 6: clustered HRF against FAVOR+ and TrigRF", run_hrf_fig6},
   };
   return list;
 }

@@ -229,7 +229,9 @@ TEST(HrfLemma32, LambdaMomentsMatchMonteCarlo) {
           checks += 2;
         }
       // n = 1 angular: lambda_hat is 0 or 1, so E l(1-l) = 0 exactly (eq. 24 gives t(1-t)(1-1/n)).
-      if (kind == 0 && n == 1) EXPECT_EQ(e.lambda_moments(X.col(0), Y.col(0), 1).l_one_minus_l, 0.0);
+      if (kind == 0 && n == 1) {
+        EXPECT_EQ(e.lambda_moments(X.col(0), Y.col(0), 1).l_one_minus_l, 0.0);
+      }
     }
   EXPECT_EQ(checks, 48);
 }
@@ -273,7 +275,9 @@ TEST(HrfThm35, BoundHoldsOnAGridOfAnglesAndLengths) {
           }
         }
         EXPECT_LE(worst, thm35_bound(r, m, n, false)) << "corrected bound, r=" << r << " m=" << m << " n=" << n;
-        if (r <= 1.5) EXPECT_LE(worst, thm35_bound(r, m, n, true)) << "printed bound, r=" << r;
+        if (r <= 1.5) {
+          EXPECT_LE(worst, thm35_bound(r, m, n, true)) << "printed bound, r=" << r;
+        }
         // Trig / pos are worse: their max is W(r)/sqrt(2m) (Lemma 3.4).
         EXPECT_LT(worst, lemma34_max_rel_error(r, m));
       }
