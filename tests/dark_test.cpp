@@ -46,18 +46,6 @@ arma::mat sqrtm_sym(const arma::mat& A) {
   return V * arma::diagmat(arma::sqrt(e)) * V.t();
 }
 
-void expect_moments_match(const Estimator& e, const arma::mat& X, const arma::mat& Y, const MonteCarloResult& r,
-                          double scale_exact = 1.0) {
-  const arma::mat exact_var = scale_exact * arma::exp(log_variance(e, Kernel::softmax(), X, Y)) / r.features;
-  for (arma::uword i = 0; i < exact_var.n_elem; ++i) {
-    const auto& m = r.kernel;
-    EXPECT_LT(std::abs(m.mean(i) - m.exact(i)), test::kSigmas * m.se_mean(i))
-        << e.info().name << " entry " << i << ": mean " << m.mean(i) << " vs K " << m.exact(i);
-    EXPECT_LT(std::abs(m.variance(i) - exact_var(i)), test::kSigmas * m.se_variance(i))
-        << e.info().name << " entry " << i << ": MC var " << m.variance(i) << " vs exact " << exact_var(i)
-        << " (se " << m.se_variance(i) << ")";
-  }
-}
 
 }  // namespace
 
@@ -77,7 +65,7 @@ TEST(DarkMonteCarlo, ExactVarianceMatchesSimulation) {
   for (const auto& e : es) {
     ASSERT_GT(arma::eig_sym(dynamic_cast<const DarkEstimator&>(*e).sigma()).min(), 7.0 / 8.0);
     const MonteCarloResult r = simulate(*e, Kernel::softmax(), X, Y, {20000, 1, 201, Sampler::Iid});
-    expect_moments_match(*e, X, Y, r);
+    test::expect_moments(*e, Kernel::softmax(), X, Y, r);
   }
 }
 

@@ -76,17 +76,6 @@ double exact_objective(const DerfParams& p, const arma::mat& X, const arma::mat&
   return shifted_log_variance_objective(DerfEstimator("perturbed", p, {}, tol), X, Y);
 }
 
-void expect_moments_match(const Estimator& e, const arma::mat& X, const arma::mat& Y, const MonteCarloResult& r) {
-  const arma::mat exact_var = arma::exp(log_variance(e, Kernel::softmax(), X, Y)) / r.features;
-  for (arma::uword i = 0; i < exact_var.n_elem; ++i) {
-    const auto& m = r.kernel;
-    EXPECT_LT(std::abs(m.mean(i) - m.exact(i)), test::kSigmas * m.se_mean(i))
-        << e.info().name << " entry " << i << ": mean " << m.mean(i) << " vs K " << m.exact(i);
-    EXPECT_LT(std::abs(m.variance(i) - exact_var(i)), test::kSigmas * m.se_variance(i))
-        << e.info().name << " entry " << i << ": MC var " << m.variance(i) << " vs exact " << exact_var(i)
-        << " (se " << m.se_variance(i) << ")";
-  }
-}
 
 }  // namespace
 
@@ -141,7 +130,7 @@ TEST(Derf, ExactVarianceMatchesMonteCarlo) {
   const arma::mat Xs = X.cols(0, 2), Ys = Y.cols(0, 2);
   for (const auto& e : es) {
     const MonteCarloResult r = simulate(*e, Kernel::softmax(), Xs, Ys, {20000, 1, 301, Sampler::Iid});
-    expect_moments_match(*e, Xs, Ys, r);
+    test::expect_moments(*e, Kernel::softmax(), Xs, Ys, r);
   }
 }
 
@@ -365,7 +354,7 @@ TEST(Derf, RankDeficientSetsGiveValidFiniteParameters) {
   // 25 entries x 2 checks = 50 checks at 4.5 se: false-failure rate <= 3.4e-4.
   const auto e = make_estimator("aderf", X, Y);
   const MonteCarloResult r = simulate(*e, Kernel::softmax(), X, Y, {20000, 1, 303, Sampler::Iid});
-  expect_moments_match(*e, X, Y, r);
+  test::expect_moments(*e, Kernel::softmax(), X, Y, r);
 }
 
 TEST(Derf, SaderfConstantCoordinates) {

@@ -28,18 +28,6 @@ std::vector<std::unique_ptr<Estimator>> all_cases(const arma::mat& X, const arma
   return v;
 }
 
-void expect_moments_match(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                          const MonteCarloResult& r) {
-  const arma::mat exact_var = arma::exp(log_variance(e, k, X, Y)) / r.features;
-  for (arma::uword i = 0; i < exact_var.n_elem; ++i) {
-    const auto& m = r.kernel;
-    EXPECT_LT(std::abs(m.mean(i) - m.exact(i)), test::kSigmas * m.se_mean(i))
-        << e.info().name << " entry " << i << ": mean " << m.mean(i) << " vs K " << m.exact(i);
-    EXPECT_LT(std::abs(m.variance(i) - exact_var(i)), test::kSigmas * m.se_variance(i))
-        << e.info().name << " entry " << i << ": MC var " << m.variance(i) << " vs exact " << exact_var(i)
-        << " (se " << m.se_variance(i) << ")";
-  }
-}
 
 }  // namespace
 
@@ -48,7 +36,7 @@ TEST(MonteCarlo, ExactVarianceMatchesSimulationSoftmax) {
   const arma::mat X = test::points(3, 3, 0.35, 11), Y = test::points(3, 3, 0.35, 12);
   for (const auto& e : all_cases(X, Y)) {
     const MonteCarloResult r = simulate(*e, Kernel::softmax(), X, Y, {20000, 1, 101, Sampler::Iid});
-    expect_moments_match(*e, Kernel::softmax(), X, Y, r);
+    test::expect_moments(*e, Kernel::softmax(), X, Y, r);
   }
 }
 
@@ -58,7 +46,7 @@ TEST(MonteCarlo, ExactVarianceMatchesSimulationGaussianKernelAndMFeatures) {
   const arma::mat X = test::points(4, 2, 0.3, 13), Y = test::points(4, 2, 0.3, 14) + 0.1;
   for (const auto& e : all_cases(X, Y)) {
     const MonteCarloResult r = simulate(*e, Kernel::gaussian(), X, Y, {8000, 4, 102, Sampler::Iid});
-    expect_moments_match(*e, Kernel::gaussian(), X, Y, r);
+    test::expect_moments(*e, Kernel::gaussian(), X, Y, r);
   }
 }
 

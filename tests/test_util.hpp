@@ -1,8 +1,11 @@
 // Shared helpers for the tests: small point sets and the Monte Carlo threshold convention.
 #pragma once
 #include <armadillo>
+#include <gtest/gtest.h>
 
+#include "analysis/montecarlo.hpp"
 #include "core/rng.hpp"
+#include "estimators/estimator.hpp"
 
 namespace kestrel::test {
 
@@ -14,6 +17,23 @@ inline constexpr double kSigmas = 4.5;
 inline arma::mat points(arma::uword d, arma::uword L, double scale, std::uint64_t seed) {
   Rng rng(seed, Stream::User, 0);
   return scale * rng.normal_matrix(d, L);
+}
+
+// Every entry of a Monte Carlo run against theory: |MC mean - target| < kSigmas SE(mean) and
+// |MC variance - exact variance of the M-feature estimate| < kSigmas SE(variance). The mean target is
+// the exact kernel unless given; var_scale multiplies the exact variance (negative controls).
+inline void expect_moments(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                           const MonteCarloResult& r, double var_scale = 1.0, const arma::mat* mean_target = nullptr) {
+  const arma::mat exact_var = var_scale * arma::exp(log_variance(e, k, X, Y, r.features));
+  const auto& m = r.kernel;
+  const arma::mat& target = mean_target ? *mean_target : m.exact;
+  for (arma::uword i = 0; i < exact_var.n_elem; ++i) {
+    EXPECT_LT(std::abs(m.mean(i) - target(i)), kSigmas * m.se_mean(i))
+        << e.info().name << " entry " << i << ": mean " << m.mean(i) << " vs " << target(i);
+    EXPECT_LT(std::abs(m.variance(i) - exact_var(i)), kSigmas * m.se_variance(i))
+        << e.info().name << " entry " << i << ": MC var " << m.variance(i) << " vs exact " << exact_var(i) << " (se "
+        << m.se_variance(i) << ")";
+  }
 }
 
 }  // namespace kestrel::test

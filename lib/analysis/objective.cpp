@@ -12,14 +12,9 @@ namespace kestrel {
 double shifted_log_variance_objective(const Estimator& e, const arma::mat& X, const arma::mat& Y, arma::uword block) {
   validate_pair(X, Y, e.dim());
   require(block > 0, "block size must be > 0, got 0");
-  const arma::uword bx = (X.n_cols + block - 1) / block, by = (Y.n_cols + block - 1) / block;
-  const double total = map_fold_blocks<double>(
-      bx * by,
-      [&](std::size_t b) {
-        const arma::uword i0 = (b / by) * block, j0 = (b % by) * block;
-        const arma::uword i1 = std::min<arma::uword>(i0 + block, X.n_cols) - 1;
-        const arma::uword j1 = std::min<arma::uword>(j0 + block, Y.n_cols) - 1;
-        const arma::mat Xb = X.cols(i0, i1), Yb = Y.cols(j0, j1);
+  const double total = map_fold_pair_blocks<double>(
+      X, Y, block,
+      [&](const arma::mat& Xb, const arma::mat& Yb, arma::uword i0, arma::uword j0) {
         const arma::mat lr = e.log_var_over_k2(Xb, Yb);
         const arma::mat xy = Xb.t() * Yb;
         double sum = 0;

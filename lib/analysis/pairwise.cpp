@@ -13,14 +13,9 @@ PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, co
                                          arma::uword block, arma::uword M) {
   validate_pair(X, Y, e.dim());
   require(block > 0, "block size must be > 0, got 0");
-  const arma::uword bx = (X.n_cols + block - 1) / block, by = (Y.n_cols + block - 1) / block;
-  return map_fold_blocks<PairwiseSummary>(
-      bx * by,
-      [&](std::size_t b) {
-        const arma::uword i0 = (b / by) * block, j0 = (b % by) * block;
-        const arma::uword i1 = std::min<arma::uword>(i0 + block, X.n_cols) - 1;
-        const arma::uword j1 = std::min<arma::uword>(j0 + block, Y.n_cols) - 1;
-        const arma::mat Xb = X.cols(i0, i1), Yb = Y.cols(j0, j1);
+  return map_fold_pair_blocks<PairwiseSummary>(
+      X, Y, block,
+      [&](const arma::mat& Xb, const arma::mat& Yb, arma::uword i0, arma::uword j0) {
         const arma::mat lk = log_kernel(k, Xb, Yb);
         const arma::mat lv = e.log_var_over_k2_m(Xb, Yb, M) + 2.0 * lk;
         PairwiseSummary s;

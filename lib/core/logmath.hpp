@@ -31,6 +31,15 @@ inline double log_sub_exp(double a, double b) {
 // log(e^x - 1) for x > 0, accurate for tiny x and huge x.
 inline double log_expm1(double x) { return x > 30 ? x + std::log1p(-std::exp(-x)) : std::log(std::expm1(x)); }
 
+// log(cosh b - 1) = log(2 sinh^2(b/2)), accurate for tiny and huge |b|; -inf at b = 0.
+inline double log_cosh_minus_one(double b) {
+  b = std::abs(b);
+  if (b == 0) return -kInf;
+  const double h = 0.5 * b;
+  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
+  return M_LN2 + 2 * log_sinh;
+}
+
 // A real number stored as sign * exp(log_abs); sums of such numbers without overflow.
 struct SignedLog {
   double log_abs = -kInf;

@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <vector>
 
+#include <algorithm>
+
+#include <armadillo>
 #include <tbb/parallel_for.h>
 
 namespace kestrel {
@@ -21,6 +24,22 @@ T map_fold_blocks(std::size_t n_blocks, MapFn&& map, FoldFn&& fold, T init) {
   for_each_block(n_blocks, [&](std::size_t b) { partial[b] = map(b); });
   for (auto& p : partial) fold(init, p);
   return init;
+}
+
+// All pairs of columns of X and Y in block x block tiles: map(Xb, Yb, i0, j0) returns a tile's partial
+// result (i0, j0: offsets of the tile's first columns), folded in tile order. Peak memory O(block^2).
+template <typename T, typename MapFn, typename FoldFn>
+T map_fold_pair_blocks(const arma::mat& X, const arma::mat& Y, arma::uword block, MapFn&& map, FoldFn&& fold, T init) {
+  const arma::uword bx = (X.n_cols + block - 1) / block, by = (Y.n_cols + block - 1) / block;
+  return map_fold_blocks<T>(
+      bx * by,
+      [&](std::size_t b) {
+        const arma::uword i0 = (b / by) * block, j0 = (b % by) * block;
+        const arma::uword i1 = std::min<arma::uword>(i0 + block, X.n_cols) - 1;
+        const arma::uword j1 = std::min<arma::uword>(j0 + block, Y.n_cols) - 1;
+        return map(X.cols(i0, i1), Y.cols(j0, j1), i0, j0);
+      },
+      fold, std::move(init));
 }
 
 }  // namespace kestrel

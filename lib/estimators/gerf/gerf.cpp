@@ -18,17 +18,6 @@ void validate(const GerfParams& p) {
           p.A.imag());
 }
 
-namespace {
-
-// log(2 sinh^2(S/2)) = log(cosh S - 1), TrigRF's Var/K^2, accurate for tiny and huge S.
-double log_cosh_minus_one(double S) {
-  if (S == 0) return -kInf;
-  const double h = 0.5 * S;
-  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
-  return M_LN2 + 2 * log_sinh;
-}
-
-}  // namespace
 
 double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
   const double dd = static_cast<double>(d);

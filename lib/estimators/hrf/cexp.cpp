@@ -15,21 +15,13 @@ namespace {
 
 double log_cosh(double b) { return std::abs(b) + std::log1p(std::exp(-2 * std::abs(b))) - M_LN2; }
 
-// log(cosh b - 1) = log(2 sinh^2(b/2)), accurate for tiny and huge b.
-double log_cosh_m1(double b) {
-  b = std::abs(b);
-  if (b == 0) return -kInf;
-  const double h = 0.5 * b;
-  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
-  return M_LN2 + 2 * log_sinh;
-}
 
 }  // namespace
 
 double cexp_log_var_over_k2(double a, double b, double c) {
   SignedLog v;
   if (a > 0) v = v + SignedLog::from_log(log_expm1(a) + log_cosh(b));
-  if (b > 0) v = v + SignedLog::from_log(log_cosh_m1(b));
+  if (b > 0) v = v + SignedLog::from_log(log_cosh_minus_one(b));
   const double s = std::sin(c);
   if (s != 0) v = v + SignedLog::from_log(a - b + 2 * std::log(std::abs(s)), -1);
   return v.sign > 0 ? v.log_abs : -kInf;

@@ -12,14 +12,6 @@ namespace kestrel {
 
 namespace {
 
-// log(cosh b - 1) = log(2 sinh^2(b/2)), accurate for tiny and huge b.
-double log_cosh_m1(double b) {
-  b = std::abs(b);
-  if (b == 0) return -kInf;
-  const double h = 0.5 * b;
-  const double log_sinh = h < 20 ? std::log(std::sinh(h)) : h - M_LN2 + std::log1p(-std::exp(-2 * h));
-  return M_LN2 + 2 * log_sinh;
-}
 
 double safe_log(double v) { return v > 0 ? std::log(v) : -kInf; }
 
@@ -97,8 +89,8 @@ double bipolar_log_mse_over_k2(const LambdaMoments& lm, double sum2, double diff
                                bool shared) {
   require(m > 0, "number of features M must be > 0, got 0");
   SignedLog v;
-  if (lm.l2 > 0) v = v + SignedLog::from_log(std::log(lm.l2) + log_cosh_m1(sum2));
-  if (lm.one_minus_l2 > 0) v = v + SignedLog::from_log(std::log(lm.one_minus_l2) + log_cosh_m1(diff2));
+  if (lm.l2 > 0) v = v + SignedLog::from_log(std::log(lm.l2) + log_cosh_minus_one(sum2));
+  if (lm.one_minus_l2 > 0) v = v + SignedLog::from_log(std::log(lm.one_minus_l2) + log_cosh_minus_one(diff2));
   const double s = std::sin(0.5 * norm_diff);
   if (shared && lm.l_one_minus_l != 0 && s != 0)  // -2 (1 - cos D) E l(1-l) = -4 sin^2(D/2) E l(1-l)
     v = v + SignedLog::from_log(std::log(4.0) + 2 * std::log(std::abs(s)) + std::log(std::abs(lm.l_one_minus_l)),
@@ -155,7 +147,7 @@ PosHypEstimator::PosHypEstimator(arma::uword d) : d_(d) {
 arma::mat PosHypEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, d_);
   arma::mat S = pairwise_sq_norm_sum(X, Y, 1.0);
-  S.transform([](double v) { return log_cosh_m1(v); });
+  S.transform([](double v) { return log_cosh_minus_one(v); });
   return S;
 }
 
