@@ -14,6 +14,9 @@
 #include <hdf5_hl.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
+#include "io/hdf5.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -91,6 +94,24 @@ TEST(Cli, WritesHdf5WithProvenance) {
   const auto prov = nlohmann::json::parse(buf);
   for (const char* k : {"git_revision", "command", "options", "library_versions", "created_utc"})
     EXPECT_TRUE(prov.contains(k)) << k;
+  H5Fclose(f);
+  fs::remove(out);
+}
+
+TEST(Hdf5, LargeJsonGoesToAStringDatasetAndAttributesRefuseIt) {
+  const fs::path out = fs::temp_directory_path() / (fmt_name("kestrel_big") + ".h5");
+  const std::string big(300000, 'x');
+  {
+    kestrel::H5Writer h5(out.string());
+    h5.write_text("/g/params", big);
+    EXPECT_THROW(h5.attr("/", "too_big", big), kestrel::IoError);
+    h5.commit();
+  }
+  const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::string back(big.size() + 1, '\0');
+  ASSERT_GE(H5LTread_dataset_string(f, "/g/params", back.data()), 0);
+  EXPECT_EQ(std::string(back.c_str()), big);
   H5Fclose(f);
   fs::remove(out);
 }

@@ -127,7 +127,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     h5.write(g + "/mean_log_var", mlv), h5.write(g + "/std_log_var", slv);
     h5.write(g + "/mean_log_rel_var", mlr), h5.write(g + "/std_log_rel_var", slr);
     h5.write(g + "/n_exact", nex);
-    h5.attr(g, "params", params.dump());
+    h5.write_text(g + "/params", params.dump());
   }
   h5.commit();
   fs::remove_all(parts, ec);

@@ -163,7 +163,7 @@ void write_h5(H5Writer& h5, const std::string& group, const std::vector<Variance
     h5.write(g + "/n_exact", nexact);
     h5.write(g + "/features", feats);
     h5.write(g + "/per_set_mean_log_var", per_set);
-    h5.attr(g, "params", params.dump());
+    h5.write_text(g + "/params", params.dump());
     if (!mcm.empty()) {
       h5.write(g + "/mc_mean_log_var", mcm);
       h5.write(g + "/mc_exact_mean_log_var", mce);

@@ -73,7 +73,15 @@ void H5Writer::write(const std::string& path, const arma::mat& m) {
   check(H5LTmake_dataset_double(file_, path.c_str(), 2, dims, row_major.memptr()), "write dataset " + path);
 }
 
+void H5Writer::write_text(const std::string& path, const std::string& text) {
+  group(std::filesystem::path(path).parent_path().string());
+  check(H5LTmake_dataset_string(file_, path.c_str(), text.c_str()), "write dataset " + path);
+}
+
 void H5Writer::attr(const std::string& obj, const std::string& name, const std::string& value) {
+  if (value.size() > 60000)
+    throw IoError(fmt::format("HDF5: attribute {} of {} bytes is too large for an attribute (use a dataset)", name,
+                              value.size()));
   check(H5LTset_attribute_string(file_, obj.c_str(), name.c_str(), value.c_str()), "write attribute " + name);
 }
 void H5Writer::attr(const std::string& obj, const std::string& name, double value) {

@@ -22,6 +22,8 @@ class H5Writer {
   void write(const std::string& path, const std::vector<double>& v);
   void write(const std::string& path, const arma::vec& v);
   void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
+  // A string dataset (for JSON of any size; HDF5 attributes are limited to 64 KiB).
+  void write_text(const std::string& path, const std::string& text);
   void attr(const std::string& obj, const std::string& name, const std::string& value);
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
