@@ -78,4 +78,5 @@ TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
 
 TEST(Reproduce, UnknownNameIsRejected) {
   EXPECT_THROW(kestrel::experiments::find_experiment("crt-fig9"), kestrel::InvalidArgument);
+  EXPECT_EQ(kestrel::experiments::find_experiment("hrf-fig5").name, "hrf-fig2");
 }
