@@ -85,6 +85,9 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
     h5.attr("/", "quick", static_cast<std::int64_t>(opt.quick));
     h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
     e.run(opt, h5, claims);
+    for (const auto& c : claims)
+      if (!std::isfinite(c.measured))
+        throw NumericalError(fmt::format("{}: claim '{}' measured a non-finite value", e.name, c.statement));
     nlohmann::json cj = nlohmann::json::array();
     for (const auto& c : claims) cj.push_back(to_json(c));
     h5.attr("/", "claims", cj.dump());

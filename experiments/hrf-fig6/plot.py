@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""HRF Fig. 6: empirical (markers, 2 SE) and exact (lines) mean MSE against M on clustered data."""
+"""HRF Fig. 6: empirical (markers, 2 SE) and exact (lines) log mean MSE against M on clustered data."""
 import sys
 from pathlib import Path
 
@@ -16,13 +16,13 @@ with h5py.File(src) as f:
     for ax, c in zip(axes[0], configs):
         for n in attr_str(f, "estimators").split():
             g = f[c][n]
-            ax.loglog(g["features"][:], g["mse_exact"][:], "-", color=colors[n], label=labels[n])
-            ax.errorbar(g["features"][:], g["mse_empirical"][:], yerr=2 * g["mse_empirical_se"][:], fmt="o", ms=3,
-                        color=colors[n])
+            ax.semilogx(g["features"][:], g["log_mse_exact"][:], "-", color=colors[n], label=labels[n])
+            ax.errorbar(g["features"][:], g["log_mse_empirical"][:], yerr=2 * g["mse_empirical_relative_se"][:],
+                        fmt="o", ms=3, color=colors[n])
         ax.set_title(f"{c} (sigma {float(f[c].attrs['sigma'][0])}, radius {float(f[c].attrs['cluster_radius'][0])})",
                      fontsize=8)
         ax.set_xlabel("M")
-        ax.set_ylabel("mean MSE")
+        ax.set_ylabel("log mean MSE")
         ax.legend(fontsize=6)
     footer(fig, f)
     fig.tight_layout()

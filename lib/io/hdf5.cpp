@@ -1,6 +1,7 @@
 // HDF5 writer (see hdf5.hpp).
 #include "io/hdf5.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -56,7 +57,17 @@ void H5Writer::group(const std::string& path) {
   }
 }
 
+namespace {
+// kestrel never writes NaN or Inf: a non-finite result is a bug upstream, reported with the dataset's name.
+void require_finite(const double* p, std::size_t n, const std::string& path) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      throw NumericalError(fmt::format("refusing to write non-finite value {} at index {} of dataset {}", p[i], i, path));
+}
+}  // namespace
+
 void H5Writer::write(const std::string& path, const std::vector<double>& v) {
+  require_finite(v.data(), v.size(), path);
   group(std::filesystem::path(path).parent_path().string());
   const hsize_t dims[1] = {v.size()};
   check(H5LTmake_dataset_double(file_, path.c_str(), 1, dims, v.data()), "write dataset " + path);
@@ -67,6 +78,7 @@ void H5Writer::write(const std::string& path, const arma::vec& v) {
 }
 
 void H5Writer::write(const std::string& path, const arma::mat& m) {
+  require_finite(m.memptr(), m.n_elem, path);
   group(std::filesystem::path(path).parent_path().string());
   const arma::mat row_major = m.t();  // Armadillo is column-major; HDF5 readers expect row-major
   const hsize_t dims[2] = {m.n_rows, m.n_cols};
@@ -85,6 +97,7 @@ void H5Writer::attr(const std::string& obj, const std::string& name, const std::
   check(H5LTset_attribute_string(file_, obj.c_str(), name.c_str(), value.c_str()), "write attribute " + name);
 }
 void H5Writer::attr(const std::string& obj, const std::string& name, double value) {
+  require_finite(&value, 1, obj + ":" + name);
   check(H5LTset_attribute_double(file_, obj.c_str(), name.c_str(), &value, 1), "write attribute " + name);
 }
 void H5Writer::attr(const std::string& obj, const std::string& name, std::int64_t value) {

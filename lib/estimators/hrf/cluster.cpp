@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/logmath.hpp"
 #include "core/parallel.hpp"
 
 namespace kestrel {
@@ -223,8 +224,15 @@ EmpiricalMse empirical_mse(const Estimator& e, const Kernel& k, const arma::mat&
   return r;
 }
 
+double log_exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
+  const arma::vec lv = arma::vectorise(log_variance(e, k, X, Y, M));
+  const double mx = lv.max();
+  if (mx == -kInf) return -kInf;  // exact on every pair
+  return mx + std::log(arma::mean(arma::exp(lv - mx)));  // log-sum-exp: no overflow at e^700 and beyond
+}
+
 double exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
-  return arma::mean(arma::vectorise(arma::exp(log_variance(e, k, X, Y, M))));
+  return std::exp(log_exact_mean_mse(e, k, X, Y, M));
 }
 
 }  // namespace kestrel

@@ -92,5 +92,7 @@ EmpiricalMse empirical_mse(const Estimator& e, const Kernel& k, const arma::mat&
                            const EmpiricalMseOptions& opt);
 // The exact counterpart: mean over all pairs of Var (= MSE) of the M-feature estimate.
 double exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M);
+// Its logarithm, computed without overflow (the linear value is +inf beyond e^709).
+double log_exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M);
 
 }  // namespace kestrel
