@@ -12,6 +12,7 @@
 #include "data/images.hpp"
 #include "data/regimes.hpp"
 #include "data/uci.hpp"
+#include "test_util.hpp"
 
 using namespace kestrel;
 namespace fs = std::filesystem;
@@ -159,7 +160,7 @@ TEST(Images, AreaDownscaleIsExactBoxFilter) {
   EXPECT_NEAR(c2(0, 0), (1 + 2 + 3 + 0.5 * 4) / 3.5, 1e-14);
   EXPECT_NEAR(c2(1, 0), (0.5 * 4 + 5 + 6 + 7) / 3.5, 1e-14);
   // 28 -> 8 keeps the mean of any image and a constant image constant.
-  arma::mat r = arma::randu<arma::mat>(28, 28);
+  arma::mat r = arma::abs(test::points(28, 28, 1.0, 77));  // fixed seed
   EXPECT_NEAR(arma::mean(arma::vectorise(downscale_area(r, 8, 8))), arma::mean(arma::vectorise(r)), 1e-14);
   EXPECT_TRUE(arma::approx_equal(downscale_area(arma::mat(28, 28, arma::fill::value(0.3)), 8, 8),
                                  arma::mat(8, 8, arma::fill::value(0.3)), "absdiff", 1e-15));
