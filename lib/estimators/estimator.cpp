@@ -42,9 +42,7 @@ arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, 
 }
 
 void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   require(X.n_rows == d, "points have dimension {}, estimator expects {}", X.n_rows, d);
 }
 

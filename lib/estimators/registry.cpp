@@ -48,9 +48,7 @@ const Family& find_family(const std::string& name) {
 
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
   const Family& f = find_family(name);
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   return f.make(X, Y);
 }
 

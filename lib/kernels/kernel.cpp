@@ -74,4 +74,10 @@ void validate_points(const arma::mat& X, const char* name) {
   require(X.is_finite(), "{}: points must be finite (found NaN or Inf)", name);
 }
 
+void validate_sets(const arma::mat& X, const arma::mat& Y) {
+  validate_points(X, "X");
+  validate_points(Y, "Y");
+  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+}
+
 }  // namespace kestrel

@@ -30,4 +30,7 @@ arma::mat kernel_times(const Kernel& k, const arma::mat& X, const arma::mat& Y, 
 // Checks that a point set is d x L with d, L > 0 and finite entries; names the set in the error.
 void validate_points(const arma::mat& X, const char* name);
 
+// validate_points on X and Y, and the same dimension for both.
+void validate_sets(const arma::mat& X, const arma::mat& Y);
+
 }  // namespace kestrel

@@ -50,9 +50,7 @@ SymEigen validate_input_covariance(const arma::mat& Lambda) {
 }
 
 arma::mat pooled_second_moment(const arma::mat& X, const arma::mat& Y) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   arma::mat S = (X * X.t() + Y * Y.t()) / static_cast<double>(X.n_cols + Y.n_cols);
   return 0.5 * (S + S.t());
 }

@@ -97,9 +97,7 @@ DerfSecondMoment derf_second_moment(const DerfParams& p) {
 }
 
 DerfStats derf_stats(const arma::mat& X, const arma::mat& Y) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   DerfStats st;
   st.d = X.n_rows;
   st.M1 = X * X.t() / static_cast<double>(X.n_cols);

@@ -13,9 +13,7 @@
 namespace kestrel {
 
 DiscreteStats discrete_stats(const arma::mat& X, const arma::mat& Y) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   DiscreteStats st;
   st.d = X.n_rows;
   // Eq. 12 and 14 with separate set sizes: a mean over Lx * Ly pairs of a product factorises per coordinate.
@@ -80,9 +78,7 @@ double fit_geometric_p(const DiscreteStats& st, const GeometricFitOptions& opt) 
 }
 
 ShiftParams fit_shift(const arma::mat& X, const arma::mat& Y, double epsilon) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   require(std::isfinite(epsilon) && epsilon > 0, "shift epsilon must be > 0, got {}", epsilon);
   ShiftParams s;
   s.epsilon = epsilon;

@@ -49,9 +49,7 @@ double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
 }
 
 HomogeneityStats homogeneity_stats(const arma::mat& X, const arma::mat& Y) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   HomogeneityStats st;
   st.d = X.n_rows;
   st.mean_x2 = arma::accu(arma::square(X)) / X.n_cols;

@@ -92,9 +92,7 @@ KMeansResult kmeans(const arma::mat& X, Rng& rng, const KMeansOptions& opt) {
 
 ClusteredHrfEstimator::ClusteredHrfEstimator(std::string name, const arma::mat& X, const arma::mat& Y,
                                              const ClusterHrfOptions& opt) {
-  validate_points(X, "X");
-  validate_points(Y, "Y");
-  require(X.n_rows == Y.n_rows, "X and Y must have the same dimension, got {} and {}", X.n_rows, Y.n_rows);
+  validate_sets(X, Y);
   Rng rx(opt.seed, Stream::Fit, 0), ry(opt.seed, Stream::Fit, 1);
   cx_ = kmeans(X, rx, {opt.query_clusters, opt.max_iter}).centres;
   cy_ = kmeans(Y, ry, {opt.key_clusters, opt.max_iter}).centres;
