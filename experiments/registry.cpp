@@ -12,6 +12,8 @@ void run_hrf_fig1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_fig2(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_table1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_fig6(const Options&, H5Writer&, std::vector<Claim>&);
+void run_crt_table1(const Options&, H5Writer&, std::vector<Claim>&);
+void run_derf_fig3(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -25,6 +27,8 @@ const std::vector<Experiment>& all_experiments() {
       {"hrf-fig2", "HRF Fig. 2 / Fig. 5: pointwise estimation at r = 1, 1.25, 1.5", run_hrf_fig2},
       {"hrf-table1", "HRF Table 1: MSE on wine and Boston pairs against QMC baselines", run_hrf_table1},
       {"hrf-fig6", "HRF Fig. 6: clustered HRF against FAVOR+ and TrigRF", run_hrf_fig6},
+      {"crt-table1", "CRT Tables 1 and 3: Nadaraya-Watson classification accuracy on eight UCI sets", run_crt_table1},
+      {"derf-fig3", "DERF Fig. 3: kernel classification accuracy vs M for the DERF family", run_derf_fig3},
   };
   return list;
 }

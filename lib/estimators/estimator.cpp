@@ -15,8 +15,18 @@ Draw Estimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
 arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
   require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
           e.info().name, e.dim());
-  arma::mat F = e.features(w, X, side);
-  if (k.alpha != 0.0) F.each_col() %= arma::exp(k.alpha * arma::sum(arma::square(X), 0)).t();
+  arma::mat F = k.alpha == 0.0 ? e.features(w, X, side)
+                               : e.scaled_features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
+  if (!F.is_finite())
+    throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}",
+                                     e.info().name, arma::sum(arma::square(X), 0).max()));
+  return F;
+}
+
+arma::mat Estimator::scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
+  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
+  arma::mat F = features(w, X, side);
+  F.each_col() %= arma::exp(log_row_scale);
   return F;
 }
 

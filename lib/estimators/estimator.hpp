@@ -52,6 +52,11 @@ class Estimator {
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
   virtual arma::mat features(const Draw& w, const arma::mat& X, Side side) const = 0;
 
+  // The same features with row i also multiplied by exp(log_row_scale(i)). Exponential families override it to add
+  // the scale inside their exponent, so that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma)
+  // stays 1 instead of becoming inf * 0. The default multiplies afterwards.
+  virtual arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const;
+
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
 };

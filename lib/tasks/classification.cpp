@@ -5,6 +5,10 @@
 
 #include "core/error.hpp"
 #include "core/logmath.hpp"
+#include "core/parallel.hpp"
+#include "core/rng.hpp"
+#include "estimators/discrete/discrete.hpp"
+#include "estimators/registry.hpp"
 #include "kernels/kernel.hpp"
 
 namespace kestrel {
@@ -56,6 +60,130 @@ double accuracy(const arma::uvec& predicted, const arma::uvec& truth) {
   require(predicted.n_elem == truth.n_elem && !truth.is_empty(), "accuracy needs equal non-empty sizes, got {} and {}",
           predicted.n_elem, truth.n_elem);
   return static_cast<double>(arma::accu(predicted == truth)) / truth.n_elem;
+}
+
+// ---- protocol ------------------------------------------------------------------------------------------------
+
+std::vector<double> NwOptions::default_sigmas() {
+  const arma::vec g = arma::logspace(-2.0, 2.0, 10);
+  return {g.begin(), g.end()};
+}
+
+double NwResult::test_std() const {
+  return test_accuracy.n_elem > 1 ? arma::stddev(test_accuracy, 1) : 0.0;
+}
+
+void validate_split(const LabeledSplit& s) {
+  validate_labeled(s.train, s.train_labels, s.n_classes);
+  validate_labeled(s.validation, s.validation_labels, s.n_classes);
+  validate_labeled(s.test, s.test_labels, s.n_classes);
+  require(s.validation.n_rows == s.train.n_rows && s.test.n_rows == s.train.n_rows,
+          "train, validation and test points must have the same d, got {}, {}, {}", s.train.n_rows,
+          s.validation.n_rows, s.test.n_rows);
+}
+
+LabeledSplit split_standardized(const UciData& d, std::uint64_t seed) {
+  require(!d.labels.is_empty() && !d.classes.empty(), "data set '{}' has no class labels", d.name);
+  const Split sp = split_90_5_5(d.X.n_cols, seed);
+  const Standardizer st = Standardizer::fit(d.X.cols(sp.train));
+  LabeledSplit s{.train = st.apply(d.X.cols(sp.train)),
+                 .validation = st.apply(d.X.cols(sp.validation)),
+                 .test = st.apply(d.X.cols(sp.test)),
+                 .train_labels = d.labels.elem(sp.train),
+                 .validation_labels = d.labels.elem(sp.validation),
+                 .test_labels = d.labels.elem(sp.test),
+                 .n_classes = d.classes.size()};
+  validate_split(s);
+  return s;
+}
+
+namespace {
+
+void validate_options(const NwOptions& o) {
+  require(!o.sigmas.empty(), "the sigma grid is empty");
+  for (double sg : o.sigmas) require(std::isfinite(sg) && sg > 0, "sigma must be > 0, got {}", sg);
+  require(o.seeds > 0, "number of seeds must be > 0, got 0");
+  require(o.M >= 2, "number of features M must be >= 2, got {}", o.M);
+}
+
+// Index of the largest mean validation accuracy; the first (smallest sigma) on ties.
+arma::uword best_sigma(const arma::mat& val) {
+  const arma::rowvec m = arma::mean(val, 0);
+  arma::uword best = 0;
+  for (arma::uword k = 1; k < m.n_elem; ++k)
+    if (m(k) > m(best)) best = k;
+  return best;
+}
+
+}  // namespace
+
+std::unique_ptr<Estimator> fit_for_classification(const std::string& name, const arma::mat& Q, const arma::mat& T) {
+  if (name == "pois+" || name == "geom+") {
+    validate_sets(Q, T);
+    return make_discrete_plus(name == "pois+" ? DiscreteKind::Poisson : DiscreteKind::Geometric, Q, T,
+                              fit_shift(T, T));
+  }
+  return make_estimator(name, Q, T);
+}
+
+NwResult nw_protocol_exact(const LabeledSplit& s, const NwOptions& o) {
+  validate_split(s);
+  validate_options(o);
+  NwResult r;
+  r.method = "exact";
+  r.sigmas = arma::vec(o.sigmas);
+  r.validation_accuracy.set_size(1, o.sigmas.size());
+  r.no_signal.zeros(o.sigmas.size());
+  for (arma::uword k = 0; k < o.sigmas.size(); ++k) {
+    const arma::mat sc = nw_log_scores_exact(s.train, s.train_labels, s.n_classes, s.validation, o.sigmas[k]);
+    r.validation_accuracy(0, k) = accuracy(argmax_rows_per_column(sc), s.validation_labels);
+  }
+  r.best = best_sigma(r.validation_accuracy);
+  const arma::mat sc = nw_log_scores_exact(s.train, s.train_labels, s.n_classes, s.test, o.sigmas[r.best]);
+  r.test_accuracy = {accuracy(argmax_rows_per_column(sc), s.test_labels)};
+  return r;
+}
+
+NwResult nw_protocol_rf(const std::string& estimator, const LabeledSplit& s, const NwOptions& o) {
+  validate_split(s);
+  validate_options(o);
+  const std::size_t n_sigma = o.sigmas.size(), seeds = o.seeds;
+  NwResult r;
+  r.method = estimator;
+  r.M = o.M;
+  r.sigmas = arma::vec(o.sigmas);
+  r.validation_accuracy.set_size(seeds, n_sigma);
+  r.no_signal.zeros(n_sigma);
+  // Accuracy of one draw; `zeros` counts the queries whose class scores are all exactly 0 (underflow): argmax then
+  // picks class 0, as NumPy's argmax would.
+  auto run = [&](const Estimator& e, const arma::mat& Q, const arma::uvec& truth, double sigma, std::uint64_t stream,
+                 double& zeros) {
+    Rng rng(o.seed, Stream::Features, stream);
+    const Draw w = e.draw(r.omegas, rng, o.sampler);
+    const arma::mat sc = nw_scores_rf(e, w, s.train, s.train_labels, s.n_classes, Q, sigma);
+    zeros = static_cast<double>(arma::accu(arma::all(sc == 0.0, 0))) / Q.n_cols;
+    return accuracy(argmax_rows_per_column(sc), truth);
+  };
+  for (std::size_t k = 0; k < n_sigma; ++k) {
+    const double sg = o.sigmas[k];
+    const auto e = fit_for_classification(estimator, sg * s.validation, sg * s.train);
+    r.omegas = e->info().complex ? o.M / 2 : o.M;
+    std::vector<double> zeros(seeds);
+    for_each_block(seeds, [&](std::size_t j) {
+      r.validation_accuracy(j, k) = run(*e, s.validation, s.validation_labels, sg, 2 * (k * seeds + j), zeros[j]);
+    });
+    r.no_signal(k) = arma::mean(arma::vec(zeros));
+  }
+  r.best = best_sigma(r.validation_accuracy);
+  const double sg = o.sigmas[r.best];
+  const auto e = fit_for_classification(estimator, sg * s.test, sg * s.train);
+  r.omegas = e->info().complex ? o.M / 2 : o.M;
+  r.test_accuracy.set_size(seeds);
+  std::vector<double> zeros(seeds);
+  for_each_block(seeds, [&](std::size_t j) {
+    r.test_accuracy(j) = run(*e, s.test, s.test_labels, sg, 2 * (r.best * seeds + j) + 1, zeros[j]);
+  });
+  return r;
 }
 
 }  // namespace kestrel

@@ -151,7 +151,9 @@ Draw DiscreteEstimator::draw(arma::uword M, Rng& rng, Sampler) const {
   return w;
 }
 
-arma::mat DiscreteEstimator::features(const Draw& w, const arma::mat& X, Side) const {
+arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, Side,
+                                             const arma::vec& log_row_scale) const {
+  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
   require(X.n_rows == d_, "points have dimension {}, estimator expects {}", X.n_rows, d_);
   require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 && arma::all(arma::vectorise(w.omega) ==
@@ -160,8 +162,8 @@ arma::mat DiscreteEstimator::features(const Draw& w, const arma::mat& X, Side) c
   const arma::uword M = w.count(), L = X.n_cols;
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   const arma::mat logabs = arma::log(arma::abs(Xh));  // -inf at x_l = 0
-  // Per-point log prefactor: 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
-  arma::vec pre(L, arma::fill::value(-0.5 * std::log(static_cast<double>(M))));
+  // Per-point log prefactor: the row scale, 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
+  arma::vec pre = log_row_scale - 0.5 * std::log(static_cast<double>(M));
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
   arma::mat F(L, M);
   for (arma::uword m = 0; m < M; ++m) {

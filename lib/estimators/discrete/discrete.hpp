@@ -96,7 +96,11 @@ class DiscreteEstimator final : public Estimator {
   const std::optional<ShiftParams>& shift() const { return shift_; }
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
+    return scaled_features(w, X, side, arma::zeros(X.n_cols));
+  }
+  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
+                            const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override;
 
  private:
@@ -111,5 +115,8 @@ std::unique_ptr<Estimator> make_pois(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_pois_plus(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom_plus(const arma::mat& X, const arma::mat& Y);
+// PoisRF+ / GeomRF+ with a given shift: lambda* / p are fitted on the shifted (and clamped) sets. The classification
+// protocol (CRT 9.10.2) infers the shift from the training set only, so validation and test inputs are clamped.
+std::unique_ptr<Estimator> make_discrete_plus(DiscreteKind kind, const arma::mat& X, const arma::mat& Y, ShiftParams s);
 
 }  // namespace kestrel

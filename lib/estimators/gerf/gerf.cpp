@@ -74,7 +74,9 @@ arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
   return S;
 }
 
-arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side side,
+                                         const arma::vec& log_row_scale) const {
+  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
   const arma::uword M = w.count();
   const double dd = static_cast<double>(d_);
@@ -84,13 +86,14 @@ arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) 
   const cplx log_d = 0.25 * dd * std::log(1.0 - 4.0 * p_.A);
   const arma::rowvec w2 = arma::sum(arma::square(w.omega), 0);
   const arma::colvec x2 = arma::sum(arma::square(X), 0).t();
+  const arma::colvec row = -0.5 * s * x2 + log_row_scale;  // per-point part of the exponent
   const arma::mat proj = X.t() * w.omega;  // L x M
   const double log_scale = -0.5 * std::log(static_cast<double>(M));
 
   if (!info_.complex) {
     arma::mat F = b_side.real() * proj;
     F.each_row() += p_.A.real() * w2;
-    F.each_col() += -0.5 * s * x2;
+    F.each_col() += row;
     F += log_d.real() + log_scale;
     return arma::exp(F);
   }
@@ -98,7 +101,7 @@ arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) 
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
   for (arma::uword m = 0; m < M; ++m) {
     for (arma::uword i = 0; i < X.n_cols; ++i) {
-      const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) - 0.5 * s * x2(i) + log_scale;
+      const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) + row(i) + log_scale;
       const cplx f = std::exp(lf);
       F(i, m) = f.real();
       F(i, M + m) = sign_im * f.imag();

@@ -31,13 +31,15 @@ Draw TrigRealEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   return w;
 }
 
-arma::mat TrigRealEstimator::features(const Draw& w, const arma::mat& X, Side) const {
+arma::mat TrigRealEstimator::scaled_features(const Draw& w, const arma::mat& X, Side,
+                                             const arma::vec& log_row_scale) const {
+  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
   require(w.omega.n_rows == d_ && w.phase.n_elem == w.count(), "draw does not match a trig-real estimator of dimension {}",
           d_);
   arma::mat F = X.t() * w.omega;
   F.each_row() += w.phase;
   F = arma::cos(F);
-  const arma::colvec scale = arma::exp(0.5 * arma::sum(arma::square(X), 0).t()) * std::sqrt(2.0 / w.count());
+  const arma::colvec scale = arma::exp(0.5 * arma::sum(arma::square(X), 0).t() + log_row_scale) * std::sqrt(2.0 / w.count());
   F.each_col() %= scale;
   return F;
 }

@@ -20,7 +20,11 @@ class TrigRealEstimator final : public Estimator {
   arma::uword dim() const override { return d_; }
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
+    return scaled_features(w, X, side, arma::zeros(X.n_cols));
+  }
+  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
+                            const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override { return {{"family", "trig-real"}}; }
 
  private:

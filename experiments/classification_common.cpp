@@ -1,0 +1,34 @@
+// The UCI benchmarks of the kernel-classification reproductions and the HDF5 layout of a protocol result.
+#include "classification_common.hpp"
+
+#include "data/catalog.hpp"
+
+namespace kestrel::experiments {
+
+const std::vector<Benchmark>& classification_benchmarks() {
+  static const std::vector<Benchmark> list = {
+      {"abalone", Encoding::OneHot}, {"banknote", Encoding::OneHot}, {"car", Encoding::OneHot},
+      {"yeast", Encoding::OneHot},   {"cmc", Encoding::OneHot},      {"nursery", Encoding::OneHot},
+      {"wifi", Encoding::OneHot},    {"chess", Encoding::Ordinal}};
+  return list;
+}
+
+LabeledSplit load_benchmark(const Options& opt, const Benchmark& b) {
+  const std::string dir = opt.regime_options.data_dir.empty() ? default_data_dir() : opt.regime_options.data_dir;
+  return split_standardized(load_uci(dir, b.name, b.encoding), opt.seed);
+}
+
+void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r) {
+  h5.group(group);
+  h5.write(group + "/sigmas", r.sigmas);
+  h5.write(group + "/validation_accuracy", r.validation_accuracy);
+  h5.write(group + "/no_signal", r.no_signal);
+  h5.write(group + "/test_accuracy", r.test_accuracy);
+  h5.attr(group, "best_sigma", r.sigmas(r.best));
+  h5.attr(group, "test_mean", r.test_mean());
+  h5.attr(group, "test_std", r.test_std());
+  h5.attr(group, "M", static_cast<std::int64_t>(r.M));
+  h5.attr(group, "omegas", static_cast<std::int64_t>(r.omegas));
+}
+
+}  // namespace kestrel::experiments

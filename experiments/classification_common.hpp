@@ -1,0 +1,25 @@
+// Shared by the kernel-classification reproductions (crt-table1, derf-fig3): the eight UCI benchmarks of CRT Table 1
+// and DERF Fig. 3, their encodings, and the HDF5 layout of one protocol result (experiments/README.md).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "experiment.hpp"
+#include "tasks/classification.hpp"
+
+namespace kestrel::experiments {
+
+struct Benchmark {
+  std::string name;
+  Encoding encoding;  // categorical attributes: one-hot, except chess's board files a..h (ordinal: they are ordered)
+};
+const std::vector<Benchmark>& classification_benchmarks();
+
+// The standardised fixed split of a benchmark (split seed = the run's seed).
+LabeledSplit load_benchmark(const Options& opt, const Benchmark& b);
+
+// Writes /<group>/{sigmas, validation_accuracy, no_signal, test_accuracy} and attributes best_sigma, test_mean,
+// test_std, M, omegas.
+void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r);
+
+}  // namespace kestrel::experiments

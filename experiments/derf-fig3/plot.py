@@ -1,0 +1,34 @@
+#!/usr/bin/python3
+"""DERF Fig. 3: test accuracy (%) vs M per data set and the average curve over data sets."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+
+src, out = args()
+with h5py.File(src) as f:
+    a = f["average"]
+    sets, methods, Ms = attr_str(a, "datasets").split(), attr_str(a, "methods").split(), a["M"][:]
+    panels = [(s, f[s]["accuracy_mean"][:], f[s]["exact"].attrs["test_mean"] * 100) for s in sets]
+    panels.append(("average", a["accuracy_mean"][:], a["exact_accuracy"][:].mean()))
+    cols = 3
+    nrow = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrow, cols, figsize=(11, 2.6 * nrow), squeeze=False)
+    for ax, (name, acc, ex) in zip(axes.flat, panels):
+        for j, m in enumerate(methods):
+            ax.plot(Ms, acc[j], "-o", ms=3, color=COLORS.get(m), label=LABELS.get(m, m))
+        ax.axhline(float(np.ravel(ex)[0]), ls="--", color="gray", lw=1, label="exact")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(Ms, [str(int(m)) for m in Ms])
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("M", fontsize=7)
+        ax.set_ylabel("test accuracy %", fontsize=7)
+    axes.flat[0].legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    footer(fig, f)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
