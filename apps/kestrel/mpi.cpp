@@ -11,6 +11,8 @@
 #include <mpi.h>
 #endif
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 
 namespace kestrel::cli {
@@ -69,6 +71,11 @@ SweepGroup& process_group() {
     return mpi;
   }
 #endif
+  // `srun -n N` without an MPI plugin would start N independent copies of the whole sweep.
+  if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); n && std::atoi(n) > 1)
+    throw InvalidArgument(fmt::format("srun started {} tasks but no MPI launcher is visible to this kestrel (use srun "
+                                      "--mpi=pmix and a build with KESTREL_MPI); refusing to run {} copies of the sweep",
+                                      n, n));
   static SweepGroup one;
   return one;
 }

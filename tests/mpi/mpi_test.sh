@@ -79,4 +79,10 @@ fi
   "$W/k/sweep.h5.parts" || fail "no finished part, or a corrupt one, after the kill"
 (cd "$W/k" && mpi 3 "${GRID7[@]}" >/dev/null 2>"$W/k2.err") || fail "resume after the kill: $(cat "$W/k2.err")"
 "$PY" "$HERE/h5_same.py" "$W/single/sweep.h5" "$W/k/sweep.h5"
+
+# srun -n 2 without an MPI plugin: the copy sees no MPI launcher and refuses rather than run twice.
+if (cd "$W/k" && SLURM_STEP_NUM_TASKS=2 "$KESTREL" "${GRID[@]}" --seed 7 --quiet --out s.h5 2>"$W/srun.err"); then
+  fail "srun without MPI accepted"
+fi
+grep -q "srun started 2 tasks" "$W/srun.err" || fail "srun without MPI: $(cat "$W/srun.err")"
 echo "mpi_test: all checks passed"
