@@ -1,5 +1,6 @@
 // `kestrel sweep`: a variance study over a grid of sigma, d, L and M (comma-separated lists, or a
 // TOML config file via --config), resumable, writing one HDF5 file and optionally a JSON summary.
+// Under mpirun/srun the grid is shared among the MPI ranks and rank 0 writes the outputs.
 #include <iostream>
 #include <memory>
 
@@ -7,6 +8,7 @@
 
 #include "analysis/sweep.hpp"
 #include "commands.hpp"
+#include "mpi.hpp"
 #include "io/provenance.hpp"
 
 namespace kestrel::cli {
@@ -39,13 +41,20 @@ Action add_sweep(CLI::App& app, const Global& g) {
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");  // hidden
+  app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
+  app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");        // hidden
   return [a, &g] {
     a->opt.base.kernel = Kernel::parse(a->kernel);
     a->opt.base.regime_options.preprocess = parse_preprocess(a->preprocess);
-    validate(a->opt);
-    const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
-    const SweepReport rep = run_sweep(a->opt, prov, [&](const std::string& m) { progress(g, m); });
-    progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed)", a->opt.out, rep.computed, rep.resumed));
+    validate(a->opt);  // before MPI: every rank fails alike on bad input
+    SweepGroup& group = process_group();
+    nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
+    prov["mpi_ranks"] = group.size();
+    const std::string who = group.size() > 1 ? fmt::format("rank {}/{}: ", group.rank(), group.size()) : "";
+    const SweepReport rep = run_sweep(a->opt, prov, [&](const std::string& m) { progress(g, who + m); }, group);
+    if (group.rank() != 0) return;  // rank 0 reports for all
+    progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
+                            group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
     if (a->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
       for (const auto& r : rep.rows) {

@@ -1,11 +1,13 @@
 // Resumable parameter sweeps (see sweep.hpp).
 #include "analysis/sweep.hpp"
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
@@ -57,50 +59,149 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
+struct GridPoint {
+  double sigma;
+  arma::uword dim, points, features;
+  std::string label() const { return fmt::format("d={} L={} M={} sigma={}", dim, points, features, sigma); }
+  std::string file() const { return fmt::format("d{}_L{}_M{}_s{:.17g}.json", dim, points, features, sigma); }
+};
+
+// Grid points in the order of the HDF5 rows; point i belongs to rank i % size.
+std::vector<GridPoint> grid(const SweepOptions& opt) {
+  std::vector<GridPoint> g;
+  for (auto d : opt.dims)
+    for (auto L : opt.points)
+      for (auto M : opt.features)
+        for (double s : opt.sigmas) g.push_back({s, d, L, M});
+  return g;
+}
+
+// Rank 0 creates OUT.parts/ and checks that its parts belong to this sweep; the other ranks then check
+// that they see it (a sweep over several machines needs OUT on a shared filesystem).
+void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGroup& group) {
+  const fs::path opt_file = parts / "options.json";
+  std::string err;
+  std::exception_ptr failure;
+  if (group.rank() == 0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(parts, ec);
+      if (!fs::is_directory(parts)) throw IoError(fmt::format("cannot create '{}'", parts.string()));
+      if (fs::exists(opt_file)) {
+        // Parts from another sweep must not be mixed into this one.
+        if (nlohmann::json::parse(read_text(opt_file)) != options)
+          throw InvalidArgument(fmt::format("'{}' holds parts of a sweep with other options; remove it or rerun "
+                                            "with the same options to resume",
+                                            parts.string()));
+      } else {
+        write_atomic(opt_file, options.dump(2));
+      }
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      err = e.what();
+    }
+  }
+  if (group.size() == 1) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  const auto setup = group.all_gather(err);
+  if (failure) std::rethrow_exception(failure);
+  if (!setup[0].empty()) throw IoError("sweep not started: rank 0 failed to prepare the parts directory");
+  std::string seen;
+  std::error_code ec;
+  if (!fs::exists(opt_file, ec))
+    seen = fmt::format("rank {} does not see '{}' (written by rank 0): the output must be on a filesystem shared "
+                       "by all ranks",
+                       group.rank(), opt_file.string());
+  for (const auto& m : group.all_gather(seen))
+    if (!m.empty()) throw IoError(m);
+}
+
 }  // namespace
 
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                       const std::function<void(const std::string&)>& progress) {
+  SweepGroup one;
+  return run_sweep(opt, provenance, progress, one);
+}
+
+SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
+                      const std::function<void(const std::string&)>& progress, SweepGroup& group) {
   validate(opt);
+  require(group.size() >= 1 && group.rank() >= 0 && group.rank() < group.size(), "invalid rank {} of {}",
+          group.rank(), group.size());
   const fs::path parts = opt.out + ".parts";
   const nlohmann::json options = to_json(opt);
-  std::error_code ec;
-  fs::create_directories(parts, ec);
-  if (!fs::is_directory(parts)) throw IoError(fmt::format("cannot create '{}'", parts.string()));
-  const fs::path opt_file = parts / "options.json";
-  if (fs::exists(opt_file)) {
-    // Parts from another sweep must not be mixed into this one.
-    if (nlohmann::json::parse(read_text(opt_file)) != options)
-      throw InvalidArgument(fmt::format("'{}' holds parts of a sweep with other options; remove it or rerun with the "
-                                        "same options to resume",
-                                        parts.string()));
-  } else {
-    write_atomic(opt_file, options.dump(2));
+  const std::vector<GridPoint> points = grid(opt);
+  prepare_parts(parts, options, group);
+
+  // This rank's static share. An error stops this rank only: the others finish their shares, so a
+  // rerun has as little as possible left to do.
+  SweepReport report;
+  std::exception_ptr failure;
+  std::string err;
+  try {
+    const bool may_stop = opt.stop_after && (opt.stop_rank < 0 || opt.stop_rank == group.rank());
+    for (std::size_t i = group.rank(); i < points.size(); i += group.size()) {
+      const GridPoint& p = points[i];
+      const fs::path part = parts / p.file();
+      if (fs::exists(part)) {
+        ++report.resumed;
+        continue;
+      }
+      if (may_stop && report.computed == opt.stop_after) {
+        if (opt.stop_killed) std::raise(SIGKILL);
+        throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
+      }
+      if (progress) progress("grid point " + p.label());
+      VarianceStudyOptions vo = opt.base;
+      vo.sigmas = {p.sigma}, vo.dim = p.dim, vo.points = p.points, vo.features = p.features;
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& r : run_variance_study(vo)) rows.push_back(to_json(r, vo));
+      write_atomic(part, rows.dump());
+      ++report.computed;
+    }
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    err = e.what();
+  }
+  if (group.size() == 1 && failure) std::rethrow_exception(failure);
+
+  // Rank 0 gathers every rank's outcome; the parts on disk say which grid points are done.
+  std::vector<std::string> outcomes = {nlohmann::json{{"error", err}, {"computed", report.computed},
+                                                      {"resumed", report.resumed}}
+                                           .dump()};
+  if (group.size() > 1) outcomes = group.all_gather(outcomes[0]);
+  if (group.rank() != 0) {
+    if (failure) std::rethrow_exception(failure);
+    return report;
+  }
+  report.computed = report.resumed = 0;
+  std::vector<std::string> failed;
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    const auto o = nlohmann::json::parse(outcomes[r]);
+    report.computed += o["computed"].get<std::size_t>(), report.resumed += o["resumed"].get<std::size_t>();
+    if (!o["error"].get<std::string>().empty())
+      failed.push_back(fmt::format("rank {}: {}", r, o["error"].get<std::string>()));
+  }
+  std::vector<std::string> lost;
+  for (const auto& p : points)
+    if (!fs::exists(parts / p.file())) lost.push_back(p.label());
+  if (!failed.empty() || !lost.empty()) {
+    constexpr std::size_t kShown = 20;
+    std::string names;
+    for (std::size_t i = 0; i < lost.size() && i < kShown; ++i) names += (i ? "; " : "") + lost[i];
+    if (lost.size() > kShown) names += fmt::format("; and {} more", lost.size() - kShown);
+    throw IoError(fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
+                              "rerun the same command (any number of ranks) to compute only the lost ones",
+                              failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(),
+                              points.size(), names, parts.string()));
   }
 
-  SweepReport report;
-  for (auto d : opt.dims)
-    for (auto L : opt.points)
-      for (auto M : opt.features)
-        for (double s : opt.sigmas) {
-          const fs::path part = parts / fmt::format("d{}_L{}_M{}_s{:.17g}.json", d, L, M, s);
-          nlohmann::json rows;
-          if (fs::exists(part)) {
-            rows = nlohmann::json::parse(read_text(part));
-            ++report.resumed;
-          } else {
-            if (opt.stop_after && report.computed == opt.stop_after)
-              throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
-            if (progress) progress(fmt::format("grid point d={} L={} M={} sigma={}", d, L, M, s));
-            VarianceStudyOptions vo = opt.base;
-            vo.sigmas = {s}, vo.dim = d, vo.points = L, vo.features = M;
-            rows = nlohmann::json::array();
-            for (const auto& r : run_variance_study(vo)) rows.push_back(to_json(r, vo));
-            write_atomic(part, rows.dump());
-            ++report.computed;
-          }
-          for (const auto& r : rows) report.rows.push_back({r["estimator"], s, d, L, M, r});
-        }
+  for (const auto& p : points)
+    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file())))
+      report.rows.push_back({r["estimator"], p.sigma, p.dim, p.points, p.features, r});
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
 
   H5Writer h5(opt.out);
@@ -108,6 +209,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   h5.attr("/", "git_revision", provenance["git_revision"].get<std::string>());
   h5.attr("/", "options", options.dump());
   h5.attr("/", "seed", static_cast<std::int64_t>(opt.base.seed));
+  h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
   h5.attr("/", "layout", "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma)");
   for (const auto& name : opt.base.estimators) {
     std::vector<double> dim, pts, feat, sig, mlv, slv, mlr, slr, nex;
@@ -130,6 +232,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     h5.write_text(g + "/params", params.dump());
   }
   h5.commit();
+  std::error_code ec;
   fs::remove_all(parts, ec);
   return report;
 }

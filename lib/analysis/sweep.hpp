@@ -2,6 +2,8 @@
 // estimators. Each grid point is computed independently (so results are identical for any thread
 // count and any order) and saved atomically as it finishes in OUT.parts/, which makes an interrupted
 // sweep resume without recomputing finished points; the HDF5 file is assembled (atomically) at the end.
+// Across processes (MPI ranks, see SweepGroup) each rank computes a static share of the grid into the
+// same OUT.parts/ and rank 0 assembles the file, identical to a one-process run.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,6 +24,19 @@ struct SweepOptions {
   std::vector<arma::uword> features = {1};
   std::string out;                 // HDF5 path; parts go to out + ".parts/"
   std::size_t stop_after = 0;      // testing hook: stop (throw) after computing this many points; 0 = off
+  int stop_rank = -1;              // testing hook: only this rank stops (-1 = every rank)
+  bool stop_killed = false;        // testing hook: stop by SIGKILL (a crash, e.g. the OOM killer), not by an error
+};
+
+// The processes that share a sweep (MPI ranks). The default is one process; apps/kestrel/mpi.cpp
+// implements it over MPI. Grid point i (in the order of the HDF5 rows) belongs to rank i % size.
+class SweepGroup {
+ public:
+  virtual ~SweepGroup() = default;
+  virtual int rank() const { return 0; }
+  virtual int size() const { return 1; }
+  // Collective: every rank passes its message and receives all ranks' messages, in rank order.
+  virtual std::vector<std::string> all_gather(const std::string& msg) { return {msg}; }
 };
 
 void validate(const SweepOptions& opt);
@@ -35,12 +50,16 @@ struct SweepRow {
 };
 
 struct SweepReport {
-  std::vector<SweepRow> rows;
-  std::size_t computed = 0, resumed = 0;
+  std::vector<SweepRow> rows;             // on rank 0 only
+  std::size_t computed = 0, resumed = 0;  // over all ranks on rank 0, this rank's elsewhere
 };
 
 // Runs (or resumes) the sweep and writes opt.out; provenance goes into the file's root attributes.
+// With several ranks: a rank whose points fail throws its own error, and rank 0 throws an IoError
+// naming every grid point lost (the finished parts stay for a resume); the other ranks return.
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                       const std::function<void(const std::string&)>& progress = {});
+SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
+                      const std::function<void(const std::string&)>& progress, SweepGroup& group);
 
 }  // namespace kestrel
