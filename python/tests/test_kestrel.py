@@ -4,6 +4,8 @@ Run by ctest (`python`) with PYTHONPATH=build/python and KESTREL_CLI=build/bin/k
 import json
 import os
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -215,6 +217,28 @@ def test_monte_carlo_kernel_times():
     kt = r["kernel_times"]
     np.testing.assert_allclose(kt["exact"], np.exp(kestrel.log_kernel(X, Y)) @ C, rtol=1e-10)
     assert kt["mean"].shape == (6, 3) and np.isfinite(kt["variance"]).all()
+
+
+def test_long_computations_release_the_gil():
+    # While the worker thread is inside simulate (about a second), the main thread keeps running 1 ms sleeps.
+    # Were the GIL held, it could not resume until simulate returned: at most a couple of ticks.
+    X, Y = kestrel.draw_regime("normal", 16, 64, 0.5, seed=1)
+    e = kestrel.fit("oprf", X, Y)
+    inside = threading.Event()
+
+    def work():
+        inside.set()
+        kestrel.simulate(e, X, Y, reps=12000, features=4, seed=1)
+
+    t = threading.Thread(target=work)
+    t.start()
+    inside.wait()
+    ticks, t0 = 0, time.monotonic()
+    while t.is_alive():
+        time.sleep(0.001)
+        ticks += 1
+    t.join()
+    assert ticks >= 20, f"{ticks} main-thread ticks during {time.monotonic() - t0:.2f} s of simulate"
 
 
 # ---- reproductions ---------------------------------------------------------------------------------------------
