@@ -7,7 +7,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 "$1" reproduce all --quick --quiet --out "$results" >/dev/null
+# bindings.ipynb imports the Python module built next to the CLI (build/python).
+pymod=$(cd "$(dirname "$1")/.." && pwd)/python
+export PYTHONPATH="$pymod${PYTHONPATH:+:$PYTHONPATH}"
 for nb in "$here"/*.ipynb; do
+  if [ "$(basename "$nb")" = bindings.ipynb ] && ! compgen -G "$pymod/kestrel*.so" >/dev/null; then
+    echo "skipping bindings.ipynb: no Python module in $pymod (KESTREL_BUILD_PYTHON=OFF or no pybind11)"
+    continue
+  fi
   echo "executing $(basename "$nb")"
   KESTREL_RESULTS="$results" MPLBACKEND=Agg PYDEVD_DISABLE_FILE_VALIDATION=1 /usr/bin/python3 -Xfrozen_modules=off - "$nb" <<'PY'
 import sys
