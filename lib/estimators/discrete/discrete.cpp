@@ -159,34 +159,35 @@ arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, 
   require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 && arma::all(arma::vectorise(w.omega) ==
                                                                                    arma::floor(arma::vectorise(w.omega))),
           "discrete draws must hold non-negative integer counts");
-  const arma::uword M = w.count(), L = X.n_cols;
+  const arma::uword M = w.count();
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
-  const arma::mat logabs = arma::log(arma::abs(Xh));  // -inf at x_l = 0
+  // log|f| = base_m + pre_i + sum_l k_l log|x_l|, the sign is (-1)^(sum_l [x_l < 0] [k_l odd]), and f = 0 when some
+  // x_l = 0 has k_l > 0 (x^0 = 1, also for x = 0): three matrix products, so BLAS does the O(L M d) work. The
+  // indicator products are sums of at most d ones, exact in double.
+  const arma::mat zero = arma::conv_to<arma::mat>::from(Xh == 0.0);
+  arma::mat logabs = arma::log(arma::abs(Xh));
+  logabs.elem(arma::find(Xh == 0.0)).zeros();  // those entries are handled by `zero`
+  const arma::mat negative = arma::conv_to<arma::mat>::from(Xh < 0.0);
+  const arma::mat odd = w.omega - 2.0 * arma::floor(w.omega / 2.0);
+  const arma::mat used = arma::conv_to<arma::mat>::from(w.omega > 0.0);
   // Per-point log prefactor: the row scale, 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
   arma::vec pre = log_row_scale - 0.5 * std::log(static_cast<double>(M));
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
-  arma::mat F(L, M);
+  arma::rowvec base(M);  // sum_l -(log k_l! + log p_{k_l}) / 2, independent of x
   for (arma::uword m = 0; m < M; ++m) {
     const double* k = w.omega.colptr(m);
-    double base = 0;  // sum_l -(log k_l! + log p_{k_l}) / 2, independent of x
+    base(m) = 0;
     for (arma::uword l = 0; l < d_; ++l)
-      base -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
-    for (arma::uword i = 0; i < L; ++i) {
-      double s = base + pre(i);
-      int sign = 1;
-      bool zero = false;
-      for (arma::uword l = 0; l < d_; ++l) {
-        if (k[l] == 0) continue;  // x^0 = 1, also for x = 0
-        const double la = logabs(l, i);
-        if (la == -kInf) {
-          zero = true;
-          break;
-        }
-        s += k[l] * la;
-        if (Xh(l, i) < 0 && std::fmod(k[l], 2.0) == 1.0) sign = -sign;
-      }
-      F(i, m) = zero ? 0.0 : sign * std::exp(s);
-    }
+      base(m) -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
+  }
+  arma::mat F = logabs.t() * w.omega;
+  F.each_row() += base;
+  F.each_col() += pre;
+  F = arma::exp(F);
+  const arma::mat parity = negative.t() * odd, zeros = zero.t() * used;
+  for (arma::uword k = 0; k < F.n_elem; ++k) {
+    if (zeros(k) > 0.5) F(k) = 0.0;
+    else if (std::fmod(parity(k), 2.0) == 1.0) F(k) = -F(k);
   }
   return F;
 }
