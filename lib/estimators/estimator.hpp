@@ -52,6 +52,12 @@ class Estimator {
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
   virtual arma::mat features(const Draw& w, const arma::mat& X, Side side) const = 0;
 
+  // log of features() for positive estimators (same layout), so that callers can subtract a scale
+  // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). The default takes the
+  // log of features() and so over/underflows where they do; families whose features are exp(...)
+  // override it with the exponent itself. InvalidArgument for estimators that are not positive.
+  virtual arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const;
+
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
 };

@@ -85,6 +85,7 @@ class DarkEstimator final : public Estimator {
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
   // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.
   arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
  private:

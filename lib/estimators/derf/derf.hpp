@@ -109,6 +109,7 @@ class DerfEstimator final : public Estimator {
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
   // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
   arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
  private:

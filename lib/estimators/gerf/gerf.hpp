@@ -61,6 +61,7 @@ class GerfEstimator final : public Estimator {
   const GerfParams& gerf_params() const { return p_; }
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
   arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;  // real A, s = +1
   nlohmann::json params() const override;
 
  private:
