@@ -23,6 +23,7 @@ void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r) 
   h5.write(group + "/sigmas", r.sigmas);
   h5.write(group + "/validation_accuracy", r.validation_accuracy);
   h5.write(group + "/no_signal", r.no_signal);
+  h5.write(group + "/overflow", r.overflow);
   h5.write(group + "/test_accuracy", r.test_accuracy);
   h5.attr(group, "best_sigma", r.sigmas(r.best));
   h5.attr(group, "test_mean", r.test_mean());

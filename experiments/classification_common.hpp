@@ -18,7 +18,7 @@ const std::vector<Benchmark>& classification_benchmarks();
 // The standardised fixed split of a benchmark (split seed = the run's seed).
 LabeledSplit load_benchmark(const Options& opt, const Benchmark& b);
 
-// Writes /<group>/{sigmas, validation_accuracy, no_signal, test_accuracy} and attributes best_sigma, test_mean,
+// Writes /<group>/{sigmas, validation_accuracy, no_signal, overflow, test_accuracy} and attributes best_sigma, test_mean,
 // test_std, M, omegas.
 void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r);
 

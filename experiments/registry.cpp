@@ -14,6 +14,7 @@ void run_hrf_table1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_fig6(const Options&, H5Writer&, std::vector<Claim>&);
 void run_crt_table1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_derf_fig3(const Options&, H5Writer&, std::vector<Claim>&);
+void run_attention(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -29,6 +30,7 @@ const std::vector<Experiment>& all_experiments() {
       {"hrf-fig6", "HRF Fig. 6: clustered HRF against FAVOR+ and TrigRF", run_hrf_fig6},
       {"crt-table1", "CRT Tables 1 and 3: Nadaraya-Watson classification accuracy on eight UCI sets", run_crt_table1},
       {"derf-fig3", "DERF Fig. 3: kernel classification accuracy vs M for the DERF family", run_derf_fig3},
+      {"attention", "CRT eq. 3: softmax attention by random features, errors vs M and time vs L", run_attention},
   };
   return list;
 }

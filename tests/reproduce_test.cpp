@@ -80,3 +80,34 @@ TEST(Reproduce, UnknownNameIsRejected) {
   EXPECT_THROW(kestrel::experiments::find_experiment("crt-fig9"), kestrel::InvalidArgument);
   EXPECT_EQ(kestrel::experiments::find_experiment("hrf-fig5").name, "hrf-fig2");
 }
+
+// `kestrel reproduce attention --quick` alone: finite HDF5 with the error table and the timing group,
+// PNG, and the positivity claim holding (positive estimators never give a normaliser <= 0).
+TEST(Reproduce, AttentionQuick) {
+  const fs::path out = fs::temp_directory_path() / ("kestrel_attention_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(KESTREL_CLI) + " reproduce attention --quick --quiet --out " + out.string() +
+                          " > " + (out.string() + ".log") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << out.string() << ".log";
+  const hid_t f = H5Fopen((out / "attention.h5").string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  Walk w;
+  H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
+  for (const char* path : {"/iso-1/oprf/rel_error_Y", "/aniso/dark/rel_error_normaliser", "/mnist/trig/frac_negative_weights",
+                           "/timing/exact_seconds", "/timing/approx_seconds_M256", "/timing/crossover_L_fit"})
+    EXPECT_GT(H5Lexists(f, path, H5P_DEFAULT), 0) << path;
+  H5Fclose(f);
+  EXPECT_EQ(w.non_finite, 0u) << "first non-finite dataset " << w.first_bad;
+  std::ifstream png((out / "attention.png").string(), std::ios::binary);
+  char magic[8] = {};
+  png.read(magic, 8);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  std::ifstream cj((out / "attention.claims.json").string());
+  const auto j = nlohmann::json::parse(cj);
+  bool positivity = false;
+  for (const auto& c : j["claims"])
+    if (c["statement"].get<std::string>().find("never give a non-positive") != std::string::npos)
+      positivity = c["holds"].get<bool>();
+  EXPECT_TRUE(positivity);
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}

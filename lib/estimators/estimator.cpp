@@ -12,6 +12,11 @@ Draw Estimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   return Draw{draw_gaussian_omegas(dim(), M, sampler, rng), {}};
 }
 
+arma::mat Estimator::log_features(const Draw& w, const arma::mat& X, Side side) const {
+  require(info().positive, "estimator '{}' has no log-features: its features are not all positive", info().name);
+  return arma::log(features(w, X, side));
+}
+
 arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
   require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
           e.info().name, e.dim());
@@ -25,6 +30,11 @@ arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Sid
 
 arma::mat Estimator::scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
   require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
+  if (info().positive) {
+    arma::mat F = log_features(w, X, side);
+    F.each_col() += log_row_scale;
+    return arma::exp(F);
+  }
   arma::mat F = features(w, X, side);
   F.each_col() %= arma::exp(log_row_scale);
   return F;

@@ -52,9 +52,16 @@ class Estimator {
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
   virtual arma::mat features(const Draw& w, const arma::mat& X, Side side) const = 0;
 
-  // The same features with row i also multiplied by exp(log_row_scale(i)). Exponential families override it to add
-  // the scale inside their exponent, so that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma)
-  // stays 1 instead of becoming inf * 0. The default multiplies afterwards.
+  // log of features() for positive estimators (same layout), so that callers can subtract a scale
+  // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). The default takes the
+  // log of features() and so over/underflows where they do; families whose features are exp(...)
+  // override it with the exponent itself. InvalidArgument for estimators that are not positive.
+  virtual arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const;
+
+  // The same features with row i also multiplied by exp(log_row_scale(i)), the scale added inside the exponent, so
+  // that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma) stays 1 instead of becoming inf * 0.
+  // The default does so through log_features for positive estimators and multiplies afterwards otherwise;
+  // non-positive exponential families (complex GERF, trig-real, discrete) override it.
   virtual arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const;
 
   // Fitted parameters, for output files.

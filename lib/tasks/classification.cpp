@@ -54,6 +54,41 @@ arma::mat nw_scores_rf(const Estimator& e, const Draw& w, const arma::mat& train
   return approximate_kernel_times(e, w, sigma * test, sigma * train, R, Kernel::gaussian()).t();
 }
 
+namespace {
+// Gaussian-kernel features of sigma X, stabilised (see nw_predict_rf): per_row for queries, one global shift for keys.
+arma::mat stable_features(const Estimator& e, const Draw& w, const arma::mat& X, Side side, bool per_row) {
+  const arma::vec gauss = -0.5 * arma::sum(arma::square(X), 0).t();
+  if (!e.info().positive) {
+    arma::mat F = e.scaled_features(w, X, side, gauss);
+    if (!F.is_finite())
+      throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}",
+                                       e.info().name, -2 * gauss.min()));
+    return F;
+  }
+  arma::mat L = e.log_features(w, X, side);
+  L.each_col() += gauss;
+  if (per_row)
+    L.each_col() -= arma::max(L, 1);
+  else
+    L -= L.max();
+  return arma::exp(L);
+}
+}  // namespace
+
+arma::uvec nw_predict_rf(const Estimator& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
+                         arma::uword n_classes, const arma::mat& test, double sigma, arma::uword* all_zero) {
+  validate_task(train, labels, n_classes, test, sigma);
+  require(train.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", train.n_rows,
+          e.info().name, e.dim());
+  arma::mat R(train.n_cols, n_classes, arma::fill::zeros);
+  for (arma::uword i = 0; i < train.n_cols; ++i) R(i, labels(i)) = 1.0;
+  const arma::mat S = stable_features(e, w, sigma * train, Side::Key, false);
+  const arma::mat P = stable_features(e, w, sigma * test, Side::Query, true);
+  const arma::mat scores = (P * (S.t() * R)).t();
+  if (all_zero) *all_zero = arma::accu(arma::all(scores == 0.0, 0));
+  return argmax_rows_per_column(scores);
+}
+
 arma::uvec argmax_rows_per_column(const arma::mat& scores) { return arma::index_max(scores, 0).t(); }
 
 double accuracy(const arma::uvec& predicted, const arma::uvec& truth) {
@@ -134,6 +169,7 @@ NwResult nw_protocol_exact(const LabeledSplit& s, const NwOptions& o) {
   r.sigmas = arma::vec(o.sigmas);
   r.validation_accuracy.set_size(1, o.sigmas.size());
   r.no_signal.zeros(o.sigmas.size());
+  r.overflow.zeros(o.sigmas.size());
   for (arma::uword k = 0; k < o.sigmas.size(); ++k) {
     const arma::mat sc = nw_log_scores_exact(s.train, s.train_labels, s.n_classes, s.validation, o.sigmas[k]);
     r.validation_accuracy(0, k) = accuracy(argmax_rows_per_column(sc), s.validation_labels);
@@ -154,34 +190,44 @@ NwResult nw_protocol_rf(const std::string& estimator, const LabeledSplit& s, con
   r.sigmas = arma::vec(o.sigmas);
   r.validation_accuracy.set_size(seeds, n_sigma);
   r.no_signal.zeros(n_sigma);
-  // Accuracy of one draw; `zeros` counts the queries whose class scores are all exactly 0 (underflow): argmax then
-  // picks class 0, as NumPy's argmax would.
+  r.overflow.zeros(n_sigma);
+  // Accuracy of one draw; `zeros` is the share of queries whose class scores are all exactly 0 (underflow: argmax
+  // picks class 0, as NumPy's would). A draw whose features overflow double range cannot predict: accuracy 0,
+  // counted in `over`.
   auto run = [&](const Estimator& e, const arma::mat& Q, const arma::uvec& truth, double sigma, std::uint64_t stream,
-                 double& zeros) {
+                 double& zeros, double& over) {
     Rng rng(o.seed, Stream::Features, stream);
     const Draw w = e.draw(r.omegas, rng, o.sampler);
-    const arma::mat sc = nw_scores_rf(e, w, s.train, s.train_labels, s.n_classes, Q, sigma);
-    zeros = static_cast<double>(arma::accu(arma::all(sc == 0.0, 0))) / Q.n_cols;
-    return accuracy(argmax_rows_per_column(sc), truth);
+    arma::uword n_zero = 0;
+    try {
+      const arma::uvec pred = nw_predict_rf(e, w, s.train, s.train_labels, s.n_classes, Q, sigma, &n_zero);
+      zeros = static_cast<double>(n_zero) / Q.n_cols, over = 0;
+      return accuracy(pred, truth);
+    } catch (const NumericalError&) {
+      zeros = 0, over = 1;
+      return 0.0;
+    }
   };
   for (std::size_t k = 0; k < n_sigma; ++k) {
     const double sg = o.sigmas[k];
     const auto e = fit_for_classification(estimator, sg * s.validation, sg * s.train);
     r.omegas = e->info().complex ? o.M / 2 : o.M;
-    std::vector<double> zeros(seeds);
+    std::vector<double> zeros(seeds), over(seeds);
     for_each_block(seeds, [&](std::size_t j) {
-      r.validation_accuracy(j, k) = run(*e, s.validation, s.validation_labels, sg, 2 * (k * seeds + j), zeros[j]);
+      r.validation_accuracy(j, k) =
+          run(*e, s.validation, s.validation_labels, sg, 2 * (k * seeds + j), zeros[j], over[j]);
     });
     r.no_signal(k) = arma::mean(arma::vec(zeros));
+    r.overflow(k) = arma::mean(arma::vec(over));
   }
   r.best = best_sigma(r.validation_accuracy);
   const double sg = o.sigmas[r.best];
   const auto e = fit_for_classification(estimator, sg * s.test, sg * s.train);
   r.omegas = e->info().complex ? o.M / 2 : o.M;
   r.test_accuracy.set_size(seeds);
-  std::vector<double> zeros(seeds);
+  std::vector<double> zeros(seeds), over(seeds);
   for_each_block(seeds, [&](std::size_t j) {
-    r.test_accuracy(j) = run(*e, s.test, s.test_labels, sg, 2 * (r.best * seeds + j) + 1, zeros[j]);
+    r.test_accuracy(j) = run(*e, s.test, s.test_labels, sg, 2 * (r.best * seeds + j) + 1, zeros[j], over[j]);
   });
   return r;
 }

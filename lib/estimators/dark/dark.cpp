@@ -73,9 +73,11 @@ Draw DarkEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   return w;
 }
 
-arma::mat DarkEstimator::scaled_features(const Draw& w, const arma::mat& X, Side,
-                                         const arma::vec& log_row_scale) const {
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
+arma::mat DarkEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  return arma::exp(log_features(w, X, side));
+}
+
+arma::mat DarkEstimator::log_features(const Draw& w, const arma::mat& X, Side) const {
   require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
   require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
   const arma::uword M = w.count();
@@ -85,9 +87,9 @@ arma::mat DarkEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
       -0.25 * (arma::sum(arma::square(w.omega), 0) - arma::sum(arma::square(inv_sqrt_ * w.omega), 0));
   arma::mat F = X.t() * w.omega;
   F.each_row() += quad;
-  F.each_col() += log_row_scale - 0.5 * arma::sum(arma::square(X), 0).t();
+  F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
   F += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(M));
-  return arma::exp(F);
+  return F;
 }
 
 nlohmann::json DarkEstimator::params() const {

@@ -84,11 +84,8 @@ class DarkEstimator final : public Estimator {
   // omega = Sigma^(1/2) g, g (d x M) from the sampler.
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
   // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return scaled_features(w, X, side, arma::zeros(X.n_cols));
-  }
-  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
-                            const arma::vec& log_row_scale) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
  private:

@@ -133,9 +133,11 @@ arma::mat DerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
   return r;
 }
 
-arma::mat DerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side side,
-                                         const arma::vec& log_row_scale) const {
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
+arma::mat DerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  return arma::exp(log_features(w, X, side));
+}
+
+arma::mat DerfEstimator::log_features(const Draw& w, const arma::mat& X, Side side) const {
   require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
   require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
   const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
@@ -143,9 +145,9 @@ arma::mat DerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
   const arma::uword M = w.count();
   arma::mat F = X.t() * (B.t() * w.omega);                        // w^T B x: O(M d^2 + L M d)
   F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);       // w^T A w: O(M d^2)
-  F.each_col() += arma::sum((C * X) % X, 0).t() + log_row_scale;  // x^T C x: O(L d^2)
+  F.each_col() += arma::sum((C * X) % X, 0).t();                  // x^T C x: O(L d^2)
   F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
-  return arma::exp(F);
+  return F;
 }
 
 nlohmann::json DerfEstimator::params() const {

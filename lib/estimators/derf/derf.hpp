@@ -108,11 +108,8 @@ class DerfEstimator final : public Estimator {
   const DerfParams& derf_params() const { return p_; }
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
   // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return scaled_features(w, X, side, arma::zeros(X.n_cols));
-  }
-  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
-                            const arma::vec& log_row_scale) const override;
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
  private:

@@ -74,8 +74,14 @@ arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
   return S;
 }
 
+arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
+  if (!info_.complex) return arma::exp(log_features(w, X, side));
+  return scaled_features(w, X, side, arma::zeros(X.n_cols));
+}
+
 arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side side,
                                          const arma::vec& log_row_scale) const {
+  if (!info_.complex) return Estimator::scaled_features(w, X, side, log_row_scale);  // through log_features
   require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
   const arma::uword M = w.count();
@@ -90,13 +96,6 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
   const arma::mat proj = X.t() * w.omega;  // L x M
   const double log_scale = -0.5 * std::log(static_cast<double>(M));
 
-  if (!info_.complex) {
-    arma::mat F = b_side.real() * proj;
-    F.each_row() += p_.A.real() * w2;
-    F.each_col() += row;
-    F += log_d.real() + log_scale;
-    return arma::exp(F);
-  }
   arma::mat F(X.n_cols, 2 * M);
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
   for (arma::uword m = 0; m < M; ++m) {
@@ -107,6 +106,19 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
       F(i, M + m) = sign_im * f.imag();
     }
   }
+  return F;
+}
+
+arma::mat GerfEstimator::log_features(const Draw& w, const arma::mat& X, Side) const {
+  require(!info_.complex, "estimator '{}' has no log-features: its features are complex", info_.name);
+  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+  // Real A and s = +1: both sides are D exp(A|w|^2 + B w^T x - |x|^2/2) / sqrt(M) with real B.
+  const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
+  arma::mat F = B * (X.t() * w.omega);
+  F.each_row() += p_.A.real() * arma::sum(arma::square(w.omega), 0);
+  F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
+  F += 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
+       0.5 * std::log(static_cast<double>(w.count()));
   return F;
 }
 

@@ -60,9 +60,8 @@ class GerfEstimator final : public Estimator {
   arma::uword dim() const override { return d_; }
   const GerfParams& gerf_params() const { return p_; }
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return scaled_features(w, X, side, arma::zeros(X.n_cols));
-  }
+  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;  // real A, s = +1
   arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
                             const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override;

@@ -1,0 +1,114 @@
+// Exact and random-feature softmax attention (CRT eq. 3); see attention.hpp.
+#include "tasks/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+#include "core/parallel.hpp"
+#include "estimators/registry.hpp"
+#include "kernels/kernel.hpp"
+
+namespace kestrel {
+
+void validate_attention(const arma::mat& Q, const arma::mat& K, const arma::mat& V) {
+  validate_points(Q, "queries");
+  validate_points(K, "keys");
+  require(Q.n_rows == K.n_rows, "queries and keys must have the same dimension, got {} and {}", Q.n_rows, K.n_rows);
+  require(V.n_rows == K.n_cols, "values must have one row per key ({}), got {}", K.n_cols, V.n_rows);
+  require(V.n_cols > 0, "values: dimension must be > 0, got 0");
+  require(V.is_finite(), "values must be finite (found NaN or Inf)");
+}
+
+arma::mat attention_scaled(const arma::mat& X) { return X / std::pow(static_cast<double>(X.n_rows), 0.25); }
+
+ExactAttention exact_attention(const arma::mat& Q, const arma::mat& K, const arma::mat& V, arma::uword block) {
+  validate_attention(Q, K, V);
+  require(block > 0, "block size must be > 0, got 0");
+  const arma::mat Qs = attention_scaled(Q), Ks = attention_scaled(K);
+  const arma::uword Lq = Q.n_cols, Lk = K.n_cols, dv = V.n_cols;
+  ExactAttention out{arma::mat(Lq, dv), arma::vec(Lq)};
+  for_each_block((Lq + block - 1) / block, [&](std::size_t b) {
+    const arma::uword i0 = b * block, i1 = std::min(i0 + block, Lq) - 1, n = i1 - i0 + 1;
+    const arma::mat Qb = Qs.cols(i0, i1);
+    arma::vec m(n, arma::fill::value(-kInf)), s(n, arma::fill::zeros);
+    arma::mat acc(n, dv, arma::fill::zeros);
+    for (arma::uword j0 = 0; j0 < Lk; j0 += block) {
+      const arma::uword j1 = std::min(j0 + block, Lk) - 1;
+      arma::mat Z = Qb.t() * Ks.cols(j0, j1);  // logits of this tile
+      const arma::vec m_new = arma::max(m, arma::max(Z, 1));
+      const arma::vec shrink = arma::exp(m - m_new);  // rescales the sums of earlier tiles (0 at the first)
+      Z.each_col() -= m_new;
+      Z = arma::exp(Z);
+      s = s % shrink + arma::sum(Z, 1);
+      acc.each_col() %= shrink;
+      acc += Z * V.rows(j0, j1);
+      m = m_new;
+    }
+    acc.each_col() /= s;
+    out.Y.rows(i0, i1) = acc;
+    out.log_normaliser.subvec(i0, i1) = m + arma::log(s);
+  });
+  return out;
+}
+
+std::unique_ptr<Estimator> fit_attention_estimator(const std::string& name, const arma::mat& Q, const arma::mat& K) {
+  validate_sets(Q, K);
+  return make_estimator(name, attention_scaled(Q), attention_scaled(K));
+}
+
+ApproxAttention approximate_attention(const Estimator& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
+                                      const arma::mat& V, const AttentionOptions& opt) {
+  validate_attention(Q, K, V);
+  require(Q.n_rows == e.dim(), "queries have dimension {}, estimator '{}' was fitted for {}", Q.n_rows, e.info().name,
+          e.dim());
+  const arma::mat Qs = attention_scaled(Q), Ks = attention_scaled(K);
+  ApproxAttention out;
+  arma::mat P, S;
+  if (opt.stabilise && e.info().positive) {
+    P = e.log_features(w, Qs, Side::Query);
+    const arma::vec row_max = arma::max(P, 1);
+    P.each_col() -= row_max;
+    P = arma::exp(P);
+    S = e.log_features(w, Ks, Side::Key);
+    const double key_max = S.max();
+    S = arma::exp(S - key_max);
+    out.log_scale = row_max + key_max;
+  } else {
+    P = e.features(w, Qs, Side::Query);
+    S = e.features(w, Ks, Side::Key);
+    out.log_scale.zeros(Q.n_cols);
+  }
+  out.numerator = P * (S.t() * V);
+  out.normaliser = P * arma::sum(S, 0).t();
+  for (arma::uword i = 0; i < Q.n_cols; ++i)
+    if (!(std::isfinite(out.normaliser(i)) && out.normaliser(i) != 0 && std::isfinite(out.log_scale(i))))
+      throw NumericalError(fmt::format("attention with '{}'{}: normaliser of query {} is {} (log scale {})",
+                                       e.info().name, opt.stabilise ? "" : " (unstabilised)", i, out.normaliser(i),
+                                       out.log_scale(i)));
+  out.Y = out.numerator;
+  out.Y.each_col() /= out.normaliser;
+  if (!out.Y.is_finite())
+    throw NumericalError(fmt::format("attention with '{}': non-finite output", e.info().name));
+  return out;
+}
+
+double relative_error(const arma::mat& approx, const arma::mat& exact) {
+  require(approx.n_rows == exact.n_rows && approx.n_cols == exact.n_cols, "sizes differ: {} x {} and {} x {}",
+          approx.n_rows, approx.n_cols, exact.n_rows, exact.n_cols);
+  return arma::norm(approx - exact, "fro") / arma::norm(exact, "fro");
+}
+
+double normaliser_relative_error(const ApproxAttention& approx, const ExactAttention& exact) {
+  require(approx.normaliser.n_elem == exact.log_normaliser.n_elem, "{} estimated normalisers for {} exact ones",
+          approx.normaliser.n_elem, exact.log_normaliser.n_elem);
+  const double c = exact.log_normaliser.max();
+  const arma::vec d = arma::exp(exact.log_normaliser - c);
+  // sign * exp(log|n| + log_scale - c): the scale alone may be far larger than the normaliser.
+  const arma::vec d_hat =
+      arma::sign(approx.normaliser) % arma::exp(arma::log(arma::abs(approx.normaliser)) + approx.log_scale - c);
+  return arma::norm(d_hat - d) / arma::norm(d);
+}
+
+}  // namespace kestrel
