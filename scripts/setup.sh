@@ -7,7 +7,8 @@ PKGS=(g++ cmake make pkg-config git
       libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-h5py python3-matplotlib python3-pil python3-nbclient python3-nbformat
       python3-ipykernel
-      clang libclang-rt-14-dev libssl-dev)
+      clang libclang-rt-14-dev libssl-dev
+      libceres-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
