@@ -12,6 +12,7 @@ void run_hrf_fig1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_fig2(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_table1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_hrf_fig6(const Options&, H5Writer&, std::vector<Claim>&);
+void run_luna(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -25,6 +26,7 @@ const std::vector<Experiment>& all_experiments() {
       {"hrf-fig2", "HRF Fig. 2 / Fig. 5: pointwise estimation at r = 1, 1.25, 1.5", run_hrf_fig2},
       {"hrf-table1", "HRF Table 1: MSE on wine and Boston pairs against QMC baselines", run_hrf_table1},
       {"hrf-fig6", "HRF Fig. 6: clustered HRF against FAVOR+ and TrigRF", run_hrf_fig6},
+      {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };
   return list;
 }
