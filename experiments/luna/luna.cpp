@@ -84,6 +84,8 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   // Per (dataset, M) outcomes for the claims.
   std::vector<double> d_ungated_gated, d_learned_fixed[3], kernel_log_ratio, acc_gap;
   std::string kernel_where, acc_where;
+  int gated_better_kernel = 0;      // cases where the gated map fits the kernel better than the ungated one
+  int ungated_beats_rf_kernel = 0;  // cases where the ungated map alone beats the best random estimator
 
   for (std::size_t di = 0; di < s.datasets.size(); ++di) {
     const std::string& ds = s.datasets[di];
@@ -176,6 +178,8 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
                                best_learned_acc > best_rf_acc ? "beats" : (best_learned_acc == best_rf_acc ? "ties" : "loses"),
                                100 * (best_learned_acc - best_rf_acc));
       d_ungated_gated.push_back(100 * (acc(3, mi) - acc(2, mi)));
+      gated_better_kernel += kernel_err(2, mi) < kernel_err(3, mi);
+      ungated_beats_rf_kernel += kernel_err(3, mi) < best_rf_kernel;
       for (int k = 0; k < 3; ++k) d_learned_fixed[k].push_back(100 * (acc(1 + k, mi) - acc(0, mi)));
     }
     const std::string g = "/" + ds;
@@ -210,7 +214,10 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   claims.push_back({"LUNA 5.4", "the simple ungated map substantially outperforms its envelope-gated counterpart",
                     "mean test accuracy ungated - gated, percentage points (task fitting)", ">", 0.0,
                     mean(d_ungated_gated), 0, settings,
-                    "LUNA measured 64.32 vs 41.52 % on LRA-Image with attention; here NW classification on UCI"});
+                    fmt::format("LUNA measured 64.32 vs 41.52 % on LRA-Image with attention; here NW classification "
+                                "on UCI. In kernel fitting the gated map has the lower held-out error in {} of {} "
+                                "(data set, M) cases",
+                                gated_better_kernel, d_ungated_gated.size())});
   const double worst = std::min({mean(d_learned_fixed[0]), mean(d_learned_fixed[1]), mean(d_learned_fixed[2])});
   claims.push_back({"LUNA 5.4", "all neural variants outperform fixed RFF features",
                     "min over bank-coef, gated, ungated of mean test accuracy gain over fixed RFF, pp", ">", 0.0, worst,
@@ -220,7 +227,10 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   claims.push_back({"issue #9", "a learned map (kernel fitting) approximates the Gaussian kernel better than the best "
                                 "of PosRF, OPRF, SDERF at equal M",
                     "mean over data sets and M of log(held-out rel. MSE best learned / best random)", "<", 0.0,
-                    mean(kernel_log_ratio), 0, settings, kernel_where});
+                    mean(kernel_log_ratio), 0, settings,
+                    fmt::format("best learned variant per case: {}the ungated map alone beats the best random "
+                                "estimator in {} of {} cases",
+                                kernel_where, ungated_beats_rf_kernel, kernel_log_ratio.size())});
   claims.push_back({"issue #9", "a learned map (task fitting) classifies better than the best of PosRF, OPRF, SDERF at "
                                 "equal M",
                     "mean over data sets and M of test accuracy best learned - best random, pp", ">", 0.0,

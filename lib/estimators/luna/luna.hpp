@@ -56,8 +56,9 @@ void validate(const LunaParams& p);
 // phi(x_i) for the columns of X (d x L): L x M.
 arma::mat luna_features(const LunaParams& p, const arma::mat& X);
 
-// mean over all pairs (i, j) of ((phi(x_i)^T phi(y_j) - K(x_i, y_j)) / K(x_i, y_j))^2, K = K^(target_alpha),
-// and its log; ratios use log K, so the result is finite wherever K is representable in log domain.
+// Mean over all pairs (i, j) of ((phi(x_i)^T phi(y_j) - K(x_i, y_j)) / K(x_i, y_j))^2, K = K^(target_alpha): the
+// relative MSE of a deterministic map (its squared relative bias). The ratio uses e^-log K, so it never forms K;
+// throws NumericalError if the result is not finite.
 double luna_relative_mse(const LunaParams& p, const arma::mat& X, const arma::mat& Y);
 
 // Exact round trip: every number is written with 17 significant digits.
