@@ -167,3 +167,27 @@ TEST(Classification, ProtocolBadInput) {
   bad.validation_labels(0) = 2;
   EXPECT_THROW(nw_protocol_exact(bad, NwOptions{}), InvalidArgument);
 }
+
+TEST(Classification, StabilisedPredictionsEqualTheArgmaxOfTheScores) {
+  // Where nothing overflows, nw_predict_rf predicts argmax of the unbiased scores of nw_scores_rf (the stabiliser
+  // multiplies each query's scores by a positive factor) ...
+  const LabeledSplit s = blobs(100);
+  for (const char* n : {"pos", "oprf", "sderf", "aderf", "trig", "geom"}) {
+    const auto e = fit_for_classification(n, 0.8 * s.test, 0.8 * s.train);
+    Rng rng(8, Stream::Features, 0);
+    const Draw w = e->draw(16, rng, Sampler::Orthogonal);
+    const arma::uvec direct =
+        argmax_rows_per_column(nw_scores_rf(*e, w, s.train, s.train_labels, 2, s.test, 0.8));
+    EXPECT_TRUE(arma::all(nw_predict_rf(*e, w, s.train, s.train_labels, 2, s.test, 0.8) == direct)) << n;
+  }
+  // ... and at sigma = 100, where ADERF's features exceed double range (log-features ~ 1e4), it still predicts: the
+  // nearest training points dominate, so the blobs are separated.
+  const auto e = fit_for_classification("aderf", 100 * s.test, 100 * s.train);
+  Rng rng(9, Stream::Features, 0);
+  const Draw w = e->draw(64, rng, Sampler::Orthogonal);
+  EXPECT_THROW(nw_scores_rf(*e, w, s.train, s.train_labels, 2, s.test, 100.0), NumericalError);
+  arma::uword all_zero = 99;
+  const arma::uvec pred = nw_predict_rf(*e, w, s.train, s.train_labels, 2, s.test, 100.0, &all_zero);
+  EXPECT_EQ(all_zero, 0u);
+  EXPECT_EQ(pred.n_elem, s.test.n_cols);
+}

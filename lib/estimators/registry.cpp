@@ -38,6 +38,10 @@ const std::vector<Family>& estimator_families() {
 }
 
 const Family& find_family(const std::string& name) {
+  // Learned LUNA maps (estimators/luna) are trained, deterministic maps: no variance to report, no factory here.
+  if (name.rfind("luna", 0) == 0)
+    throw InvalidArgument(fmt::format("'{}' is a learned deterministic feature map: it has zero variance and a bias, so "
+                                      "variance commands do not apply; see `kestrel reproduce luna`", name));
   std::string known;
   for (const auto& f : estimator_families()) {
     if (f.name == name) return f;
