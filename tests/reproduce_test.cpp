@@ -115,6 +115,8 @@ TEST(Reproduce, AttentionQuick) {
   EXPECT_TRUE(positivity);
   fs::remove_all(out);
   fs::remove(out.string() + ".log");
+}
+
 // `kestrel reproduce luna --quick` in-process with 1 and 2 threads: identical results and trained maps (training is
 // deterministic from the seed), and the saved maps load back as valid LUNA maps.
 TEST(Reproduce, LunaQuickIsDeterministicAndItsMapsLoadBack) {
