@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -85,7 +86,7 @@ arma::mat DarkEstimator::features(const Draw& w, const arma::mat& X, Side) const
   F.each_row() += quad;
   F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
   F += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(M));
-  return arma::exp(F);
+  return exp_parallel(std::move(F));
 }
 
 nlohmann::json DarkEstimator::params() const {
@@ -137,7 +138,7 @@ arma::mat MahalanobisPrf::features(const Draw& w, const arma::mat& X) const {
   arma::mat F = X.t() * w.omega;
   F.each_col() -= 0.5 * arma::sum(arma::square(factor_ * X), 0).t();
   F -= 0.5 * std::log(static_cast<double>(w.count()));
-  return arma::exp(F);
+  return exp_parallel(std::move(F));
 }
 
 }  // namespace kestrel

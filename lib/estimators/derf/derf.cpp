@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -143,7 +144,7 @@ arma::mat DerfEstimator::features(const Draw& w, const arma::mat& X, Side side) 
   F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);       // w^T A w: O(M d^2)
   F.each_col() += arma::sum((C * X) % X, 0).t();                  // x^T C x: O(L d^2)
   F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
-  return arma::exp(F);
+  return exp_parallel(std::move(F));
 }
 
 nlohmann::json DerfEstimator::params() const {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -92,18 +93,18 @@ arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) 
     F.each_row() += p_.A.real() * w2;
     F.each_col() += -0.5 * s * x2;
     F += log_d.real() + log_scale;
-    return arma::exp(F);
+    return exp_parallel(std::move(F));
   }
   arma::mat F(X.n_cols, 2 * M);
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
-  for (arma::uword m = 0; m < M; ++m) {
+  for_each_block(M, [&](std::size_t m) {  // each feature writes its own two columns: any thread count
     for (arma::uword i = 0; i < X.n_cols; ++i) {
       const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) - 0.5 * s * x2(i) + log_scale;
       const cplx f = std::exp(lf);
       F(i, m) = f.real();
       F(i, M + m) = sign_im * f.imag();
     }
-  }
+  });
   return F;
 }
 
