@@ -20,6 +20,7 @@
 #include "data/catalog.hpp"
 #include "data/regimes.hpp"
 #include "data/uci.hpp"
+#include "estimators/discrete/discrete.hpp"
 #include "estimators/registry.hpp"
 #include "tasks/classification.hpp"
 
@@ -179,6 +180,55 @@ void nw(benchmark::State& st, const std::string& name) {
   for (auto _ : st) benchmark::DoNotOptimize(nw_protocol(name, seeds));
 }
 
+// Hot paths before and after issue #8 on one 256 x 256 tile (the tile size of analysis/pairwise.hpp): the plain
+// loops below are the pre-#8 library code, kept here as the baseline. Single-threaded, so the CPU-time column is
+// meaningful even on a loaded machine. Counter max_abs_diff: largest difference to the baseline (0 = bit-identical).
+arma::mat plain_sq_norm_sum(const arma::mat& X, const arma::mat& Y, double s) {
+  arma::mat out(X.n_cols, Y.n_cols);
+  for (arma::uword j = 0; j < Y.n_cols; ++j)
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      double acc = 0;
+      for (arma::uword l = 0; l < X.n_rows; ++l) {
+        const double v = X(l, i) + s * Y(l, j);
+        acc += v * v;
+      }
+      out(i, j) = acc;
+    }
+  return out;
+}
+
+arma::mat plain_discrete(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
+  const bool pois = q.kind == DiscreteKind::Poisson;
+  const double neg_log_p = pois ? 0.0 : -std::log(q.p), scale = pois ? 0.0 : 2.0 / std::sqrt(1.0 - q.p);
+  arma::mat out(X.n_cols, Y.n_cols);
+  for (arma::uword j = 0; j < Y.n_cols; ++j)
+    for (arma::uword i = 0; i < X.n_cols; ++i) {
+      double H = 0;
+      for (arma::uword l = 0; l < X.n_rows; ++l) {
+        const double t = X(l, i) * Y(l, j);
+        const double r = t - q.lambda;
+        const double h = pois ? r * r / q.lambda : neg_log_p + log_bessel_i0(scale * std::abs(t)) - 2.0 * t;
+        H += h > 0 ? h : 0.0;
+      }
+      out(i, j) = discrete_log_var_from_sum(H);
+    }
+  return out;
+}
+
+void hotpath(benchmark::State& st, const std::string& what, bool plain) {
+  const SetPair& p = data(64, 256);
+  const DiscreteParams q = what == "pois" ? DiscreteParams{DiscreteKind::Poisson, 0.25, 0.5}
+                                          : DiscreteParams{DiscreteKind::Geometric, 1.0, 0.86};
+  const DiscreteEstimator e(what, 64, q);
+  auto run = [&](bool base) {
+    if (what == "sq_norm_sum") return base ? plain_sq_norm_sum(p.X, p.Y, 1.0) : pairwise_sq_norm_sum(p.X, p.Y, 1.0);
+    return base ? plain_discrete(q, p.X, p.Y) : e.log_var_over_k2(p.X, p.Y);
+  };
+  for (auto _ : st) benchmark::DoNotOptimize(run(plain));
+  st.counters["max_abs_diff"] = arma::abs(run(true) - run(false)).max();
+  st.counters["pairs_per_s"] = benchmark::Counter(256.0 * 256, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const std::vector<std::string> kPairwise = {"trig", "pos",  "gerf",  "oprf",  "pois",
                                             "geom", "aderf", "sderf", "dark", "hrf-angular"};
 const std::vector<std::string> kFit = {"oprf", "gerf", "pois", "geom", "aderf", "sderf", "dark"};
@@ -194,6 +244,10 @@ void register_all() {
   if (std::getenv("KESTREL_BENCH_LARGE"))
     RegisterBenchmark("pairwise_large/pos", pairwise, std::string("pos"))
         ->ArgNames({"L", "d"})->Args({65536, 64})->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+  for (const auto& w : {"sq_norm_sum", "pois", "geom"}) {
+    RegisterBenchmark((std::string("hotpath/") + w + "/plain_pre8").c_str(), hotpath, std::string(w), true);
+    RegisterBenchmark((std::string("hotpath/") + w + "/kestrel").c_str(), hotpath, std::string(w), false);
+  }
   for (const auto& n : kFit) {
     auto* b = RegisterBenchmark(("fit/" + n).c_str(), fit, n)->ArgNames({"L", "d"});
     for (int L = 1024; L <= 65536; L *= 4) b->Args({L, 64});

@@ -95,6 +95,19 @@ def main():
     md += ["", "ADERF, SDERF, DARK NumPy rows use same-shaped matrices (timing only; kestrel's fitted matrices are "
            "not exported); hrf-angular has no NumPy peer.", ""]
 
+    md += ["### Hot paths before / after issue #8 (one 256 x 256 tile, d = 64, single thread, CPU time)", "",
+           "| hot path | pre-#8 plain loop ms | kestrel ms | speed-up | max abs difference |", "|---|---|---|---|---|"]
+    gb_cpu = {}
+    for b in json.load(open(os.path.join(out, "kestrel_bench.json")))["benchmarks"]:
+        if b["name"].startswith("hotpath/"):
+            gb_cpu[b["name"]] = (b["cpu_time"] * UNIT[b["time_unit"]], b.get("max_abs_diff", float("nan")))
+    for w in ("sq_norm_sum", "pois", "geom"):
+        a, b = gb_cpu.get(f"hotpath/{w}/plain_pre8"), gb_cpu.get(f"hotpath/{w}/kestrel")
+        if a and b:
+            md.append(f"| {w} | {a[0] * 1e3:.3g} | {b[0] * 1e3:.3g} | {a[0] / b[0]:.1f}x | {b[1]:.2g} |")
+            csv_rows.append([f"hotpath/{w}", "256x256 tile, 1 thread, cpu", b[0], "", a[0] / b[0], "", ""])
+    md.append("")
+
     md += ["## 2. Parameter fitting from statistics, d = 64", "", "| estimator | " +
            " | ".join(f"L = {L}" for L in (1024, 4096, 16384, 65536)) + " |", "|---" * 5 + "|"]
     for est in sorted({r["name"].split("/")[1] for r in kb if r["name"].startswith("fit/")}):
