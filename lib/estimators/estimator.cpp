@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 
 namespace kestrel {
 
@@ -33,7 +34,7 @@ arma::mat Estimator::scaled_features(const Draw& w, const arma::mat& X, Side sid
   if (info().positive) {
     arma::mat F = log_features(w, X, side);
     F.each_col() += log_row_scale;
-    return arma::exp(F);
+    return exp_parallel(std::move(F));
   }
   arma::mat F = features(w, X, side);
   F.each_col() %= arma::exp(log_row_scale);

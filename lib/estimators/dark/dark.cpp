@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -74,7 +75,7 @@ Draw DarkEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
 }
 
 arma::mat DarkEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  return arma::exp(log_features(w, X, side));
+  return exp_parallel(log_features(w, X, side));
 }
 
 arma::mat DarkEstimator::log_features(const Draw& w, const arma::mat& X, Side) const {
@@ -141,7 +142,7 @@ arma::mat MahalanobisPrf::features(const Draw& w, const arma::mat& X) const {
   arma::mat F = X.t() * w.omega;
   F.each_col() -= 0.5 * arma::sum(arma::square(factor_ * X), 0).t();
   F -= 0.5 * std::log(static_cast<double>(w.count()));
-  return arma::exp(F);
+  return exp_parallel(std::move(F));
 }
 
 }  // namespace kestrel

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -134,7 +135,7 @@ arma::mat DerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
 }
 
 arma::mat DerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  return arma::exp(log_features(w, X, side));
+  return exp_parallel(log_features(w, X, side));
 }
 
 arma::mat DerfEstimator::log_features(const Draw& w, const arma::mat& X, Side side) const {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/logmath.hpp"
 
 namespace kestrel {
@@ -75,7 +76,7 @@ arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
 }
 
 arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  if (!info_.complex) return arma::exp(log_features(w, X, side));
+  if (!info_.complex) return exp_parallel(log_features(w, X, side));
   return scaled_features(w, X, side, arma::zeros(X.n_cols));
 }
 
@@ -98,14 +99,14 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
 
   arma::mat F(X.n_cols, 2 * M);
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
-  for (arma::uword m = 0; m < M; ++m) {
+  for_each_block(M, [&](std::size_t m) {  // each feature writes its own two columns: any thread count
     for (arma::uword i = 0; i < X.n_cols; ++i) {
       const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) + row(i) + log_scale;
       const cplx f = std::exp(lf);
       F(i, m) = f.real();
       F(i, M + m) = sign_im * f.imag();
     }
-  }
+  });
   return F;
 }
 
