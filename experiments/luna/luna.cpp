@@ -3,15 +3,15 @@
 // feature dimension M, on UCI data sets: (1) held-out relative MSE of the Gaussian kernel after kernel fitting,
 // (2) Nadaraya-Watson classification accuracy (lib/tasks/classification.hpp) after task fitting.
 //
-// Protocol. Data: split_90_5_5, Standardizer fitted on the training part (lib/data/uci.hpp).
+// Protocol. Data: the eight benchmarks of crt-table1 with its split, encodings and standardisation
+// (classification_common.hpp).
 // (1) Kernel approximation on points x = z / sqrt(d) (z standardised, so E|x|^2 = 1). Learned maps are fitted
 //     on random pairs of `kf_points` training points; the error is measured on all pairs X x Y of two disjoint
 //     halves of the test split (points never seen in training). PosRF, OPRF and SDERF are unbiased: their
 //     relative MSE is the exact Var/K^2 of M features (log_var_over_k2_m), averaged over the same pairs; OPRF
 //     and SDERF fit their parameters on those held-out sets, as in kestrel's variance studies (an advantage to them).
-// (2) Classification on x = sigma z. Random features: sigma chosen per estimator and M on the validation split
-//     from logspace(-2, 2, 10) by the mean accuracy over `draws` draws (fitted on the training split); the test
-//     accuracy is the mean over the draws at that sigma (a sigma whose scores are not finite counts as accuracy 0).
+// (2) Classification on x = sigma z. Random features: the papers' protocol of crt-table1 (nw_protocol_rf: sigma
+//     tuned on validation over logspace(-2, 2, 10), orthogonal omegas, the stabiliser) with `draws` feature seeds.
 //     Learned maps: trained at the sigma that is best for the exact kernel on validation, on `tf_points` training
 //     points by the leave-one-out cross-entropy (luna/fit.hpp); scores use the whole training split.
 #include <algorithm>
@@ -31,6 +31,7 @@
 #include "estimators/luna/fit.hpp"
 #include "estimators/luna/luna.hpp"
 #include "estimators/registry.hpp"
+#include "classification_common.hpp"
 #include "experiment.hpp"
 #include "tasks/classification.hpp"
 
@@ -74,8 +75,8 @@ double luna_accuracy(const LunaParams& p, const arma::mat& train, const arma::uv
 
 void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   const Settings s = opt.quick ? Settings{{"banknote"}, {16}, 4, 15, 40, 200, 16, 60, 2}
-                               : Settings{{"banknote", "wifi", "yeast", "abalone"}, {64, 128}, 4, 100, 160, 1500, 64, 300, 5};
-  const std::string dir = opt.regime_options.data_dir.empty() ? default_data_dir() : opt.regime_options.data_dir;
+                               : Settings{{"abalone", "banknote", "car", "yeast", "cmc", "nursery", "wifi", "chess"},
+                                          {64, 128}, 4, 100, 160, 1500, 64, 300, 5};
   const arma::vec sigmas = arma::logspace(-2, 2, 10);
   std::vector<std::string> methods;
   for (auto v : kVariants) methods.push_back(to_string(v));
@@ -89,14 +90,14 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
 
   for (std::size_t di = 0; di < s.datasets.size(); ++di) {
     const std::string& ds = s.datasets[di];
-    const UciData data = load_uci(dir, ds);
-    const Split sp = split_90_5_5(data.X.n_cols, opt.seed);
-    const Standardizer st = Standardizer::fit(data.X.cols(sp.train));
-    const arma::mat Z = st.apply(data.X);
-    const arma::uword d = Z.n_rows, nc = data.classes.size();
-    const arma::mat Ztr = Z.cols(sp.train), Zva = Z.cols(sp.validation), Zte = Z.cols(sp.test);
-    const arma::uvec ytr = data.labels.elem(sp.train), yva = data.labels.elem(sp.validation),
-                     yte = data.labels.elem(sp.test);
+    // The split, encoding and standardisation of crt-table1 (classification_common.hpp).
+    const auto& bench = classification_benchmarks();
+    const auto b = std::find_if(bench.begin(), bench.end(), [&](const Benchmark& x) { return x.name == ds; });
+    require(b != bench.end(), "luna: '{}' is not one of the classification benchmarks", ds);
+    const LabeledSplit split = load_benchmark(opt, *b);
+    const arma::uword d = split.train.n_rows, nc = split.n_classes;
+    const arma::mat &Ztr = split.train, &Zva = split.validation, &Zte = split.test;
+    const arma::uvec &ytr = split.train_labels, &yva = split.validation_labels, &yte = split.test_labels;
     // (1) kernel-fitting data
     const double unit = 1.0 / std::sqrt(static_cast<double>(d));
     const arma::uvec kf_idx = first_n(arma::regspace<arma::uvec>(0, Ztr.n_cols - 1), s.kf_points, opt.seed + di);
@@ -147,23 +148,10 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
         opt.say(fmt::format("luna: {} M = {} {}", ds, M, kRandom[ri]));
         const auto eh = make_estimator(kRandom[ri], Xh, Yh);
         kernel_err(nv + ri, mi) = log_mean_exp(eh->log_var_over_k2_m(Xh, Yh, M));
-        double best_val = -1, best_sigma = sigmas(0), best_test = 0;
-        for (double sg : sigmas) {
-          const arma::mat T = sg * Ztr;
-          const auto e = make_estimator(kRandom[ri], T, T);
-          double va = 0, te = 0;
-          for (arma::uword r = 0; r < s.draws; ++r) {
-            Rng rng(opt.seed, Stream::Features, (di * 100 + mi) * 100 + r);
-            const Draw w = e->draw(M, rng, Sampler::Iid);
-            const arma::mat sv = nw_scores_rf(*e, w, Ztr, ytr, nc, Zva, sg);
-            const arma::mat stt = nw_scores_rf(*e, w, Ztr, ytr, nc, Zte, sg);
-            if (sv.is_finite()) va += accuracy(argmax_rows_per_column(sv), yva);
-            if (stt.is_finite()) te += accuracy(argmax_rows_per_column(stt), yte);
-          }
-          if (va > best_val) best_val = va, best_sigma = sg, best_test = te / s.draws;
-        }
-        acc(nv + ri, mi) = best_test;
-        sigma_rf(ri, mi) = best_sigma;
+        // The papers' protocol (as crt-table1), with s.draws feature seeds.
+        const NwResult r = nw_protocol_rf(kRandom[ri], split, {.seeds = s.draws, .M = M, .seed = opt.seed + di});
+        acc(nv + ri, mi) = r.test_mean();
+        sigma_rf(ri, mi) = r.sigmas(r.best);
       }
       // Claims material: learned (best variant) against the best random-feature estimator at this M.
       const double best_rf_kernel = kernel_err.col(mi).tail(kRandom.size()).min();
