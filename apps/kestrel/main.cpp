@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 
 namespace kestrel::cli {
 void progress(const Global& g, const std::string& msg) {
@@ -16,6 +17,7 @@ void progress(const Global& g, const std::string& msg) {
 
 int main(int argc, char** argv) {
   using namespace kestrel::cli;
+  kestrel::single_threaded_blas();
   Global g;
   for (int i = 0; i < argc; ++i) g.command_line += (i ? " " : "") + std::string(argv[i]);
 

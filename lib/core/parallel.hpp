@@ -56,4 +56,9 @@ inline arma::mat exp_parallel(arma::mat F) {
   return F;
 }
 
+// kestrel parallelises with TBB over fixed blocks and calls BLAS inside them; OpenBLAS's own threads then compete
+// with TBB's and spin (measured: 60% of an ADERF fit in sched_yield under load, the Monte Carlo simulator 2.2x
+// slower). Makes OpenBLAS single-threaded unless OPENBLAS_NUM_THREADS is set; a no-op with another BLAS.
+void single_threaded_blas();
+
 }  // namespace kestrel
