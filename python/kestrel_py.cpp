@@ -19,6 +19,7 @@
 #include "analysis/pairwise.hpp"
 #include "analysis/variance_study.hpp"
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "data/catalog.hpp"
 #include "data/regimes.hpp"
 #include "estimators/registry.hpp"
@@ -147,6 +148,10 @@ PYBIND11_MODULE(kestrel, m) {
       "and Gaussian kernels. Points are columns: a set of L points in R^d is a d x L float64 array (Fortran order "
       "is used without copying). Logs are natural logs. See README 'Python'.";
   m.attr("__version__") = kestrel_version();
+  // As the CLI: OpenBLAS single-threaded (TBB parallelises around it), so results equal the CLI's bit for bit
+  // (multi-threaded OpenBLAS rounds differently with the thread count). This also applies to NumPy when it shares
+  // the OpenBLAS library; OPENBLAS_NUM_THREADS set before the import keeps its value.
+  kestrel::single_threaded_blas();
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
