@@ -137,19 +137,18 @@ def pairwise_summary(lvk2, X, Y):
 # ---- feature maps (Gaussian kernel: rows times exp(-|x|^2/2)) ----------------------------------------------------
 
 def features(name, params, W, X, side):
-    """Softmax-kernel features times exp(-|x|^2/2) (Gaussian kernel), applied as a separate factor as kestrel's
-    feature_map does (so both under/overflow at the same large |x|)."""
+    """Softmax-kernel features times exp(-|x|^2/2) (Gaussian kernel), the factor added inside the exponent as
+    kestrel's scaled_features does (so neither turns e^+800 * e^-800 into inf * 0)."""
     d, M = W.shape
     x2 = (X * X).sum(0)
     proj = X.T @ W
-    gauss = np.exp(-0.5 * x2)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
-        if name == "trig":  # exp(i w^T x + |x|^2/2) / sqrt(M): [Re, Im] columns ([Re, -Im] of the key's conjugate)
-            return np.hstack([np.cos(proj), np.sin(proj)]) * (np.exp(0.5 * x2)[:, None] / np.sqrt(M)) * gauss
+        if name == "trig":  # exp(i w^T x + |x|^2/2 - |x|^2/2) / sqrt(M): [Re, Im] columns
+            return np.hstack([np.cos(proj), np.sin(proj)]) / np.sqrt(M)
         A = params["A_re"]
         logF = np.sqrt(1 - 4 * A) * proj + A * (W * W).sum(0)[None, :] - 0.5 * x2[:, None] \
             + 0.25 * d * np.log(1 - 4 * A) - 0.5 * np.log(M)
-        return np.exp(logF) * gauss
+        return np.exp(logF - 0.5 * x2[:, None])
 
 
 def kernel_times_rf(name, params, W, X, Y, C):
