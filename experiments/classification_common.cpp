@@ -18,6 +18,18 @@ LabeledSplit load_benchmark(const Options& opt, const Benchmark& b) {
   return split_standardized(load_uci(dir, b.name, b.encoding), opt.seed);
 }
 
+std::string write_benchmark_group(H5Writer& h5, const Benchmark& b, const LabeledSplit& s) {
+  const std::string g = "/" + b.name;
+  h5.group(g);
+  h5.attr(g, "n_train", static_cast<std::int64_t>(s.train.n_cols));
+  h5.attr(g, "n_validation", static_cast<std::int64_t>(s.validation.n_cols));
+  h5.attr(g, "n_test", static_cast<std::int64_t>(s.test.n_cols));
+  h5.attr(g, "d", static_cast<std::int64_t>(s.train.n_rows));
+  h5.attr(g, "n_classes", static_cast<std::int64_t>(s.n_classes));
+  h5.attr(g, "encoding", std::string(b.encoding == Encoding::OneHot ? "onehot" : "ordinal"));
+  return g;
+}
+
 void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r) {
   h5.group(group);
   h5.write(group + "/sigmas", r.sigmas);

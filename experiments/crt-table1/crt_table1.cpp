@@ -36,14 +36,7 @@ void run_crt_table1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
     const Benchmark& b = sets[i];
     names.push_back(b.name);
     const LabeledSplit s = load_benchmark(opt, b);
-    const std::string g = "/" + b.name;
-    h5.group(g);
-    h5.attr(g, "n_train", static_cast<std::int64_t>(s.train.n_cols));
-    h5.attr(g, "n_validation", static_cast<std::int64_t>(s.validation.n_cols));
-    h5.attr(g, "n_test", static_cast<std::int64_t>(s.test.n_cols));
-    h5.attr(g, "d", static_cast<std::int64_t>(s.train.n_rows));
-    h5.attr(g, "n_classes", static_cast<std::int64_t>(s.n_classes));
-    h5.attr(g, "encoding", std::string(b.encoding == Encoding::OneHot ? "onehot" : "ordinal"));
+    const std::string g = write_benchmark_group(h5, b, s);
     n_test(i) = s.test.n_cols;
     opt.say(fmt::format("crt-table1: {} exact (L = {}, d = {})", b.name, s.train.n_cols, s.train.n_rows));
     const NwResult ex = nw_protocol_exact(s, no);

@@ -23,11 +23,7 @@ void run_derf_fig3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
     const Benchmark& b = sets[i];
     names.push_back(b.name);
     const LabeledSplit s = load_benchmark(opt, b);
-    const std::string g = "/" + b.name;
-    h5.group(g);
-    h5.attr(g, "n_train", static_cast<std::int64_t>(s.train.n_cols));
-    h5.attr(g, "n_test", static_cast<std::int64_t>(s.test.n_cols));
-    h5.attr(g, "d", static_cast<std::int64_t>(s.train.n_rows));
+    const std::string g = write_benchmark_group(h5, b, s);
     const NwResult ex = nw_protocol_exact(s, no);
     write_nw_result(h5, g + "/exact", ex);
     exact(i) = 100 * ex.test_mean();
