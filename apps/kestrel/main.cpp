@@ -18,6 +18,7 @@ void progress(const Global& g, const std::string& msg) {
 int main(int argc, char** argv) {
   using namespace kestrel::cli;
   kestrel::single_threaded_blas();
+  kestrel::keep_freed_memory();
   Global g;
   for (int i = 0; i < argc; ++i) g.command_line += (i ? " " : "") + std::string(argv[i]);
 

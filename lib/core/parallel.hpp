@@ -10,6 +10,8 @@
 #include <armadillo>
 #include <tbb/parallel_for.h>
 
+#include "core/vecmath.hpp"
+
 namespace kestrel {
 
 // Calls fn(b) for b in [0, n_blocks) in parallel; fn must only touch block b's own output.
@@ -43,16 +45,14 @@ T map_fold_pair_blocks(const arma::mat& X, const arma::mat& Y, arma::uword block
       fold, std::move(init));
 }
 
-// exp of every entry, in place, over fixed blocks of 2^16 entries in parallel: the same std::exp per entry as
-// arma::exp, so bit-identical to it for any thread count (feature maps are exp-bound at small d, bench/).
+// exp of every entry, in place, over fixed blocks of 2^14 entries in parallel with the vectorised exp of
+// core/vecmath.hpp (an entry's result depends only on its value), so identical for any thread count.
 inline arma::mat exp_parallel(arma::mat F) {
-  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  constexpr std::size_t kBlock = std::size_t{1} << 14;
   const std::size_t n = F.n_elem;
   double* p = F.memptr();
-  for_each_block((n + kBlock - 1) / kBlock, [&](std::size_t b) {
-    const std::size_t i1 = std::min(n, (b + 1) * kBlock);
-    for (std::size_t i = b * kBlock; i < i1; ++i) p[i] = std::exp(p[i]);
-  });
+  for_each_block((n + kBlock - 1) / kBlock,
+                 [&](std::size_t b) { simd::exp(p + b * kBlock, std::min(n, (b + 1) * kBlock) - b * kBlock); });
   return F;
 }
 
@@ -60,5 +60,13 @@ inline arma::mat exp_parallel(arma::mat F) {
 // with TBB's and spin (measured: 60% of an ADERF fit in sched_yield under load, the Monte Carlo simulator 2.2x
 // slower). Makes OpenBLAS single-threaded unless OPENBLAS_NUM_THREADS is set; a no-op with another BLAS.
 void single_threaded_blas();
+// Tiles and feature blocks (0.5-2 MiB) are allocated and freed over and over from TBB threads; glibc's defaults hand
+// such blocks back to the kernel (mmap above 128 KiB, heap trimming) and every reuse faults its pages back in, zeroed
+// (measured: 18% of the pairwise variance, bench/). Keeps blocks below 32 MiB in the heap and trims it only past
+// 512 MiB of free memory. The CLI and the benchmarks call it at start-up; the Python module leaves its host alone.
+void keep_freed_memory();
+
+// OpenBLAS's own thread count (benchmarks: DGEMM on all cores, the machine's limit); a no-op with another BLAS.
+void set_blas_threads(int n);
 
 }  // namespace kestrel

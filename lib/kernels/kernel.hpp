@@ -17,9 +17,26 @@ struct Kernel {
   std::string name() const;
 };
 
-// Pairwise |x_i + s y_j|^2 for columns of X (d x Lx) and Y (d x Ly), summed directly (no
-// cancellation from |x|^2 + |y|^2 + 2 s x^T y).
+// Pairwise |x_i + s y_j|^2 for columns of X (d x Lx) and Y (d x Ly): |x|^2 + s^2 |y|^2 + 2 s x^T y with one BLAS
+// product, and entries that cancel recomputed directly (see recompute_cancelling), so x = -s y gives exactly 0.
 arma::mat pairwise_sq_norm_sum(const arma::mat& X, const arma::mat& Y, double s);
+
+// A pairwise sum of squares evaluated in Gram form (through BLAS) has an absolute error of about d eps times the
+// magnitude of its terms, so it loses relative accuracy where it is small against them. Recomputes the entries with
+// v(i, j) < magnitude(i, j) / 64 by direct(i, j), which bounds the relative error of every entry by ~64 d eps. The
+// check is one vectorised pass; the scalar pass runs only for tiles that have such entries.
+template <typename Magnitude, typename Direct>
+inline __attribute__((always_inline)) void recompute_cancelling(arma::mat& v, Magnitude&& magnitude, Direct&& direct) {
+  int any = 0;
+  for (arma::uword j = 0; j < v.n_cols; ++j) {
+    const double* c = v.colptr(j);
+    for (arma::uword i = 0; i < v.n_rows; ++i) any |= c[i] < magnitude(i, j) * (1.0 / 64);  // finite inputs
+  }
+  if (!any) return;
+  for (arma::uword j = 0; j < v.n_cols; ++j)
+    for (arma::uword i = 0; i < v.n_rows; ++i)
+      if (!(v(i, j) >= magnitude(i, j) * (1.0 / 64))) v(i, j) = direct(i, j);
+}
 
 // log K^(alpha)(x_i, y_j) for all pairs: Lx x Ly.
 arma::mat log_kernel(const Kernel& k, const arma::mat& X, const arma::mat& Y);

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/vecmath.hpp"
 
 namespace kestrel {
 
@@ -60,12 +61,7 @@ DarkEstimator::DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann:
 arma::mat DarkEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, dim());
   arma::mat r = pairwise_sq_norm_sum(form_.T * X, form_.T * Y, 1.0);
-  const double c0 = form_.c0;
-  r.transform([c0](double q) {
-    const double v = c0 + q;
-    return v > 0 ? log_expm1(v) : -kInf;  // v = 0 only for Sigma = I and x = -y (exact PosRF pair)
-  });
-  return r;
+  return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + q <= 0: only for Sigma = I and x = -y (exact PosRF pair)
 }
 
 Draw DarkEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
@@ -126,8 +122,7 @@ arma::mat MahalanobisPrf::log_kernel(const arma::mat& X, const arma::mat& Y) con
 arma::mat MahalanobisPrf::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, dim());
   arma::mat r = pairwise_sq_norm_sum(factor_ * X, factor_ * Y, 1.0);  // |M (x + y)|^2
-  r.transform([](double v) { return v > 0 ? log_expm1(v) : -kInf; });
-  return r;
+  return simd::log_expm1(r);  // -inf where v <= 0
 }
 
 Draw MahalanobisPrf::draw(arma::uword M, Rng& rng, Sampler sampler) const {

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/vecmath.hpp"
 
 namespace kestrel {
 
@@ -126,12 +127,7 @@ DerfEstimator::DerfEstimator(std::string name, DerfParams p, nlohmann::json summ
 arma::mat DerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, dim());
   arma::mat r = pairwise_sq_norm_sum(form_.TB1 * X, form_.TB2 * Y, 1.0);
-  const double c0 = form_.c0;
-  r.transform([c0](double s) {
-    const double v = c0 + s;
-    return v > 0 ? log_expm1(v) : -kInf;
-  });
-  return r;
+  return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + s <= 0
 }
 
 arma::mat DerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/logmath.hpp"
+#include "core/vecmath.hpp"
 
 namespace kestrel {
 
@@ -95,27 +96,21 @@ double discrete_coord_log_m2(const DiscreteParams& q, double t) { return CoordLo
 namespace {
 
 // H(i, j) = sum_l h(x_il y_jl) for every pair: the O(L^2 d) hot path of the exact variance (bench/, issue #8).
-// PoisRF: each entry is summed over l in order from 0 as in the plain loop, 16 entries (consecutive i, from X^T) at
-// a time so that the loop vectorises; bit-identical to the plain loop.
-__attribute__((target_clones("avx2", "default")))
+// PoisRF: h(t) = (t - lambda)^2 / lambda, so lambda H = (X^2)^T (Y^2) - 2 lambda X^T Y + d lambda^2: two BLAS products.
+// Entries small against (X^2)^T (Y^2) + d lambda^2 (x_l y_l close to lambda for all l) are summed directly.
 arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
-  constexpr arma::uword kBlock = 16;
-  const CoordLogM2 h(q);
-  const arma::uword d = X.n_rows, lx = X.n_cols;
-  const arma::mat Xt = X.t();
-  arma::mat out(lx, Y.n_cols);
-  for (arma::uword i0 = 0; i0 < lx; i0 += kBlock) {
-    const arma::uword nb = std::min(kBlock, lx - i0);
-    for (arma::uword j = 0; j < Y.n_cols; ++j) {
-      const double* y = Y.colptr(j);
-      double acc[kBlock] = {};
-      for (arma::uword l = 0; l < d; ++l) {
-        const double* xl = Xt.colptr(l) + i0;
-        for (arma::uword k = 0; k < nb; ++k) acc[k] += h(xl[k] * y[l]);
-      }
-      std::copy(acc, acc + nb, out.colptr(j) + i0);
-    }
-  }
+  const double lambda = q.lambda, dl2 = static_cast<double>(X.n_rows) * lambda * lambda;
+  const arma::mat T2 = arma::square(X).t() * arma::square(Y);
+  arma::mat out = X.t() * Y;
+  for (arma::uword k = 0; k < out.n_elem; ++k) out[k] = ((T2[k] + dl2) - 2 * lambda * out[k]) / lambda;
+  recompute_cancelling(
+      out, [&](arma::uword i, arma::uword j) { return (T2(i, j) + dl2) / lambda; },
+      [&](arma::uword i, arma::uword j) {
+        const double *x = X.colptr(i), *y = Y.colptr(j);
+        double acc = 0;
+        for (arma::uword l = 0; l < X.n_rows; ++l) acc += (x[l] * y[l] - lambda) * (x[l] * y[l] - lambda) / lambda;
+        return acc;
+      });
   return out;
 }
 
@@ -193,7 +188,7 @@ arma::mat DiscreteEstimator::log_var_over_k2(const arma::mat& X, const arma::mat
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   const arma::mat Yh = shift_ ? shift_points(*shift_, Y) : Y;
   arma::mat out = q_.kind == DiscreteKind::Poisson ? poisson_sums(q_, Xh, Yh) : geometric_sums(q_, Xh, Yh);
-  out.transform([](double H) { return discrete_log_var_from_sum(H); });
+  simd::log_expm1(out);  // discrete_log_var_from_sum as one array transform
   if (!shift_) return out;
   // Clamped inputs: add |x - y|^2 - |x_hat - y_hat|^2 (see discrete.hpp). With dx = x_hat - (x - c) >= 0 (zero
   // unless clamped), x_hat - y_hat = D + e with D = x - y, e = dx - dy, and D^2 - (D + e)^2 = -e (2D + e), which is
@@ -255,7 +250,7 @@ arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, 
   arma::mat F = logabs.t() * w.omega;
   F.each_row() += base;
   F.each_col() += pre;
-  F = arma::exp(F);
+  simd::exp(F.memptr(), F.n_elem);
   const arma::mat parity = negative.t() * odd, zeros = zero.t() * used;
   for (arma::uword k = 0; k < F.n_elem; ++k) {
     if (zeros(k) > 0.5) F(k) = 0.0;

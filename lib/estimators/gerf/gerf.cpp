@@ -2,10 +2,12 @@
 #include "estimators/gerf/gerf.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/vecmath.hpp"
 
 namespace kestrel {
 
@@ -71,6 +73,16 @@ GerfEstimator::GerfEstimator(std::string name, arma::uword d, GerfParams p) : d_
 arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, d_);
   arma::mat S = pairwise_sq_norm_sum(X, Y, p_.s);
+  // The two real cases of gerf_log_var_over_k2 as array transforms (core/vecmath.hpp); the complex case entrywise.
+  if (p_.A == cplx(0, 0) && p_.s == -1) {
+    simd::log_cosh_minus_one(S.memptr(), S.n_elem);
+    return S;
+  }
+  if (p_.A.imag() == 0.0 && p_.s == 1) {
+    const double dd = static_cast<double>(d_), one_4a = 1.0 - 4.0 * p_.A.real(), one_8a = 1.0 - 8.0 * p_.A.real();
+    const double c = dd * std::log(one_4a) - 0.5 * dd * std::log(one_8a);
+    return simd::log_expm1(S, 1.0 / one_8a, c);  // log(e^rho - 1), rho = c + S / (1 - 8A); -inf for rho <= 0
+  }
   S.transform([&](double v) { return gerf_log_var_over_k2(p_, d_, v); });
   return S;
 }
@@ -99,12 +111,23 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
 
   arma::mat F(X.n_cols, 2 * M);
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
+  const arma::uword L = X.n_cols;
   for_each_block(M, [&](std::size_t m) {  // each feature writes its own two columns: any thread count
-    for (arma::uword i = 0; i < X.n_cols; ++i) {
-      const cplx lf = log_d + p_.A * w2(m) + b_side * proj(i, m) + row(i) + log_scale;
-      const cplx f = std::exp(lf);
-      F(i, m) = f.real();
-      F(i, M + m) = sign_im * f.imag();
+    // f = exp(lf), lf = log_d + A |w|^2 + b w^T x + row + log_scale, as e^{Re lf} (cos Im lf, sin Im lf) with the
+    // array exp/cos/sin of core/vecmath.hpp.
+    const cplx c = log_d + p_.A * w2(m);
+    double *re = F.colptr(m), *im = F.colptr(M + m);
+    std::vector<double> phase(L);
+    for (arma::uword i = 0; i < L; ++i) {
+      re[i] = c.real() + b_side.real() * proj(i, m) + row(i) + log_scale;
+      phase[i] = im[i] = c.imag() + b_side.imag() * proj(i, m);
+    }
+    simd::exp(re, L);
+    simd::cos(phase.data(), L);
+    simd::sin(im, L);
+    for (arma::uword i = 0; i < L; ++i) {
+      im[i] *= sign_im * re[i];
+      re[i] *= phase[i];
     }
   });
   return F;
@@ -115,11 +138,15 @@ arma::mat GerfEstimator::log_features(const Draw& w, const arma::mat& X, Side) c
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
   // Real A and s = +1: both sides are D exp(A|w|^2 + B w^T x - |x|^2/2) / sqrt(M) with real B.
   const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
-  arma::mat F = B * (X.t() * w.omega);
-  F.each_row() += p_.A.real() * arma::sum(arma::square(w.omega), 0);
-  F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
-  F += 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
-       0.5 * std::log(static_cast<double>(w.count()));
+  const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
+                   0.5 * std::log(static_cast<double>(w.count()));
+  const arma::rowvec col = p_.A.real() * arma::sum(arma::square(w.omega), 0) + c;
+  const arma::vec row = -0.5 * arma::sum(arma::square(X), 0).t();
+  arma::mat F = X.t() * w.omega;
+  for (arma::uword m = 0; m < F.n_cols; ++m) {  // one pass: B w^T x + (A|w|^2 + c) - |x|^2/2
+    double* f = F.colptr(m);
+    for (arma::uword i = 0; i < F.n_rows; ++i) f[i] = B * f[i] + col[m] + row[i];
+  }
   return F;
 }
 

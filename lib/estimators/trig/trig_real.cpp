@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/vecmath.hpp"
 
 namespace kestrel {
 
@@ -20,7 +21,7 @@ TrigRealEstimator::TrigRealEstimator(arma::uword d) : d_(d) { require(d > 0, "di
 arma::mat TrigRealEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, d_);
   arma::mat S = pairwise_sq_norm_sum(X, Y, -1.0);
-  S.transform([](double v) { return trig_real_log_var_over_k2(v); });
+  simd::log_trig_real(S.memptr(), S.n_elem);  // trig_real_log_var_over_k2 as one array transform
   return S;
 }
 
@@ -38,7 +39,7 @@ arma::mat TrigRealEstimator::scaled_features(const Draw& w, const arma::mat& X, 
           d_);
   arma::mat F = X.t() * w.omega;
   F.each_row() += w.phase;
-  F = arma::cos(F);
+  simd::cos(F.memptr(), F.n_elem);
   const arma::colvec scale = arma::exp(0.5 * arma::sum(arma::square(X), 0).t() + log_row_scale) * std::sqrt(2.0 / w.count());
   F.each_col() %= scale;
   return F;

@@ -1,0 +1,198 @@
+// libmvec dispatch for the array transcendentals (see vecmath.hpp).
+#include "core/vecmath.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// glibc's vector function ABI (x86_64 libmvec, "e" = AVX-512 with 8 lanes, "d" = AVX2 with 4 lanes).
+extern "C" {
+__m512d _ZGVeN8v_exp(__m512d);
+__m512d _ZGVeN8v_log(__m512d);
+__m512d _ZGVeN8v_expm1(__m512d);
+__m512d _ZGVeN8v_log1p(__m512d);
+__m512d _ZGVeN8v_sin(__m512d);
+__m512d _ZGVeN8v_cos(__m512d);
+__m256d _ZGVdN4v_exp(__m256d);
+__m256d _ZGVdN4v_log(__m256d);
+__m256d _ZGVdN4v_expm1(__m256d);
+__m256d _ZGVdN4v_log1p(__m256d);
+__m256d _ZGVdN4v_sin(__m256d);
+__m256d _ZGVdN4v_cos(__m256d);
+}
+#endif
+
+namespace kestrel::simd {
+namespace {
+
+using ArrayFn = void (*)(double*, std::size_t);
+
+#if defined(__x86_64__)
+template <__m512d (*F)(__m512d)>
+__attribute__((target("avx512f"))) void run512(double* p, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(p + i, F(_mm512_loadu_pd(p + i)));
+  if (i == n) return;
+  double t[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  std::copy(p + i, p + n, t);
+  _mm512_storeu_pd(t, F(_mm512_loadu_pd(t)));
+  std::copy(t, t + (n - i), p + i);
+}
+
+template <__m256d (*F)(__m256d)>
+__attribute__((target("avx2"))) void run256(double* p, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(p + i, F(_mm256_loadu_pd(p + i)));
+  if (i == n) return;
+  double t[4] = {1, 1, 1, 1};
+  std::copy(p + i, p + n, t);
+  _mm256_storeu_pd(t, F(_mm256_loadu_pd(t)));
+  std::copy(t, t + (n - i), p + i);
+}
+#endif
+
+template <double (*F)(double)>
+void run_scalar(double* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = F(p[i]);
+}
+double s_exp(double x) { return std::exp(x); }
+double s_log(double x) { return std::log(x); }
+double s_expm1(double x) { return std::expm1(x); }
+double s_log1p(double x) { return std::log1p(x); }
+double s_sin(double x) { return std::sin(x); }
+double s_cos(double x) { return std::cos(x); }
+
+struct Table {
+  ArrayFn exp, log, expm1, log1p, sin, cos;
+};
+
+Table table_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512)
+    return {run512<_ZGVeN8v_exp>, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
+            run512<_ZGVeN8v_sin>, run512<_ZGVeN8v_cos>};
+  if (isa == Isa::Avx2)
+    return {run256<_ZGVdN4v_exp>, run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>, run256<_ZGVdN4v_log1p>,
+            run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>};
+#endif
+  (void)isa;
+  return {run_scalar<s_exp>, run_scalar<s_log>, run_scalar<s_expm1>, run_scalar<s_log1p>, run_scalar<s_sin>,
+          run_scalar<s_cos>};
+}
+
+Isa widest() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+#endif
+  return Isa::Scalar;
+}
+
+Isa initial() {
+  const char* env = std::getenv("KESTREL_SIMD");
+  if (env == nullptr || *env == '\0') return widest();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (name(isa) == env) {
+      require(supported(isa), "KESTREL_SIMD={}: this CPU does not support it", env);
+      return isa;
+    }
+  throw InvalidArgument(fmt::format("KESTREL_SIMD must be scalar, avx2 or avx512, got '{}'", env));
+}
+
+struct State {
+  Isa isa = initial();
+  Table fn = table_for(isa);
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+// Composite transforms work through a small stack buffer so that every pass stays in L1.
+constexpr std::size_t kChunk = 512;
+
+}  // namespace
+
+bool supported(Isa isa) {
+  if (isa == Isa::Scalar) return true;
+  const Isa w = widest();
+  return w == Isa::Avx512 || (w == Isa::Avx2 && isa == Isa::Avx2);
+}
+
+Isa active() { return state().isa; }
+
+void set_active(Isa isa) {
+  require(supported(isa), "SIMD path '{}' is not supported by this CPU", name(isa));
+  state().isa = isa;
+  state().fn = table_for(isa);
+}
+
+std::string name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+void exp(double* p, std::size_t n) { state().fn.exp(p, n); }
+void log(double* p, std::size_t n) { state().fn.log(p, n); }
+void expm1(double* p, std::size_t n) { state().fn.expm1(p, n); }
+void log1p(double* p, std::size_t n) { state().fn.log1p(p, n); }
+void sin(double* p, std::size_t n) { state().fn.sin(p, n); }
+void cos(double* p, std::size_t n) { state().fn.cos(p, n); }
+
+KESTREL_VECTOR_CLONES
+void log_expm1(double* p, std::size_t n, double scale, double shift) {
+  double t[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    double* v = p + i0;
+    for (std::size_t k = 0; k < m; ++k) {
+      v[k] = shift + scale * v[k];
+      t[k] = -v[k];
+    }
+    expm1(t, m);
+    for (std::size_t k = 0; k < m; ++k) t[k] = -t[k];
+    log(t, m);
+    for (std::size_t k = 0; k < m; ++k) v[k] = v[k] <= 0 ? -HUGE_VAL : v[k] + t[k];
+  }
+}
+
+KESTREL_VECTOR_CLONES
+void log_cosh_minus_one(double* p, std::size_t n) {
+  double t[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    double* v = p + i0;
+    for (std::size_t k = 0; k < m; ++k) t[k] = -std::abs(v[k]);
+    expm1(t, m);
+    for (std::size_t k = 0; k < m; ++k) t[k] = -t[k];
+    log(t, m);
+    for (std::size_t k = 0; k < m; ++k) {
+      const double u = std::abs(v[k]);
+      v[k] = u == 0 ? -HUGE_VAL : (u - M_LN2) + 2 * t[k];
+    }
+  }
+}
+
+KESTREL_VECTOR_CLONES
+void log_trig_real(double* p, std::size_t n) {
+  double t[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    double* v = p + i0;
+    for (std::size_t k = 0; k < m; ++k) t[k] = -v[k];
+    exp(t, m);
+    for (std::size_t k = 0; k < m; ++k) t[k] *= 0.5 * t[k] - 1;
+    log1p(t, m);
+    for (std::size_t k = 0; k < m; ++k) v[k] += t[k];
+  }
+}
+
+}  // namespace kestrel::simd

@@ -1,0 +1,50 @@
+// Vectorised exp, log, expm1, log1p, sin, cos over arrays, in place, and the log-domain variance transforms built
+// from them. On x86-64 they call glibc's libmvec (the AVX-512 or AVX2 variants, at most 4 ulp, IEEE special values),
+// chosen once from the CPU; elsewhere <cmath>. A tail shorter than the vector width is padded and goes through the
+// same vector routine, so an entry's result depends only on its value, never on its position or the thread count.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include <armadillo>
+
+// The hot elementwise loops are compiled for AVX-512, AVX2 and baseline x86-64, picked at load time (GCC function
+// multiversioning): the Debian build targets baseline x86-64, which has 2-wide vectors only.
+#if defined(__x86_64__) && !defined(__clang__)
+#define KESTREL_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KESTREL_VECTOR_CLONES
+#endif
+
+namespace kestrel::simd {
+
+enum class Isa { Scalar, Avx2, Avx512 };
+
+Isa active();                 // the path in use: the widest the CPU has, or KESTREL_SIMD=scalar|avx2|avx512
+bool supported(Isa isa);      // whether this CPU can run it
+void set_active(Isa isa);     // tests and benchmarks: force a supported path (not thread-safe)
+std::string name(Isa isa);
+
+void exp(double* p, std::size_t n);
+void log(double* p, std::size_t n);
+void expm1(double* p, std::size_t n);
+void log1p(double* p, std::size_t n);
+void sin(double* p, std::size_t n);
+void cos(double* p, std::size_t n);
+
+// log(e^v - 1) = v + log(-expm1(-v)) of v = shift + scale p, for v > 0 (accurate for tiny and huge v alike); -inf
+// for v <= 0, where the variance is 0 (an exact pair); NaN stays NaN.
+void log_expm1(double* p, std::size_t n, double scale = 1, double shift = 0);
+// log(cosh b - 1) = |b| - log 2 + 2 log(-expm1(-|b|)); -inf at b = 0.
+void log_cosh_minus_one(double* p, std::size_t n);
+// log(e^S + e^{-S}/2 - 1) = S + log1p(t (t/2 - 1)), t = e^{-S}, for S >= 0 (the real trigonometric estimator).
+void log_trig_real(double* p, std::size_t n);
+
+inline arma::mat& exp(arma::mat& m) { exp(m.memptr(), m.n_elem); return m; }
+inline arma::mat& log(arma::mat& m) { log(m.memptr(), m.n_elem); return m; }
+inline arma::mat& log_expm1(arma::mat& m, double scale = 1, double shift = 0) {
+  log_expm1(m.memptr(), m.n_elem, scale, shift);
+  return m;
+}
+
+}  // namespace kestrel::simd
