@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/vecmath.hpp"
 
 namespace kestrel {
@@ -66,11 +67,18 @@ arma::mat log_kernel(const Kernel& k, const arma::mat& X, const arma::mat& Y) {
 
 arma::mat kernel_times(const Kernel& k, const arma::mat& X, const arma::mat& Y, const arma::mat& C) {
   require(C.n_rows == Y.n_cols, "C must have one row per point of Y ({}), got {}", Y.n_cols, C.n_rows);
-  arma::mat lk = log_kernel(k, X, Y);
-  const arma::colvec shift = arma::max(lk, 1);
-  lk.each_col() -= shift;
-  arma::mat out = arma::exp(lk) * C;
-  out.each_col() %= arma::exp(shift);
+  // Streams fixed blocks of 256 queries in parallel (a 256 x Ly slice of the kernel at a time, never Lx x Ly).
+  constexpr arma::uword kRows = 256;
+  arma::mat out(X.n_cols, C.n_cols, arma::fill::none);
+  for_each_block((X.n_cols + kRows - 1) / kRows, [&](std::size_t b) {
+    const arma::span rows(b * kRows, std::min<arma::uword>(X.n_cols, (b + 1) * kRows) - 1);
+    arma::mat lk = log_kernel(k, X.cols(rows), Y);
+    const arma::colvec shift = arma::max(lk, 1);
+    lk.each_col() -= shift;
+    simd::exp(lk);
+    out.rows(rows) = lk * C;
+    out.rows(rows).each_col() %= arma::exp(shift);
+  });
   return out;
 }
 

@@ -41,7 +41,8 @@ inline __attribute__((always_inline)) void recompute_cancelling(arma::mat& v, Ma
 // log K^(alpha)(x_i, y_j) for all pairs: Lx x Ly.
 arma::mat log_kernel(const Kernel& k, const arma::mat& X, const arma::mat& Y);
 
-// Exact K^(alpha)(X, Y) C in O(Lx Ly (d + n)), evaluated stably (row-wise shift by the row maximum).
+// Exact K^(alpha)(X, Y) C in O(Lx Ly (d + n)), evaluated stably (row-wise shift by the row maximum), streamed over
+// blocks of queries in parallel: memory O(block Ly), never Lx x Ly.
 arma::mat kernel_times(const Kernel& k, const arma::mat& X, const arma::mat& Y, const arma::mat& C);
 
 // Checks that a point set is d x L with d, L > 0 and finite entries; names the set in the error.
