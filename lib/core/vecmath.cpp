@@ -147,19 +147,22 @@ void log1p(double* p, std::size_t n) { state().fn.log1p(p, n); }
 void sin(double* p, std::size_t n) { state().fn.sin(p, n); }
 void cos(double* p, std::size_t n) { state().fn.cos(p, n); }
 
+// t = log(1 - e^{-u}) = log(-expm1(-u)) for u >= 0 (a chunk of m values): the shared core of the transforms below.
+inline __attribute__((always_inline)) void log1mexp_neg(const double* u, double* t, std::size_t m) {
+  for (std::size_t k = 0; k < m; ++k) t[k] = -u[k];
+  expm1(t, m);
+  for (std::size_t k = 0; k < m; ++k) t[k] = -t[k];
+  log(t, m);
+}
+
 KESTREL_VECTOR_CLONES
 void log_expm1(double* p, std::size_t n, double scale, double shift) {
   double t[kChunk];
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - i0);
     double* v = p + i0;
-    for (std::size_t k = 0; k < m; ++k) {
-      v[k] = shift + scale * v[k];
-      t[k] = -v[k];
-    }
-    expm1(t, m);
-    for (std::size_t k = 0; k < m; ++k) t[k] = -t[k];
-    log(t, m);
+    for (std::size_t k = 0; k < m; ++k) v[k] = shift + scale * v[k];
+    log1mexp_neg(v, t, m);
     for (std::size_t k = 0; k < m; ++k) v[k] = v[k] <= 0 ? -HUGE_VAL : v[k] + t[k];
   }
 }
@@ -170,14 +173,9 @@ void log_cosh_minus_one(double* p, std::size_t n) {
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - i0);
     double* v = p + i0;
-    for (std::size_t k = 0; k < m; ++k) t[k] = -std::abs(v[k]);
-    expm1(t, m);
-    for (std::size_t k = 0; k < m; ++k) t[k] = -t[k];
-    log(t, m);
-    for (std::size_t k = 0; k < m; ++k) {
-      const double u = std::abs(v[k]);
-      v[k] = u == 0 ? -HUGE_VAL : (u - M_LN2) + 2 * t[k];
-    }
+    for (std::size_t k = 0; k < m; ++k) v[k] = std::abs(v[k]);
+    log1mexp_neg(v, t, m);
+    for (std::size_t k = 0; k < m; ++k) v[k] = v[k] == 0 ? -HUGE_VAL : (v[k] - M_LN2) + 2 * t[k];
   }
 }
 

@@ -36,6 +36,11 @@ arma::mat block_features(const Estimator& e, const Draw& w, const arma::mat& X, 
                         : e.scaled_features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
 }
 
+[[noreturn]] void throw_overflow(const Estimator& e, const arma::mat& X) {
+  throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}", e.info().name,
+                                   arma::sum(arma::square(X), 0).max()));
+}
+
 }  // namespace
 
 arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
@@ -45,8 +50,7 @@ arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Sid
   if (L <= kPointBlock) {
     arma::mat F = block_features(e, w, X, side, k);
     if (!F.is_finite())
-      throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}",
-                                       e.info().name, arma::sum(arma::square(X), 0).max()));
+      throw_overflow(e, X);
     return F;
   }
   arma::mat F(L, block_features(e, w, X.col(0), side, k).n_cols, arma::fill::none);  // one point: column count
@@ -57,8 +61,7 @@ arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Sid
     finite[b] = F.rows(rows).is_finite();
   });
   if (std::find(finite.begin(), finite.end(), 0) != finite.end())
-    throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}",
-                                     e.info().name, arma::sum(arma::square(X), 0).max()));
+    throw_overflow(e, X);
   return F;
 }
 
