@@ -19,6 +19,7 @@
 #include "analysis/pairwise.hpp"
 #include "analysis/variance_study.hpp"
 #include "core/error.hpp"
+#include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "data/catalog.hpp"
 #include "data/regimes.hpp"
@@ -29,6 +30,8 @@
 
 namespace py = pybind11;
 using namespace kestrel;
+
+void bind_study(py::module_& m);  // study_py.cpp
 
 namespace {
 
@@ -134,6 +137,21 @@ py::array member_view(const arma::mat& m, py::handle owner) {
 
 py::array member_view(const arma::rowvec& v, py::handle owner) {
   return py::array_t<double>({static_cast<py::ssize_t>(v.n_elem)}, {py::ssize_t(sizeof(double))}, v.memptr(), owner);
+}
+
+// log Var of pairs where the estimator is exact is -inf: a summary over pairs that are all exact has mean -inf
+// (and n_exact = n_pairs), never the 0.0 of an empty mean.
+py::dict summary_dict(const PairwiseSummary& s) {
+  const bool all_exact = s.log_var.n == 0 && s.n_exact > 0;
+  py::dict d;
+  d["mean_log_var"] = all_exact ? -kInf : s.log_var.mean;
+  d["std_log_var"] = s.log_var.stddev();
+  d["mean_log_rel_var"] = all_exact ? -kInf : s.log_rel_var.mean;
+  d["std_log_rel_var"] = s.log_rel_var.stddev();
+  d["mean_log_kernel"] = s.log_kernel.mean;
+  d["n_pairs"] = s.log_kernel.n;
+  d["n_exact"] = s.n_exact;
+  return d;
 }
 
 const char* kRegimeDoc =
@@ -256,18 +274,11 @@ PYBIND11_MODULE(kestrel, m) {
               py::gil_scoped_release nogil;
               s = summarize_exact_variance(e, k, *x, *y, 256, features);
             }
-            py::dict d;
-            d["mean_log_var"] = s.log_var.mean;
-            d["std_log_var"] = s.log_var.stddev();
-            d["mean_log_rel_var"] = s.log_rel_var.mean;
-            d["std_log_rel_var"] = s.log_rel_var.stddev();
-            d["mean_log_kernel"] = s.log_kernel.mean;
-            d["n_pairs"] = s.log_kernel.n;
-            d["n_exact"] = s.n_exact;
-            return d;
+            return summary_dict(s);
           },
           py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact, left out)")
+          "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact and left "
+          "out of the means; when every pair is exact the means are -inf)")
       .def(
           "draw",
           [](const Estimator& e, arma::uword features, std::uint64_t seed, const std::string& sampler,
@@ -357,6 +368,10 @@ PYBIND11_MODULE(kestrel, m) {
       [](const std::string& name, const py::object& X, const py::object& Y) {
         const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
         find_family(name);
+        require(x->n_rows == y->n_rows,
+                "X is {} x {} and Y is {} x {}: points are columns (d x L), so X and Y need the same number of rows d; "
+                "if your points are rows (L x d), pass X.T and Y.T",
+                x->n_rows, x->n_cols, y->n_rows, y->n_cols);
         py::gil_scoped_release nogil;
         return make_estimator(name, *x, *y);
       },
@@ -433,36 +448,8 @@ PYBIND11_MODULE(kestrel, m) {
       "Points from a numeric text file (one point per row, comma or whitespace separated): d x n");
   m.def("default_data_dir", &default_data_dir, "$KESTREL_DATA_DIR or the repository's datasets/");
 
-  // ---- the variance study of `kestrel variance` -------------------------------------------------
-  m.def(
-      "variance_study",
-      [](const std::string& regime, std::vector<double> sigmas, arma::uword dim, arma::uword points, arma::uword pairs,
-         std::uint64_t seed, std::vector<std::string> estimators, const py::object& kernel, arma::uword features,
-         std::size_t mc, arma::uword mc_points, const std::string& sampler, bool halve_real,
-         const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
-         arma::uword clusters, double cluster_radius, const std::string& x_file, const std::string& y_file) {
-        VarianceStudyOptions o;
-        o.regime = regime, o.sigmas = std::move(sigmas), o.dim = dim, o.points = points, o.pairs = pairs;
-        o.seed = seed, o.estimators = std::move(estimators), o.kernel = kernel_of(kernel), o.features = features;
-        o.mc_reps = mc, o.mc_points = mc_points, o.sampler = parse_sampler(sampler), o.halve_real = halve_real;
-        o.regime_options = regime_options(data_dir, preprocess, spectrum, clusters, cluster_radius, x_file, y_file);
-        validate(o);
-        nlohmann::json results = nlohmann::json::array();
-        {
-          py::gil_scoped_release nogil;
-          for (const auto& r : run_variance_study(o)) results.push_back(to_json(r, o));
-        }
-        return from_json(results);
-      },
-      py::arg("regime") = "normal", py::arg("sigmas") = std::vector<double>{0.5, 1.0}, py::arg("dim") = 64,
-      py::arg("points") = 1024, py::arg("pairs") = 5, py::arg("seed") = 1,
-      py::arg("estimators") = std::vector<std::string>{"trig", "pos", "gerf", "oprf"}, py::arg("kernel") = "softmax",
-      py::arg("features") = 1, py::arg("mc") = 0, py::arg("mc_points") = 64, py::arg("sampler") = "iid",
-      py::arg("halve_real") = false, py::arg("data_dir") = "", py::arg("preprocess") = "raw",
-      py::arg("spectrum") = "geometric:100", py::arg("clusters") = 2, py::arg("cluster_radius") = 1.0,
-      py::arg("x_file") = "", py::arg("y_file") = "",
-      "`kestrel variance` as a function (same options and defaults): a list with one dict per (sigma, estimator), "
-      "the `results` entries of `kestrel variance --json`");
+  // ---- the studies of `kestrel variance` and `kestrel sweep` (study_py.cpp) -----------------------
+  bind_study(m);
 
   // ---- reproductions ----------------------------------------------------------------------------
   m.def(

@@ -8,7 +8,7 @@ PKGS=(g++ cmake make pkg-config git
       python3 python3-numpy python3-scipy python3-h5py python3-matplotlib python3-pil python3-nbclient python3-nbformat
       python3-ipykernel pybind11-dev python3-dev python3-pytest
       clang libclang-rt-14-dev libssl-dev
-      libopenmpi-dev openmpi-bin libceres-dev)
+      libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
 // `kestrel datasets`: which data sets are installed, where, and whether their sha256 match.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -20,6 +21,7 @@ Action add_datasets(CLI::App& app, const Global&) {
   app.add_flag("--no-verify", a->no_verify, "Only check presence and size, do not hash");
   return [a] {
     const std::string dir = a->dir.empty() ? default_data_dir() : a->dir;
+    require(a->dir.empty() || std::filesystem::is_directory(a->dir), "--data-dir: '{}' is not a directory", a->dir);
     const auto sets = data_status(dir, !a->no_verify);
     std::cout << fmt::format("data directory: {}\n{:<22} {:>6} {:>12}  {}\n", dir, "data set", "files", "bytes", "status");
     bool all_ok = true;

@@ -1,19 +1,62 @@
-// kestrel: the command line over the library. `kestrel --help` lists the subcommands.
+// kestrel: the command line over the library. `kestrel --help` lists the subcommands, `kestrel --version`
+// prints the version, git revision and library versions. Exit codes: 0 success, 2 invalid input (a one-line
+// error naming the value; nothing written), 1 any other failure.
 #include <iostream>
 #include <map>
 #include <memory>
 
 #include <oneapi/tbb/global_control.h>
+#include <toml++/toml.h>
 
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "core/parse.hpp"
+#include "io/hdf5.hpp"
+#include "io/provenance.hpp"
 
 namespace kestrel::cli {
 void progress(const Global& g, const std::string& msg) {
   if (!g.quiet) std::cerr << "[kestrel] " << msg << '\n';
 }
 }  // namespace kestrel::cli
+
+namespace {
+
+void print_version() {
+  nlohmann::json libs = nlohmann::json::parse(kestrel::library_versions());
+  libs["cli11"] = CLI11_VERSION;
+  libs["tomlplusplus"] = fmt::format("{}.{}.{}", TOML_LIB_MAJOR, TOML_LIB_MINOR, TOML_LIB_PATCH);
+  std::cout << "kestrel " << kestrel::kestrel_version() << " (git " << kestrel::git_revision() << ")\n";
+  for (const auto& [name, v] : libs.items()) std::cout << "  " << name << ' ' << v.get<std::string>() << '\n';
+}
+
+// Names of the long options of a subcommand (and the app's), for "did you mean".
+std::vector<std::string> long_names(const CLI::App* app) {
+  std::vector<std::string> names;
+  for (const CLI::App* a = app; a; a = a->get_parent())
+    for (const CLI::Option* o : a->get_options())
+      for (const auto& n : o->get_lnames()) names.push_back("--" + n);
+  return names;
+}
+
+// "The following argument was not expected: --sigmaa" with the nearest option of the subcommand.
+std::string explain(const CLI::ParseError& e, const CLI::App& app) {
+  std::string msg = e.what();
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands({})) if (s->parsed()) sub = s;
+  const CLI::App* where = sub ? sub : &app;
+  for (const auto& extra : where->remaining()) {
+    if (extra.rfind("--", 0) != 0) continue;
+    const std::string flag = extra.substr(0, extra.find('='));
+    const std::string hint = kestrel::did_you_mean(flag, long_names(where));
+    return fmt::format("unknown option '{}'{}{}", flag, sub ? fmt::format(" for `kestrel {}`", sub->get_name()) : "",
+                       hint);
+  }
+  return msg;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace kestrel::cli;
@@ -26,38 +69,66 @@ int main(int argc, char** argv) {
                "softmax and Gaussian kernels"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--threads, --quiet) may follow the subcommand
-  app.add_option("--threads", g.threads, "Worker threads (0 = all cores); results do not depend on it")
-      ->check(CLI::NonNegativeNumber);
+  std::string threads;
+  app.add_option("--threads", threads, "Worker threads (0 = all cores); results do not depend on it")
+      ->default_str("0");
   app.add_flag("--quiet", g.quiet, "No progress messages on stderr");
-  app.set_config("--config", "",
-                 "Read options from a TOML file: a subcommand's options go under its [section], e.g. [sweep] "
-                 "sigma = [0.5, 1.0]");
+  app.add_flag_callback("--version", [] {
+    print_version();
+    throw CLI::Success();
+  }, "Print the version, git revision and library versions");
 
   std::map<CLI::App*, Action> actions;
+  std::vector<std::string> names;
   auto add = [&](const char* name, const char* help, Action (*make)(CLI::App&, const Global&)) {
     CLI::App* sub = app.add_subcommand(name, help);
     actions[sub] = make(*sub, g);
+    names.push_back(name);
   };
   add("variance", "Exact variance of estimators over all pairs of sampled sets (CRT 5.1, DERF 5.1)", add_variance);
   add("estimators", "List the estimator families and their names", add_estimators);
   add("datasets", "List the data sets, where they are, and verify their sha256", add_datasets);
-  add("sweep", "Variance study over a grid of sigma, d, L and M (resumable)", add_sweep);
+  add("sweep", "Variance study over a grid of sigma, d, L and M (resumable, extendable)", add_sweep);
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
+
+  if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
+    std::cerr << app.help();
+    return 2;
+  }
+  // The first word that is not an option (or the value of --threads) must be a subcommand.
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w == "--threads") {
+      ++i;
+      continue;
+    }
+    if (w.rfind("-", 0) == 0) continue;
+    if (std::find(names.begin(), names.end(), w) == names.end()) {
+      std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
+                               kestrel::did_you_mean(w, names), fmt::join(names, ", "));
+      return 2;
+    }
+    break;
+  }
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "kestrel: error: " << e.what() << " (see --help)\n";
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "kestrel: error: " << explain(e, app) << " (see --help)\n";
     return 2;
   }
   try {
+    g.threads = threads.empty() ? 0 : static_cast<int>(kestrel::parse_uint("--threads", threads, 0, 4096));
     std::unique_ptr<tbb::global_control> limit;
     if (g.threads > 0)
       limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, g.threads);
     for (auto& [sub, action] : actions)
       if (sub->parsed()) action();
   } catch (const kestrel::InvalidArgument& e) {
+    std::cerr << "kestrel: error: " << e.what() << '\n';
+    return 2;
+  } catch (const kestrel::InputFileError& e) {
     std::cerr << "kestrel: error: " << e.what() << '\n';
     return 2;
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 // `kestrel reproduce NAME|all [--quick] --out DIR`: runs paper reproductions (experiments/), writing
 // NAME.h5, NAME.png, NAME.claims.{json,md} into DIR and a table of claims on stdout.
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -8,13 +9,14 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/parse.hpp"
 #include "experiment.hpp"
 
 namespace kestrel::cli {
 
 Action add_reproduce(CLI::App& app, const Global& g) {
   struct Args {
-    std::string name, out = "results", preprocess_unused;
+    std::string name, out = "results", seed;
     experiments::Options opt;
   };
   auto a = std::make_shared<Args>();
@@ -23,10 +25,14 @@ Action add_reproduce(CLI::App& app, const Global& g) {
   app.add_option("name", a->name, "Reproduction: " + names + ", or all")->required();
   app.add_option("--out", a->out, "Output directory")->capture_default_str();
   app.add_flag("--quick", a->opt.quick, "Reduced sizes (same code path), for tests and CI");
-  app.add_option("--seed", a->opt.seed, "Seed of all random draws")->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of all random draws")->default_str(std::to_string(a->opt.seed));
   app.add_option("--data-dir", a->opt.regime_options.data_dir,
                  "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
   return [a, &g] {
+    if (!a->seed.empty()) a->opt.seed = parse_uint("--seed", a->seed, 0, INT64_MAX);
+    if (!a->opt.regime_options.data_dir.empty())
+      require(std::filesystem::is_directory(a->opt.regime_options.data_dir), "--data-dir: '{}' is not a directory",
+              a->opt.regime_options.data_dir);
     std::vector<const experiments::Experiment*> todo;
     if (a->name == "all")
       for (const auto& e : experiments::all_experiments()) todo.push_back(&e);

@@ -8,6 +8,7 @@
 
 #include "analysis/sweep.hpp"
 #include "commands.hpp"
+#include "study_cli.hpp"
 #include "mpi.hpp"
 #include "io/provenance.hpp"
 
@@ -16,36 +17,24 @@ namespace kestrel::cli {
 Action add_sweep(CLI::App& app, const Global& g) {
   struct Args {
     SweepOptions opt;
-    std::string kernel = "softmax", preprocess = "raw";
+    std::string out;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
-  auto& o = a->opt;
-  auto& b = o.base;
-  app.add_option("--regime", b.regime, "Sampling regime (as in `kestrel variance`)")->capture_default_str();
-  app.add_option("--sigma", o.sigmas, "Scales sigma, comma-separated")->delimiter(',')->capture_default_str();
-  app.add_option("--dim", o.dims, "Dimensions d, comma-separated")->delimiter(',')->capture_default_str();
-  app.add_option("--points", o.points, "Points per set L, comma-separated")->delimiter(',')->capture_default_str();
-  app.add_option("--features", o.features, "Numbers of features M, comma-separated")->delimiter(',')
-      ->capture_default_str();
-  app.add_option("--pairs", b.pairs, "Number of (X, Y) set pairs")->capture_default_str();
-  app.add_option("--seed", b.seed, "Seed of all random draws")->capture_default_str();
-  app.add_option("--estimators", b.estimators, "Estimators, comma-separated")->delimiter(',')->capture_default_str();
-  app.add_option("--kernel", a->kernel, "softmax, gaussian or scaled:<alpha>")->capture_default_str();
-  app.add_option("--preprocess", a->preprocess, "Image pixels: raw, center or standardize")->capture_default_str();
-  app.add_option("--data-dir", b.regime_options.data_dir, "Data directory");
-  app.add_option("--spectrum", b.regime_options.spectrum, "aniso spectrum")->capture_default_str();
-  app.add_flag("--halve-real", b.halve_real, "Give real-valued estimators 2M features (CRT 9.10.1)");
-  app.add_option("--out", o.out, "HDF5 output file (parts of an unfinished sweep are kept in FILE.parts/)")
+  auto study = add_study_options(app, StudyCommand::Sweep);
+  app.add_option("--out", a->out, "HDF5 output file (parts of an unfinished sweep are kept in FILE.parts/)")
       ->required();
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
+  auto& o = a->opt;
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");  // hidden
   app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
   app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");        // hidden
-  return [a, &g] {
-    a->opt.base.kernel = Kernel::parse(a->kernel);
-    a->opt.base.regime_options.preprocess = parse_preprocess(a->preprocess);
+  return [a, study, &g] {
+    const SweepOptions hooks = a->opt;
+    a->opt = sweep_options(study_values(*study));
+    a->opt.out = a->out;
+    a->opt.stop_after = hooks.stop_after, a->opt.stop_rank = hooks.stop_rank, a->opt.stop_killed = hooks.stop_killed;
     validate(a->opt);  // before MPI: every rank fails alike on bad input
     SweepGroup& group = process_group();
     nlohmann::json prov = provenance(g.command_line, to_json(a->opt));

@@ -8,6 +8,7 @@
 
 #include "analysis/variance_study.hpp"
 #include "commands.hpp"
+#include "study_cli.hpp"
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
 #include "io/provenance.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 struct Args {
   VarianceStudyOptions opt;
-  std::string kernel = "softmax", sampler = "iid", preprocess = "raw", out;
+  std::string out;
   bool json = false;
 };
 
@@ -62,45 +63,11 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
 
 Action add_variance(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
-  auto& o = a->opt;
-  app.add_option("--regime", o.regime,
-                 "Sampling regime: normal, sphere, heterogen, mnist, fashion-mnist, cifar10, mnist/cifar10, aniso, "
-                 "clustered, file")
-      ->capture_default_str();
-  app.add_option("--sigma", o.sigmas, "Scale(s) sigma, comma-separated")->delimiter(',')->capture_default_str();
-  app.add_option("--dim", o.dim, "Dimension d")->capture_default_str();
-  app.add_option("--points", o.points, "Points per set L")->capture_default_str();
-  app.add_option("--pairs", o.pairs, "Number of (X, Y) set pairs")->capture_default_str();
-  app.add_option("--seed", o.seed, "Seed of all random draws")->capture_default_str();
-  app.add_option("--estimators", o.estimators, "Estimators, comma-separated (see `kestrel estimators`)")
-      ->delimiter(',')
-      ->capture_default_str();
-  app.add_option("--kernel", a->kernel, "softmax, gaussian or scaled:<alpha>")->capture_default_str();
-  app.add_option("--features", o.features, "M: report the variance of the M-feature estimate")
-      ->capture_default_str();
-  app.add_option("--mc", o.mc_reps, "Also run Monte Carlo with this many repetitions (0 = off)")->capture_default_str();
-  app.add_option("--mc-points", o.mc_points, "Monte Carlo on the first N points of each set")->capture_default_str();
-  app.add_option("--sampler", a->sampler, "Projections for Monte Carlo: iid, orthogonal, structured (SORF, slightly biased) or halton")->capture_default_str();
-  auto& ro = o.regime_options;
-  app.add_option("--data-dir", ro.data_dir, "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
-  app.add_option("--preprocess", a->preprocess, "Image pixels: raw ([0,1]), center or standardize")
-      ->capture_default_str();
-  app.add_option("--spectrum", ro.spectrum, "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>")
-      ->capture_default_str();
-  app.add_option("--clusters", ro.clusters, "clustered: clusters per side")->capture_default_str();
-  app.add_option("--cluster-radius", ro.cluster_radius, "clustered: distance of the centres from 0")
-      ->capture_default_str();
-  app.add_option("--x-file", ro.x_file, "file: points (rows) for X, and for Y if --y-file is not given");
-  app.add_option("--y-file", ro.y_file, "file: points (rows) for Y");
+  auto study = add_study_options(app, StudyCommand::Variance);
   app.add_option("--out", a->out, "Write results and provenance to this HDF5 file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
-  app.add_flag("--halve-real", o.halve_real,
-               "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)");
-  return [a, &g] {
-    a->opt.kernel = Kernel::parse(a->kernel);
-    a->opt.sampler = parse_sampler(a->sampler);
-    a->opt.regime_options.preprocess = parse_preprocess(a->preprocess);
-    validate(a->opt);
+  return [a, study, &g] {
+    a->opt = variance_options(study_values(*study));
     std::unique_ptr<H5Writer> h5;
     if (!a->out.empty()) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });

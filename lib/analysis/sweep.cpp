@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
+#include "io/hdf5_reader.hpp"
 
 namespace kestrel {
 
@@ -76,9 +77,46 @@ std::vector<GridPoint> grid(const SweepOptions& opt) {
   return g;
 }
 
+// The options that must agree for a finished sweep's rows to be reused: all but the grid axes.
+nlohmann::json resume_key(const nlohmann::json& options) {
+  nlohmann::json k = options;
+  for (const char* axis : {"sweep_sigmas", "sweep_dims", "sweep_points", "sweep_features"}) k.erase(axis);
+  return k;
+}
+
+// The /sweep/resume record of a finished sweep in `out` ({"options", "points": {part file: rows}}), or null
+// when `out` is not a finished sweep's file.
+nlohmann::json finished_record(const std::string& out) {
+  std::error_code ec;
+  if (!fs::is_regular_file(out, ec)) return nullptr;
+  try {
+    const H5Reader h5(out);
+    if (!h5.exists("/sweep/resume")) return nullptr;
+    return nlohmann::json::parse(h5.read_text("/sweep/resume"));
+  } catch (const std::exception&) {
+    return nullptr;  // not HDF5 or not ours: the caller's overwrite rules apply
+  }
+}
+
+// Copies the rows of grid points that a finished sweep in `out` already holds into the parts directory,
+// so that extending a sweep by a grid value computes only the new points. Returns how many were reused.
+std::size_t reuse_finished(const std::string& out, const fs::path& parts, const nlohmann::json& options,
+                           const std::vector<std::string>& files) {
+  const nlohmann::json rec = finished_record(out);
+  if (rec.is_null() || rec.value("options", nlohmann::json()) != resume_key(options)) return 0;
+  std::size_t n = 0;
+  for (const auto& f : files)
+    if (rec["points"].contains(f) && !fs::exists(parts / f)) {
+      write_atomic(parts / f, rec["points"][f].dump());
+      ++n;
+    }
+  return n;
+}
+
 // Rank 0 creates OUT.parts/ and checks that its parts belong to this sweep; the other ranks then check
 // that they see it (a sweep over several machines needs OUT on a shared filesystem).
-void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGroup& group) {
+void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGroup& group,
+                   const std::function<void()>& seed_parts) {
   const fs::path opt_file = parts / "options.json";
   std::string err;
   std::exception_ptr failure;
@@ -96,6 +134,7 @@ void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGr
       } else {
         write_atomic(opt_file, options.dump(2));
       }
+      seed_parts();
     } catch (const std::exception& e) {
       failure = std::current_exception();
       err = e.what();
@@ -120,6 +159,11 @@ void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGr
 
 }  // namespace
 
+bool sweep_extends(const SweepOptions& opt) {
+  const nlohmann::json rec = finished_record(opt.out);
+  return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(to_json(opt));
+}
+
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                       const std::function<void(const std::string&)>& progress) {
   SweepGroup one;
@@ -134,7 +178,12 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   const fs::path parts = opt.out + ".parts";
   const nlohmann::json options = to_json(opt);
   const std::vector<GridPoint> points = grid(opt);
-  prepare_parts(parts, options, group);
+  std::vector<std::string> files;
+  for (const auto& p : points) files.push_back(p.file());
+  std::size_t reused = 0;
+  prepare_parts(parts, options, group, [&] { reused = reuse_finished(opt.out, parts, options, files); });
+  if (progress && reused)
+    progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
 
   // This rank's static share. An error stops this rank only: the others finish their shares, so a
   // rerun has as little as possible left to do.
@@ -166,7 +215,12 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     failure = std::current_exception();
     err = e.what();
   }
-  if (group.size() == 1 && failure) std::rethrow_exception(failure);
+  if (group.size() == 1 && failure) {
+    // Nothing to resume from: leave no empty parts directory behind.
+    std::error_code ec;
+    if (report.computed == 0 && report.resumed == 0) fs::remove_all(parts, ec);
+    std::rethrow_exception(failure);
+  }
 
   // Rank 0 gathers every rank's outcome; the parts on disk say which grid points are done.
   std::vector<std::string> outcomes = {nlohmann::json{{"error", err}, {"computed", report.computed},
@@ -231,6 +285,9 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     h5.write(g + "/n_exact", nex);
     h5.write_text(g + "/params", params.dump());
   }
+  nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
+  for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
+  h5.write_text("/sweep/resume", record.dump());
   h5.commit();
   std::error_code ec;
   fs::remove_all(parts, ec);

@@ -2,6 +2,8 @@
 // estimators. Each grid point is computed independently (so results are identical for any thread
 // count and any order) and saved atomically as it finishes in OUT.parts/, which makes an interrupted
 // sweep resume without recomputing finished points; the HDF5 file is assembled (atomically) at the end.
+// The finished file keeps every grid point's results in /sweep/resume, so a sweep extended by grid values
+// (same other options) computes only the new points.
 // Across processes (MPI ranks, see SweepGroup) each rank computes a static share of the grid into the
 // same OUT.parts/ and rank 0 assembles the file, identical to a one-process run.
 #pragma once
@@ -54,7 +56,12 @@ struct SweepReport {
   std::size_t computed = 0, resumed = 0;  // over all ranks on rank 0, this rank's elsewhere
 };
 
-// Runs (or resumes) the sweep and writes opt.out; provenance goes into the file's root attributes.
+// True when opt.out holds a finished sweep with the same options except the grid axes: running opt then
+// extends it (its rows are reused from the file's /sweep/resume record, only new grid points are computed),
+// so it may replace that file without --force.
+bool sweep_extends(const SweepOptions& opt);
+
+// Runs (or resumes, or extends) the sweep and writes opt.out; provenance goes into the file's root attributes.
 // With several ranks: a rank whose points fail throws its own error, and rank 0 throws an IoError
 // naming every grid point lost (the finished parts stay for a resume); the other ranks return.
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,

@@ -24,7 +24,12 @@ void validate(const VarianceStudyOptions& opt) {
   for (const auto& e : opt.estimators) find_family(e);
   require(std::isfinite(opt.kernel.alpha), "kernel alpha must be finite, got {}", opt.kernel.alpha);
   require(opt.mc_reps == 0 || opt.mc_reps >= 4, "Monte Carlo needs at least 4 repetitions, got {}", opt.mc_reps);
-  require(opt.mc_reps == 0 || opt.mc_points > 0, "Monte Carlo points must be > 0, got {}", opt.mc_points);
+  require(opt.mc_reps == 0 || opt.mc_points <= opt.points, "--mc-points {} is more than --points {}", opt.mc_points,
+          opt.points);
+}
+
+arma::uword mc_points_used(const VarianceStudyOptions& opt) {
+  return opt.mc_points ? opt.mc_points : std::min<arma::uword>(64, opt.points);
 }
 
 nlohmann::json to_json(const VarianceStudyOptions& opt) {
@@ -40,7 +45,7 @@ namespace {
 
 McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudyOptions& opt, arma::uword M,
                       std::uint64_t set_index, McSummary acc) {
-  const arma::uword n = std::min<arma::uword>(opt.mc_points, opt.points);
+  const arma::uword n = mc_points_used(opt);
   const arma::mat X = sp.X.cols(0, n - 1), Y = sp.Y.cols(0, n - 1);
   MonteCarloOptions mo{opt.mc_reps, M, opt.seed ^ mix64(set_index + 1), opt.sampler};
   const MonteCarloResult r = simulate(e, opt.kernel, X, Y, mo);
@@ -111,7 +116,7 @@ nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt)
   };
   if (r.mc) {
     j["mc"] = {{"reps", opt.mc_reps},
-               {"points", std::min(opt.mc_points, opt.points)},
+               {"points", mc_points_used(opt)},
                {"entries", r.mc->entries},
                {"mean_log_var", r.mc->log_var_mc.mean},
                {"std_log_var", r.mc->log_var_mc.stddev()},

@@ -26,7 +26,7 @@ struct VarianceStudyOptions {
   Kernel kernel = Kernel::softmax();
   arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M for iid averages)
   std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator
-  arma::uword mc_points = 64;  // Monte Carlo on the first mc_points points of each set
+  arma::uword mc_points = 0;   // Monte Carlo on the first mc_points <= L points of each set; 0: min(64, L)
   Sampler sampler = Sampler::Iid;
   RegimeOptions regime_options;  // data directory, image preprocessing, spectrum, clusters, files
   // CRT appendix 9.10.1: a complex feature holds two real numbers, so for a fair comparison real-valued
@@ -35,6 +35,7 @@ struct VarianceStudyOptions {
 };
 
 void validate(const VarianceStudyOptions& opt);
+arma::uword mc_points_used(const VarianceStudyOptions& opt);  // mc_points, or min(64, L) when 0
 nlohmann::json to_json(const VarianceStudyOptions& opt);
 
 struct McSummary {

@@ -25,6 +25,13 @@ class IoError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file the user named as input cannot be read or is malformed: invalid input (the CLI exits 2), still an
+// IoError for code that catches those.
+class InputFileError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 template <typename... Args>
 void require(bool ok, fmt::format_string<Args...> f, Args&&... args) {
   if (!ok) throw InvalidArgument(fmt::format(f, std::forward<Args>(args)...));

@@ -14,6 +14,7 @@
 #include "core/rng.hpp"
 #include "data/catalog.hpp"
 #include "data/images.hpp"
+#include "data/points_file.hpp"
 #include "data/uci.hpp"
 #include "sampling/omega.hpp"
 
@@ -31,7 +32,7 @@ std::string to_string(Preprocess p) {
 }
 
 nlohmann::json to_json(const RegimeOptions& o) {
-  return {{"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
+  nlohmann::json j = {{"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
           {"preprocess", to_string(o.preprocess)},
           {"image_conversion", "grayscale BT.601 luma, pixels/255, area-average downscale to sqrt(d) x sqrt(d)"},
           {"spectrum", o.spectrum},
@@ -39,6 +40,21 @@ nlohmann::json to_json(const RegimeOptions& o) {
           {"cluster_radius", o.cluster_radius},
           {"x_file", o.x_file},
           {"y_file", o.y_file}};
+  // The content of the files, not only their names, identifies the data (a sweep's parts must not mix two
+  // versions of a file).
+  if (!o.x_file.empty()) j["x_file_sha256"] = load_points(o.x_file)->sha256;
+  if (!o.y_file.empty()) j["y_file_sha256"] = load_points(o.y_file)->sha256;
+  return j;
+}
+
+FileShape file_regime_shape(const RegimeOptions& o) {
+  require(!o.x_file.empty(), "regime 'file' needs --x-file");
+  const auto x = load_points(o.x_file);
+  if (o.y_file.empty()) return {x->points.n_rows, x->points.n_cols / 2};
+  const auto y = load_points(o.y_file);
+  require(y->points.n_rows == x->points.n_rows, "--y-file {} has points of dimension {}, --x-file {} of dimension {}",
+          o.y_file, y->points.n_rows, o.x_file, x->points.n_rows);
+  return {x->points.n_rows, std::min(x->points.n_cols, y->points.n_cols)};
 }
 
 const std::vector<std::string>& regime_names() {
@@ -94,27 +110,7 @@ arma::vec parse_spectrum(const std::string& spec, arma::uword d) {
   return lam * (d / arma::accu(lam));  // mean eigenvalue 1, so sigma sets the overall scale
 }
 
-arma::mat load_points_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(fmt::format("{}: cannot open points file", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  std::string first = text.substr(0, text.find('\n'));
-  const char delim = first.find(',') != std::string::npos ? ',' : ' ';
-  std::size_t cols = 0;
-  {
-    std::stringstream fs(first);
-    std::string tok;
-    if (delim == ',')
-      while (std::getline(fs, tok, ',')) ++cols;
-    else
-      while (fs >> tok) ++cols;
-  }
-  if (cols == 0) throw IoError(fmt::format("{}: line 1: no fields", path));
-  const UciSpec spec{"file", path, delim, std::vector<Column>(cols, Column::Numeric)};
-  return parse_uci(text, spec, Encoding::Ordinal, path).X;
-}
+arma::mat load_points_file(const std::string& path) { return load_points(path)->points; }
 
 namespace {
 
@@ -130,7 +126,7 @@ std::shared_ptr<const arma::mat> image_pool(const std::string& set, arma::uword 
   try {
     s = set == "cifar10" ? load_cifar10(dir, "train") : load_mnist(dir, "train");
   } catch (const IoError& e) {
-    throw IoError(fmt::format("{} (install the data with scripts/install-data.sh {})", e.what(), set));
+    throw InputFileError(fmt::format("{} (install the data with scripts/install-data.sh {})", e.what(), set));
   }
   arma::mat P = image_points(s, d);
   if (o.preprocess != Preprocess::Raw) {
@@ -170,6 +166,15 @@ SetPair from_pools(const arma::mat& px, const arma::mat* py, arma::uword L, Rng&
   require(px.n_cols >= L && py->n_cols >= L, "{}: pools have {} and {} points, L = {}", what, px.n_cols, py->n_cols, L);
   const auto ix = distinct(px.n_cols, L, rng), iy = distinct(py->n_cols, L, rng);
   return {pick(px, ix, 0, L), pick(*py, iy, 0, L)};
+}
+
+// Logs of kernels and variances are multiples of |x|^2, |x+y|^2: they must stay finite doubles, with room
+// for sums over L^2 pairs. The message names sigma, the user's option, not an internal quantity.
+void require_representable(const SetPair& p, double sigma) {
+  const double m = std::max(arma::max(arma::sum(arma::square(p.X), 0)), arma::max(arma::sum(arma::square(p.Y), 0)));
+  require(std::isfinite(m) && m < 1e250,
+          "sigma = {} is too large for these points: the largest scaled |x|^2 is {:g} (at most 1e250 is supported)",
+          sigma, m);
 }
 
 }  // namespace
@@ -213,21 +218,26 @@ SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, doubl
       p.X.col(i) += centres.col(i % opt.clusters);
       p.Y.col(i) += centres.col(opt.clusters + i % opt.clusters);
     }
+    require_representable(p, sigma);
     return p;  // sigma is the within-cluster spread here, not a global scale
   } else {  // file
-    require(!opt.x_file.empty(), "regime 'file' needs --x-file");
-    const arma::mat px = load_points_file(opt.x_file);
-    require(px.n_rows == d, "{}: points have d = {}, --dim is {}", opt.x_file, px.n_rows, d);
+    const FileShape shape = file_regime_shape(opt);
+    require(shape.dim == d, "--dim {} does not match the points in {} (d = {})", d, opt.x_file, shape.dim);
+    const auto px = load_points(opt.x_file);
     if (opt.y_file.empty()) {
-      p = from_pools(px, nullptr, L, rng, opt.x_file);
+      require(L <= shape.max_points, "--points {} is too many: {} has {} points, 2 L disjoint ones are needed", L,
+              opt.x_file, px->points.n_cols);
+      p = from_pools(px->points, nullptr, L, rng, opt.x_file);
     } else {
-      const arma::mat py = load_points_file(opt.y_file);
-      require(py.n_rows == d, "{}: points have d = {}, --dim is {}", opt.y_file, py.n_rows, d);
-      p = from_pools(px, &py, L, rng, opt.x_file + " / " + opt.y_file);
+      const auto py = load_points(opt.y_file);
+      require(L <= shape.max_points, "--points {} is too many: {} has {} points and {} has {}", L, opt.x_file,
+              px->points.n_cols, opt.y_file, py->points.n_cols);
+      p = from_pools(px->points, &py->points, L, rng, opt.x_file + " / " + opt.y_file);
     }
   }
   p.X *= sigma;
   p.Y *= sigma;
+  require_representable(p, sigma);
   return p;
 }
 

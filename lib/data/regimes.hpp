@@ -8,7 +8,7 @@
 //   aniso:      x, y ~ N(0, sigma^2 Lambda), Lambda = Q diag(spectrum) Q^T, Q Haar (DARK Thm 3.2)
 //   clustered:  x from k Gaussian clusters, y from k other clusters, centres at distance
 //               `cluster_radius` from 0, within-cluster standard deviation sigma (HRF appendix H.1)
-//   file:       points are rows of a numeric text file (comma or whitespace separated), times sigma
+//   file:       points are rows of a file (text, .npy or FILE.h5:/dataset; data/points_file.hpp), times sigma
 // X and Y never share a point: image and file regimes draw 2L distinct rows (or X, Y from two files).
 // A set pair comes from stream (seed, Data, pair); the regime's fixed structure (Lambda, centres)
 // from the seed alone, so every pair shares it. The synthetic regimes draw unit-scale sets and
@@ -53,7 +53,14 @@ SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, doubl
 // The eigenvalues of Lambda for the aniso regime (mean 1 unless given as a list).
 arma::vec parse_spectrum(const std::string& spec, arma::uword d);
 
-// Points from a numeric text file: one point per row, d x n.
+// Points from a file (data/points_file.hpp: text, .npy or FILE.h5:/dataset): one point per row, d x n.
 arma::mat load_points_file(const std::string& path);
+
+// The file regime's dimension and the largest L it can draw (n/2 disjoint points from one file, min(nx, ny)
+// from two); throws naming the file when it cannot be read or the files disagree.
+struct FileShape {
+  arma::uword dim = 0, max_points = 0;
+};
+FileShape file_regime_shape(const RegimeOptions& o);
 
 }  // namespace kestrel

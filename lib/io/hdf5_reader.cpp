@@ -89,4 +89,19 @@ std::int64_t H5Reader::attr_int(const std::string& obj, const std::string& name)
   return v;
 }
 
+std::string H5Reader::read_text(const std::string& path) const {
+  if (!exists(path)) throw IoError(fmt::format("{}: no dataset '{}'", path_, path));
+  const hid_t ds = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+  const hid_t type = ds >= 0 ? H5Dget_type(ds) : -1;
+  const bool text = type >= 0 && H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type);
+  const std::size_t size = text ? H5Tget_size(type) : 0;
+  if (type >= 0) H5Tclose(type);
+  if (ds >= 0) H5Dclose(ds);
+  if (!text) throw IoError(fmt::format("{}: '{}' is not a fixed-length string dataset", path_, path));
+  std::string buf(size + 1, '\0');
+  if (H5LTread_dataset_string(file_, path.c_str(), buf.data()) < 0)
+    throw IoError(fmt::format("{}: cannot read '{}'", path_, path));
+  return std::string(buf.c_str());
+}
+
 }  // namespace kestrel

@@ -19,6 +19,7 @@ class H5Reader {
   bool exists(const std::string& path) const;
   arma::vec read_vec(const std::string& path) const;  // a 1-D dataset
   arma::mat read_mat(const std::string& path) const;  // a 2-D dataset written by H5Writer::write(mat)
+  std::string read_text(const std::string& path) const;  // a string dataset written by H5Writer::write_text
   std::string attr_string(const std::string& obj, const std::string& name) const;
   double attr_double(const std::string& obj, const std::string& name) const;
   std::int64_t attr_int(const std::string& obj, const std::string& name) const;

@@ -1,0 +1,25 @@
+// Points from a researcher's own file for the `file` regime: a numeric text file (CSV or whitespace
+// separated), a NumPy .npy array, or a 2-D HDF5 dataset written as FILE.h5:/path/to/dataset. One point
+// per row (n x d on disk, d x n in memory as everywhere in kestrel); the sha256 of the file goes into the
+// provenance of every result computed from it.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <armadillo>
+
+namespace kestrel {
+
+struct PointsFile {
+  std::string spec;    // as given: path, or path.h5:/dataset
+  std::string path;    // the file on disk
+  std::string sha256;  // of the whole file
+  arma::mat points;    // d x n, every value finite
+};
+
+// Loads (once per process and file version: cached by spec, size and modification time). A file that
+// cannot be opened, an unknown layout, a non-numeric or non-finite value or fewer than 2 points throw
+// InputFileError naming the file (and line, index or dataset).
+std::shared_ptr<const PointsFile> load_points(const std::string& spec);
+
+}  // namespace kestrel

@@ -1,0 +1,404 @@
+// The study options table, strict TOML reading and the builders of VarianceStudyOptions / SweepOptions
+// (see study_options.hpp).
+#include "io/study_options.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+#include "core/memory.hpp"
+#include "core/parse.hpp"
+#include "data/regimes.hpp"
+#include "estimators/registry.hpp"
+
+namespace kestrel {
+
+namespace {
+
+constexpr std::uint64_t kMaxSeed = INT64_MAX;  // HDF5 stores the seed as a signed 64-bit attribute
+
+std::string show_real(double v) { return fmt::format("{}", v); }
+
+template <typename T>
+std::string join(const std::vector<T>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + fmt::format("{}", x);
+  return s;
+}
+
+// Re-throws a library error with the source of the value in front (and the nearest name when given).
+template <typename F>
+auto named(const std::string& where, F&& f, const std::string& item = "",
+           const std::vector<std::string>& names = {}) {
+  try {
+    return f();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: {}{}", where, e.what(), names.empty() ? "" : did_you_mean(item, names)));
+  }
+}
+
+std::vector<std::string> family_names() {
+  std::vector<std::string> n;
+  for (const auto& f : estimator_families()) n.push_back(f.name);
+  return n;
+}
+
+std::vector<double> parse_positive_reals(const std::string& where, const std::string& text) {
+  std::vector<double> out;
+  for (const auto& item : split_list(where, text)) {
+    const double v = parse_real(where, item);
+    require(v > 0, "{}: expected a number > 0, got '{}'", where, item);
+    require(std::find(out.begin(), out.end(), v) == out.end(), "{}: '{}' is listed twice", where, item);
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<StudyOption> make_table() {
+  using O = VarianceStudyOptions;
+  using W = const std::string&;
+  auto uint_opt = [](std::string name, std::string help, arma::uword O::*field, std::uint64_t lo, bool axis) {
+    StudyOption o{std::move(name), std::move(help), OptionKind::Integer, false, axis, nullptr, nullptr};
+    o.set = [field, lo](O& x, W where, W text) { x.*field = parse_uint(where, text, lo); };
+    o.show = [field](const O& x) { return std::to_string(x.*field); };
+    return o;
+  };
+  auto text_opt = [](std::string name, std::string help, std::function<void(O&, W, W)> set,
+                     std::function<std::string(const O&)> show) {
+    return StudyOption{std::move(name), std::move(help), OptionKind::Text, false, false, std::move(set),
+                       std::move(show)};
+  };
+  std::vector<StudyOption> t;
+  t.push_back(text_opt(
+      "regime",
+      "Sampling regime: normal, sphere, heterogen, mnist, fashion-mnist, cifar10, mnist/cifar10, aniso, clustered, "
+      "file",
+      [](O& x, W where, W text) {
+        named(where, [&] { validate_regime(text); }, text, regime_names());
+        x.regime = text;
+      },
+      [](const O& x) { return x.regime; }));
+  {
+    StudyOption o{"sigma", "Scale(s) sigma > 0, comma-separated", OptionKind::Real, true, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) { x.sigmas = parse_positive_reals(where, text); };
+    o.show = [](const O& x) { return join(x.sigmas); };
+    t.push_back(o);
+  }
+  t.push_back(uint_opt("dim", "Dimension d (file regime: from the file)", &O::dim, 1, true));
+  t.push_back(uint_opt("points", "Points per set L (file regime: all the file allows)", &O::points, 1, true));
+  t.push_back(uint_opt("pairs", "Number of (X, Y) set pairs", &O::pairs, 1, false));
+  {
+    StudyOption o{"seed", "Seed of all random draws", OptionKind::Integer, false, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) { x.seed = parse_uint(where, text, 0, kMaxSeed); };
+    o.show = [](const O& x) { return std::to_string(x.seed); };
+    t.push_back(o);
+  }
+  {
+    StudyOption o{"estimators", "Estimators, comma-separated (see `kestrel estimators`)", OptionKind::Text, true,
+                  false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) {
+      const auto items = split_list(where, text);
+      require_distinct(where, items);
+      for (const auto& e : items) named(where, [&] { find_family(e); }, e, family_names());
+      x.estimators = items;
+    };
+    o.show = [](const O& x) { return join(x.estimators); };
+    t.push_back(o);
+  }
+  t.push_back(text_opt(
+      "kernel", "softmax, gaussian or scaled:<alpha>",
+      [](O& x, W where, W text) { x.kernel = named(where, [&] { return Kernel::parse(text); }); },
+      [](const O& x) { return x.kernel.name(); }));
+  t.push_back(uint_opt("features", "M: report the variance of the M-feature estimate", &O::features, 1, true));
+  {
+    StudyOption o{"mc", "Also run Monte Carlo with this many repetitions (0 = off, else >= 4)", OptionKind::Integer,
+                  false, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) {
+      x.mc_reps = parse_uint(where, text);
+      require(x.mc_reps == 0 || x.mc_reps >= 4, "{}: Monte Carlo needs 0 (off) or at least 4 repetitions, got '{}'",
+              where, text);
+    };
+    o.show = [](const O& x) { return std::to_string(x.mc_reps); };
+    t.push_back(o);
+  }
+  {
+    StudyOption o{"mc-points", "Monte Carlo on the first N <= L points of each set (default: min(64, L))",
+                  OptionKind::Integer, false, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); };
+    o.show = [](const O&) { return std::string(); };
+    t.push_back(o);
+  }
+  t.push_back(text_opt(
+      "sampler", "Projections for Monte Carlo: iid, orthogonal, structured (SORF, slightly biased) or halton",
+      [](O& x, W where, W text) { x.sampler = named(where, [&] { return parse_sampler(text); }); },
+      [](const O& x) { return to_string(x.sampler); }));
+  {
+    StudyOption o{"halve-real",
+                  "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)",
+                  OptionKind::Flag, false, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) { x.halve_real = parse_bool(where, text); };
+    o.show = [](const O& x) { return std::string(x.halve_real ? "true" : "false"); };
+    t.push_back(o);
+  }
+  t.push_back(text_opt(
+      "data-dir", "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)",
+      [](O& x, W where, W text) {
+        std::error_code ec;
+        require(std::filesystem::is_directory(text, ec), "{}: '{}' is not a directory", where, text);
+        x.regime_options.data_dir = text;
+      },
+      [](const O&) { return std::string(); }));
+  t.push_back(text_opt(
+      "preprocess", "Image pixels: raw ([0,1]), center or standardize",
+      [](O& x, W where, W text) {
+        x.regime_options.preprocess = named(where, [&] { return parse_preprocess(text); });
+      },
+      [](const O& x) { return to_string(x.regime_options.preprocess); }));
+  t.push_back(text_opt(
+      "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
+      [](O& x, W, W text) { x.regime_options.spectrum = text; },  // checked against d in check_regime
+      [](const O& x) { return x.regime_options.spectrum; }));
+  {
+    StudyOption o{"clusters", "clustered: clusters per side", OptionKind::Integer, false, false, nullptr, nullptr};
+    o.set = [](O& x, W where, W text) { x.regime_options.clusters = parse_uint(where, text, 1); };
+    o.show = [](const O& x) { return std::to_string(x.regime_options.clusters); };
+    t.push_back(o);
+  }
+  {
+    StudyOption o{"cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real, false, false,
+                  nullptr, nullptr};
+    o.set = [](O& x, W where, W text) {
+      const double r = parse_real(where, text);
+      require(r >= 0, "{}: expected a number >= 0, got '{}'", where, text);
+      x.regime_options.cluster_radius = r;
+    };
+    o.show = [](const O& x) { return show_real(x.regime_options.cluster_radius); };
+    t.push_back(o);
+  }
+  t.push_back(text_opt(
+      "x-file",
+      "file regime: points for X (and Y without --y-file), one per row: CSV/text, .npy or FILE.h5:/dataset",
+      [](O& x, W where, W text) {
+        require(!text.empty(), "{}: expected a file name", where);
+        x.regime_options.x_file = text;
+      },
+      [](const O&) { return std::string(); }));
+  t.push_back(text_opt(
+      "y-file", "file regime: points for Y (same formats as --x-file)",
+      [](O& x, W where, W text) {
+        require(!text.empty(), "{}: expected a file name", where);
+        x.regime_options.y_file = text;
+      },
+      [](const O&) { return std::string(); }));
+  return t;
+}
+
+bool given(const StudyValues& v, const std::string& name) { return v.count(name) > 0; }
+std::string where_of(const StudyValues& v, const std::string& name) {
+  return given(v, name) ? v.at(name).where : "--" + name;
+}
+
+// Sets every given option except the sweep axes (those are handled by the sweep builder).
+VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
+  VarianceStudyOptions o;
+  o.mc_points = 0;  // min(64, L) unless given
+  for (const auto& [name, val] : v) {
+    const StudyOption& opt = find_study_option(name);
+    if (c == StudyCommand::Sweep && opt.sweep_axis) continue;
+    if (!takes_list(opt, c) && opt.kind != OptionKind::Text)
+      require(val.text.find(',') == std::string::npos, "{}: takes one value in `kestrel {}`, got the list '{}'{}",
+              val.where, to_string(c), val.text,
+              opt.sweep_axis ? " (lists of d, L and M are for `kestrel sweep`)" : "");
+    opt.set(o, val.where, val.text);
+  }
+  if (o.regime != "file")
+    for (const char* f : {"x-file", "y-file"})
+      require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", v.at(f).where, o.regime);
+  if (o.regime == "file")
+    require(given(v, "x-file"), "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
+  return o;
+}
+
+// Checks of one (d, L) combination that the library's validate() cannot phrase in the user's terms.
+void check_combination(const VarianceStudyOptions& o, const StudyValues& v, const FileShape* shape) {
+  if (shape) {
+    require(o.dim == shape->dim, "{}: {} does not match the points of {} (d = {})", where_of(v, "dim"), o.dim,
+            o.regime_options.x_file, shape->dim);
+    require(o.points <= shape->max_points, "{}: {} is more than the file regime can draw: {} ({} disjoint points per set)",
+            where_of(v, "points"), o.points,
+            o.regime_options.y_file.empty() ? o.regime_options.x_file + " has room for " : "the files have room for ",
+            shape->max_points);
+  }
+  if (o.regime == "aniso") named(where_of(v, "spectrum"), [&] { parse_spectrum(o.regime_options.spectrum, o.dim); });
+  if (o.mc_reps > 0 && o.mc_points > 0)
+    require(o.mc_points <= o.points,
+            "{}: {} is more than --points {} (Monte Carlo runs on the first N points of each set)",
+            where_of(v, "mc-points"), o.mc_points, o.points);
+  // Two sets of d x L doubles (and a scaled copy), tiles of 256 x L pairs in the streamed summaries (a few
+  // per thread), d x d fits, and the Monte Carlo moments.
+  const double d = static_cast<double>(o.dim), L = static_cast<double>(o.points);
+  const double mc = o.mc_reps ? std::pow(static_cast<double>(o.mc_points ? o.mc_points : std::min<double>(64, L)), 2) : 0;
+  const double bytes = 8.0 * (4 * d * L + 16 * 256 * L + 8 * d * d + 8 * mc);
+  require_memory(bytes, fmt::format("{} {} with {} {}", where_of(v, "points"), o.points, where_of(v, "dim"), o.dim));
+}
+
+std::unique_ptr<FileShape> file_shape(const VarianceStudyOptions& o) {
+  if (o.regime != "file") return nullptr;
+  return std::make_unique<FileShape>(file_regime_shape(o.regime_options));
+}
+
+std::string toml_scalar(const toml::node& n, const StudyOption& opt, const std::string& where) {
+  auto wrong = [&](const char* got) {
+    const char* want = opt.kind == OptionKind::Integer ? "an integer"
+                       : opt.kind == OptionKind::Real  ? "a number"
+                       : opt.kind == OptionKind::Flag  ? "true or false"
+                                                       : "a string";
+    return InvalidArgument(fmt::format("{}: expected {}, got {}", where, want, got));
+  };
+  if (auto s = n.as_string()) {
+    if (opt.kind != OptionKind::Text) throw wrong(fmt::format("the string \"{}\"", s->get()).c_str());
+    return s->get();
+  }
+  if (auto i = n.as_integer()) {
+    if (opt.kind != OptionKind::Integer && opt.kind != OptionKind::Real)
+      throw wrong(fmt::format("the number {}", i->get()).c_str());
+    return std::to_string(i->get());
+  }
+  if (auto f = n.as_floating_point()) {
+    if (opt.kind != OptionKind::Real) throw wrong(fmt::format("the number {}", f->get()).c_str());
+    return fmt::format("{}", f->get());
+  }
+  if (auto b = n.as_boolean()) {
+    if (opt.kind != OptionKind::Flag) throw wrong(b->get() ? "true" : "false");
+    return b->get() ? "true" : "false";
+  }
+  throw wrong(n.is_array() ? "a nested list" : n.is_table() ? "a table" : "a date or time");
+}
+
+std::string at(const std::string& path, const toml::source_region& s) {
+  return fmt::format("{}:{}:{}", path, s.begin.line, s.begin.column);
+}
+
+}  // namespace
+
+std::string to_string(StudyCommand c) { return c == StudyCommand::Variance ? "variance" : "sweep"; }
+
+const std::vector<StudyOption>& study_options() {
+  static const std::vector<StudyOption> table = make_table();
+  return table;
+}
+
+std::vector<std::string> study_option_names() {
+  std::vector<std::string> n;
+  for (const auto& o : study_options()) n.push_back(o.name);
+  return n;
+}
+
+const StudyOption& find_study_option(const std::string& name, const std::string& prefix) {
+  for (const auto& o : study_options())
+    if (o.name == name) return o;
+  throw InvalidArgument(
+      fmt::format("unknown option '{}{}'{}", prefix, name, did_you_mean(name, study_option_names(), prefix)));
+}
+
+bool takes_list(const StudyOption& o, StudyCommand c) { return o.list || (o.sweep_axis && c == StudyCommand::Sweep); }
+
+StudyValues read_study_toml(const std::string& path, StudyCommand command) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputFileError(fmt::format("{}: cannot open config file ({})", path,
+                                     std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw InvalidArgument(fmt::format("{}: TOML syntax error: {}", at(path, e.source()), e.description()));
+  }
+  const std::vector<std::string> sections = {"variance", "sweep"};
+  StudyValues out;
+  for (auto&& [key, node] : doc) {
+    const std::string k(key.str());
+    if (!node.is_table())
+      throw InvalidArgument(fmt::format("{}: key '{}' is outside a section: put the options under [{}]",
+                                        at(path, key.source()), k, to_string(command)));
+    if (std::find(sections.begin(), sections.end(), k) == sections.end())
+      throw InvalidArgument(fmt::format("{}: unknown section [{}]{} (sections: [variance], [sweep])",
+                                        at(path, node.source()), k, did_you_mean(k, sections)));
+    const StudyCommand c = k == "variance" ? StudyCommand::Variance : StudyCommand::Sweep;
+    for (auto&& [okey, val] : *node.as_table()) {
+      const std::string name(okey.str());
+      const std::string where = fmt::format("{}: {}", at(path, okey.source()), name);
+      if (name == "out" || name == "json" || name == "config" || name == "threads" || name == "quiet")
+        throw InvalidArgument(fmt::format("{}: '{}' is a command-line option, not a config key", where, name));
+      const StudyOption& opt = named(at(path, okey.source()), [&]() -> const StudyOption& {
+        return find_study_option(name);
+      });
+      std::string text;
+      if (auto arr = val.as_array()) {
+        if (!takes_list(opt, c))
+          throw InvalidArgument(fmt::format("{}: takes one value in [{}], got a list{}", where, k,
+                                            opt.sweep_axis ? " (lists of d, L and M are for [sweep])" : ""));
+        if (arr->empty()) throw InvalidArgument(fmt::format("{}: the list is empty", where));
+        for (auto&& item : *arr) {
+          const std::string s = toml_scalar(item, opt, where);
+          require(s.find(',') == std::string::npos, "{}: list items must not contain ',', got '{}'", where, s);
+          text += (text.empty() ? "" : ",") + s;
+        }
+      } else {
+        text = toml_scalar(val, opt, where);
+      }
+      if (c == command) out[name] = {text, where};
+    }
+  }
+  return out;  // the other command's section was checked too, so a typo there does not wait for that command
+}
+
+VarianceStudyOptions variance_options(const StudyValues& v) {
+  VarianceStudyOptions o = apply_values(v, StudyCommand::Variance);
+  const auto shape = file_shape(o);
+  if (shape) {
+    if (!given(v, "dim")) o.dim = shape->dim;
+    if (!given(v, "points")) o.points = shape->max_points;
+  }
+  check_combination(o, v, shape.get());
+  validate(o);
+  return o;
+}
+
+SweepOptions sweep_options(const StudyValues& v) {
+  SweepOptions s;
+  s.base = apply_values(v, StudyCommand::Sweep);
+  VarianceStudyOptions& b = s.base;
+  const auto shape = file_shape(b);
+  auto axis = [&](const char* name, arma::uword VarianceStudyOptions::*field, arma::uword fallback) {
+    if (!given(v, name)) return std::vector<arma::uword>{fallback};
+    const auto& val = v.at(name);
+    std::vector<arma::uword> out;
+    VarianceStudyOptions probe;
+    for (const auto& item : split_list(val.where, val.text)) {
+      find_study_option(name).set(probe, val.where, item);
+      require(std::find(out.begin(), out.end(), probe.*field) == out.end(), "{}: '{}' is listed twice", val.where,
+              item);
+      out.push_back(probe.*field);
+    }
+    return out;
+  };
+  s.sigmas = b.sigmas;
+  s.dims = axis("dim", &VarianceStudyOptions::dim, shape ? shape->dim : b.dim);
+  s.points = axis("points", &VarianceStudyOptions::points, shape ? shape->max_points : b.points);
+  s.features = axis("features", &VarianceStudyOptions::features, b.features);
+  for (auto d : s.dims)
+    for (auto L : s.points) {
+      VarianceStudyOptions probe = b;
+      probe.dim = d, probe.points = L;
+      check_combination(probe, v, shape.get());
+    }
+  return s;  // validate(SweepOptions) needs out: run_sweep calls it
+}
+
+}  // namespace kestrel

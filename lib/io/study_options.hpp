@@ -1,0 +1,59 @@
+// The one definition of the study options shared by `kestrel variance`, `kestrel sweep`, their TOML config
+// files and the Python functions kestrel.variance_study / kestrel.sweep: names, help, defaults (read from
+// VarianceStudyOptions{}), which are lists, and how a value is parsed and checked. The front-ends only
+// collect text (a command-line argument, a TOML value, a Python keyword) with where it came from; every
+// value then goes through the same strict parser here, so names, defaults and validation cannot drift.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/sweep.hpp"
+#include "analysis/variance_study.hpp"
+
+namespace kestrel {
+
+enum class StudyCommand { Variance, Sweep };
+std::string to_string(StudyCommand c);  // "variance", "sweep"
+
+enum class OptionKind { Text, Integer, Real, Flag };
+
+struct StudyOption {
+  std::string name;  // --name on the command line, `name` in TOML, name with '_' for '-' in Python
+  std::string help;
+  OptionKind kind = OptionKind::Text;
+  bool list = false;        // comma-separated list (a TOML array) in both commands
+  bool sweep_axis = false;  // one value in `variance`, a list (a grid axis) in `sweep`
+  // Parses one value (one item of a list), checks it and stores it; `where` names the source in errors.
+  std::function<void(VarianceStudyOptions&, const std::string& where, const std::string& text)> set;
+  // The default of VarianceStudyOptions{} as text ("" when the default depends on other options).
+  std::function<std::string(const VarianceStudyOptions&)> show;
+};
+
+const std::vector<StudyOption>& study_options();
+std::vector<std::string> study_option_names();
+// The option called `name`; InvalidArgument "unknown option 'sigmaa'; did you mean 'sigma'?" otherwise.
+const StudyOption& find_study_option(const std::string& name, const std::string& prefix = "");
+bool takes_list(const StudyOption& o, StudyCommand c);
+
+// Values given by the user: option name -> text (a list comma-joined) and where it came from
+// ("--seed", "sweep.toml:3:1: seed", "seed=").
+struct GivenValue {
+  std::string text;
+  std::string where;
+};
+using StudyValues = std::map<std::string, GivenValue>;
+
+// Reads section [variance] or [sweep] of a TOML file. Strict: a syntax error names file:line:column; an
+// unknown section or key, a key outside a section, a value of the wrong type (a list where one value is
+// taken, a string for a number) are errors naming the nearest valid name. Other commands' sections are
+// checked too but not used. Keys are exactly the long option names (`halve-real`).
+StudyValues read_study_toml(const std::string& path, StudyCommand command);
+
+// Builds the options from given values (later sources already merged in: command line over TOML).
+// Everything is validated; the file regime takes d and L from its files unless given.
+VarianceStudyOptions variance_options(const StudyValues& v);
+SweepOptions sweep_options(const StudyValues& v);  // out and the testing hooks are set by the caller
+
+}  // namespace kestrel
