@@ -35,12 +35,12 @@ def test_estimator_names_match_cli():
     assert [line.split()[0] for line in out.splitlines()] == list(kestrel.estimators())
 
 
-VARIANCE = dict(regime="normal", sigmas=[0.5, 1.0], dim=8, points=48, pairs=2, seed=3,
+VARIANCE = dict(regime="normal", sigma=[0.5, 1.0], dim=8, points=48, pairs=2, seed=3,
                 estimators=["trig", "oprf", "sderf"], kernel="gaussian")
 
 
 def cli_variance(opts):
-    cmd = [CLI, "variance", "--regime", opts["regime"], "--sigma", ",".join(map(str, opts["sigmas"])),
+    cmd = [CLI, "variance", "--regime", opts["regime"], "--sigma", ",".join(map(str, opts["sigma"])),
            "--dim", str(opts["dim"]), "--points", str(opts["points"]), "--pairs", str(opts["pairs"]),
            "--seed", str(opts["seed"]), "--estimators", ",".join(opts["estimators"]), "--kernel", opts["kernel"],
            "--json", "--quiet"]
@@ -179,7 +179,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="unknown"):
         kestrel.reproduce("nope", "/tmp")
     with pytest.raises(ValueError):
-        kestrel.variance_study(sigmas=[0.5], dim=4, points=8, pairs=0)
+        kestrel.variance_study(sigma=[0.5], dim=4, points=8, pairs=0)
 
 
 # ---- Monte Carlo against the exact variance --------------------------------------------------------------------
