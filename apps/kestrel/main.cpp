@@ -13,6 +13,7 @@
 #include "core/parallel.hpp"
 #include "core/parse.hpp"
 #include "io/hdf5.hpp"
+#include "io/output.hpp"
 #include "io/provenance.hpp"
 
 namespace kestrel::cli {
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   using namespace kestrel::cli;
   kestrel::single_threaded_blas();
   kestrel::keep_freed_memory();
+  kestrel::install_cleanup_on_signals();  // SIGINT/SIGTERM remove temporary output files
   Global g;
   for (int i = 0; i < argc; ++i) g.command_line += (i ? " " : "") + std::string(argv[i]);
 

@@ -24,8 +24,10 @@ Action add_sweep(CLI::App& app, const Global& g) {
   auto study = add_study_options(app, StudyCommand::Sweep);
   app.add_option("--out", a->out, "HDF5 output file (parts of an unfinished sweep are kept in FILE.parts/)")
       ->required();
+  auto& o = a->opt;  // the run controls; sweep_options() fills the rest
+  app.add_flag("--force", o.force,
+               "Replace an existing --out file (not needed to extend a finished sweep by grid values)");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
-  auto& o = a->opt;
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");  // hidden
   app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
@@ -34,6 +36,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
     const SweepOptions hooks = a->opt;
     a->opt = sweep_options(study_values(*study));
     a->opt.out = a->out;
+    a->opt.force = hooks.force;
     a->opt.stop_after = hooks.stop_after, a->opt.stop_rank = hooks.stop_rank, a->opt.stop_killed = hooks.stop_killed;
     validate(a->opt);  // before MPI: every rank fails alike on bad input
     SweepGroup& group = process_group();
@@ -44,6 +47,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
     if (group.rank() != 0) return;  // rank 0 reports for all
     progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
                             group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
+    if (!rep.undefined.empty()) progress(g, rep.undefined);
     if (a->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
       for (const auto& r : rep.rows) {
@@ -53,11 +57,18 @@ Action add_sweep(CLI::App& app, const Global& g) {
       }
       std::cout << j.dump(2) << '\n';
     } else {
-      for (const auto& r : rep.rows)
+      for (const auto& r : rep.rows) {
+        if (r.result["status"] != "ok") {
+          std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} {}: {}\n", r.estimator, r.dim,
+                                   r.points, r.features, r.sigma, r.result["status"].get<std::string>(),
+                                   r.result["reason"].get<std::string>());
+          continue;
+        }
         std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} mean log Var {:10.4f}  mean "
                                  "log(Var/K) {:10.4f}\n",
                                  r.estimator, r.dim, r.points, r.features, r.sigma,
                                  r.result["mean_log_var"].get<double>(), r.result["mean_log_rel_var"].get<double>());
+      }
     }
   };
 }
