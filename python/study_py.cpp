@@ -44,7 +44,7 @@ std::string scalar_text(const py::handle& v, const StudyOption& o, const std::st
     return py::str(v.attr("__index__")()).cast<std::string>();
   }
   if (py::hasattr(v, "__float__") && o.kind != OptionKind::Flag) {  // float, numpy floats
-    const std::string r = py::repr(py::float_(v)).cast<std::string>();
+    const std::string r = py::repr(py::float_(py::reinterpret_borrow<py::object>(v))).cast<std::string>();
     if (o.name == "kernel") return "scaled:" + r;
     require(o.kind == OptionKind::Real, "{}: expected {}, got {}", where, want, got);
     return r;
@@ -73,9 +73,10 @@ StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char*
                            py::getattr(value, "ndim").cast<int>() > 0);
     if (sequence) {
       require(takes_list(*opt, c), "{}: takes one value in kestrel.{}(), got a list", where, function);
-      const py::list items = py::hasattr(value, "tolist") && !py::isinstance<py::list>(value)
-                                 ? py::list(value.attr("tolist")())
-                                 : py::list(value);
+      const py::object obj = py::reinterpret_borrow<py::object>(value);
+      const py::list items = py::hasattr(obj, "tolist") && !py::isinstance<py::list>(obj)
+                                 ? py::list(obj.attr("tolist")())
+                                 : py::list(obj);
       require(!items.empty(), "{}: the list is empty", where);
       for (const auto& item : items) {
         const std::string s = scalar_text(item, *opt, where);
