@@ -259,8 +259,8 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
       {var + "--halve_real", "did you mean '--halve-real'"},
       {var + "--threads -1", "'-1'"},
       {var + "--config " + D + "/missing.toml", "missing.toml"},
-      {var + "--config " + D + "/syntax.toml", "syntax.toml:3:1"},  // [variance] absent, the syntax is checked
-      {swp + "--config " + D + "/syntax.toml", "syntax.toml:3:1"},
+      {var + "--config " + D + "/syntax.toml", "syntax.toml:2:14"},  // file:line:column
+      {swp + "--config " + D + "/syntax.toml", "syntax.toml:2:14"},
       {swp + "--config " + D + "/unknown_key.toml", "did you mean 'sigma'"},
       {swp + "--config " + D + "/section.toml", "[swep]"},
       {swp + "--config " + D + "/underscore.toml", "did you mean 'halve-real'"},
@@ -390,8 +390,11 @@ TEST(Cli, SweepOverOwnDataInEveryFormatAndExtension) {
   ASSERT_EQ(fresh.code, 0) << fresh.err;
   EXPECT_EQ(nlohmann::json::parse(ext.out)["results"], nlohmann::json::parse(fresh.out)["results"]);
   EXPECT_FALSE(fs::exists(dir / "ext.h5.parts"));
-  // Other non-grid options: nothing is reused.
-  const CliRun other = run(base + (dir / "ext.h5").string() + " --sigma 0.5 --seed 9", dir);
+  // Other non-grid options: not an extension, so replacing the file needs --force, and nothing is reused.
+  const CliRun refused = run(base + (dir / "ext.h5").string() + " --sigma 0.5 --seed 9", dir);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  const CliRun other = run(base + (dir / "ext.h5").string() + " --sigma 0.5 --seed 9 --force", dir);
   ASSERT_EQ(other.code, 0) << other.err;
   EXPECT_NE(other.err.find("2 grid points computed, 0 resumed"), std::string::npos) << other.err;
   fs::remove_all(dir);

@@ -29,7 +29,8 @@ void print_version() {
   libs["cli11"] = CLI11_VERSION;
   libs["tomlplusplus"] = fmt::format("{}.{}.{}", TOML_LIB_MAJOR, TOML_LIB_MINOR, TOML_LIB_PATCH);
   std::cout << "kestrel " << kestrel::kestrel_version() << " (git " << kestrel::git_revision() << ")\n";
-  for (const auto& [name, v] : libs.items()) std::cout << "  " << name << ' ' << v.get<std::string>() << '\n';
+  for (const auto& [name, v] : libs.items())
+    std::cout << "  " << name << ' ' << (v.is_string() ? v.get<std::string>() : v.dump()) << '\n';
 }
 
 // Names of the long options of a subcommand (and the app's), for "did you mean".
@@ -41,20 +42,24 @@ std::vector<std::string> long_names(const CLI::App* app) {
   return names;
 }
 
-// "The following argument was not expected: --sigmaa" with the nearest option of the subcommand.
-std::string explain(const CLI::ParseError& e, const CLI::App& app) {
-  std::string msg = e.what();
-  const CLI::App* sub = nullptr;
-  for (const CLI::App* s : app.get_subcommands({})) if (s->parsed()) sub = s;
-  const CLI::App* where = sub ? sub : &app;
-  for (const auto& extra : where->remaining()) {
-    if (extra.rfind("--", 0) != 0) continue;
-    const std::string flag = extra.substr(0, extra.find('='));
-    const std::string hint = kestrel::did_you_mean(flag, long_names(where));
+// CLI11's "The following arguments were not expected: 1 --sigmaa" becomes "unknown option '--sigmaa' for
+// `kestrel variance`; did you mean '--sigma'?" when an unknown long option is the cause.
+std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** argv) {
+  CLI::App* sub = nullptr;
+  for (int i = 1; i < argc && !sub; ++i)
+    if (argv[i][0] != '-')
+      for (CLI::App* s : app.get_subcommands({}))
+        if (s->get_name() == argv[i]) sub = s;
+  const std::vector<std::string> known = long_names(sub ? sub : &app);
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.rfind("--", 0) != 0) continue;
+    const std::string flag = w.substr(0, w.find('='));
+    if (std::find(known.begin(), known.end(), flag) != known.end()) continue;
     return fmt::format("unknown option '{}'{}{}", flag, sub ? fmt::format(" for `kestrel {}`", sub->get_name()) : "",
-                       hint);
+                       kestrel::did_you_mean(flag, known));
   }
-  return msg;
+  return e.what();
 }
 
 }  // namespace
@@ -117,7 +122,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "kestrel: error: " << explain(e, app) << " (see --help)\n";
+    std::cerr << "kestrel: error: " << explain(e, app, argc, argv) << " (see --help)\n";
     return 2;
   }
   try {

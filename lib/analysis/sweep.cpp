@@ -298,6 +298,10 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
   for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
   h5.write_text("/sweep/resume", record.dump());
+  h5.describe("/sweep/resume",
+              "JSON: the options (but the grid axes) and every grid point's results, so that the same sweep with "
+              "more grid values computes only the new points",
+              "none (a JSON string)");
   h5.commit();
   std::error_code ec;
   fs::remove_all(parts, ec);

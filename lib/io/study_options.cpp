@@ -218,7 +218,7 @@ VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
   }
   if (o.regime != "file")
     for (const char* f : {"x-file", "y-file"})
-      require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", v.at(f).where, o.regime);
+      require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", where_of(v, f), o.regime);
   if (o.regime == "file")
     require(given(v, "x-file"), "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
   return o;
