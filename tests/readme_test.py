@@ -17,11 +17,16 @@ SKIP = {
     "srun": "needs a Slurm cluster",
 }
 # Option values scaled down (option -> function of the value text).
+def capped(v, cap):
+    """A list capped at `cap`, without the duplicates capping makes (kestrel refuses repeated values)."""
+    return ",".join(dict.fromkeys(str(min(int(x), cap)) for x in v.split(",")))
+
+
 SMALL = {
-    "--points": lambda v: ",".join(str(min(int(x), 32)) for x in v.split(",")),
+    "--points": lambda v: capped(v, 32),
     "--pairs": lambda v: str(min(int(v), 1)),
-    "--dim": lambda v: ",".join(str(min(int(x), 8)) for x in v.split(",")),
-    "--features": lambda v: ",".join(str(min(int(x), 4)) for x in v.split(",")),
+    "--dim": lambda v: capped(v, 8),
+    "--features": lambda v: capped(v, 4),
     "--mc": lambda v: str(min(int(v), 16)),
     "--mc-points": lambda v: str(min(int(v), 8)),
 }

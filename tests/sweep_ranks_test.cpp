@@ -13,11 +13,15 @@
 
 #include "analysis/sweep.hpp"
 #include "core/error.hpp"
+#include "io/provenance.hpp"
 
 namespace fs = std::filesystem;
 using namespace kestrel;
 
 namespace {
+
+// A complete provenance record (the file writer reads every field of it).
+nlohmann::json test_provenance() { return provenance("sweep_ranks_test", nlohmann::json::object()); }
 
 struct Shared {
   explicit Shared(int n) : slots(n), sync(n) {}
@@ -56,7 +60,7 @@ std::vector<RankOutcome> run_ranks(const SweepOptions& opt, int n) {
     threads.emplace_back([&, r] {
       ThreadGroup g(shared, r);
       try {
-        out[r].report = run_sweep(opt, {{"git_revision", "test"}}, {}, g);
+        out[r].report = run_sweep(opt, test_provenance(), {}, g);
       } catch (const std::exception& e) {
         out[r].error = e.what();
       }
@@ -92,7 +96,7 @@ fs::path temp_dir(const char* stem) {
 
 TEST(SweepRanks, ThreeRanksGiveTheRowsOfOneProcess) {
   const fs::path dir = temp_dir("kestrel_ranks");
-  const SweepReport one = run_sweep(small_sweep(dir / "one.h5"), {{"git_revision", "test"}});
+  const SweepReport one = run_sweep(small_sweep(dir / "one.h5"), test_provenance());
   const auto three = run_ranks(small_sweep(dir / "three.h5"), 3);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(three[r].error, "") << "rank " << r;
   EXPECT_EQ(three[0].report.computed, 8u);  // rank 0 counts every rank's points
@@ -123,7 +127,7 @@ TEST(SweepRanks, AFailedRankNamesTheLostPointsAndTheRerunResumes) {
   ASSERT_EQ(resumed[0].error, "");
   EXPECT_EQ(resumed[0].report.computed, 2u);
   EXPECT_EQ(resumed[0].report.resumed, 6u);
-  const SweepReport one = run_sweep(small_sweep(dir / "one.h5"), {{"git_revision", "test"}});
+  const SweepReport one = run_sweep(small_sweep(dir / "one.h5"), test_provenance());
   EXPECT_EQ(rows(resumed[0].report), rows(one));
   fs::remove_all(dir);
 }
@@ -134,7 +138,7 @@ TEST(SweepRanks, RejectsAnInvalidRank) {
     int size() const override { return 2; }
   } bad;
   const fs::path dir = temp_dir("kestrel_ranks_bad");
-  EXPECT_THROW(run_sweep(small_sweep(dir / "s.h5"), {{"git_revision", "test"}}, {}, bad), InvalidArgument);
+  EXPECT_THROW(run_sweep(small_sweep(dir / "s.h5"), test_provenance(), {}, bad), InvalidArgument);
   EXPECT_FALSE(fs::exists(dir / "s.h5.parts"));
   fs::remove_all(dir);
 }
