@@ -33,7 +33,7 @@ nlohmann::json to_json(const VarianceStudyOptions& opt) {
           {"estimators", opt.estimators}, {"kernel", opt.kernel.name()}, {"kernel_alpha", opt.kernel.alpha},
           {"features", opt.features}, {"mc_reps", opt.mc_reps},     {"mc_points", opt.mc_points},
           {"sampler", to_string(opt.sampler)}, {"regime_options", to_json(opt.regime_options)},
-          {"halve_real", opt.halve_real}};
+          {"halve_real", opt.halve_real}, {"halve_real_rule", kHalveRealRule}};
 }
 
 namespace {
@@ -74,7 +74,7 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
       const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p, opt.regime_options);
       for (std::size_t k = 0; k < row.size(); ++k) {
         const auto e = make_estimator(opt.estimators[k], sp.X, sp.Y);
-        const arma::uword M = opt.features * (opt.halve_real && !e->info().complex ? 2 : 1);
+        const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(opt.estimators[k]) ? 2 : 1);
         row[k].features = M;
         const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M);
         row[k].summary.merge(s);
