@@ -24,8 +24,11 @@ std::vector<VarianceResult> variance_panel(H5Writer& h5, const std::string& pane
 
 double mean_log(const std::vector<VarianceResult>& r, const std::string& estimator, double sigma, bool relative) {
   for (const auto& x : r)
-    if (x.estimator == estimator && std::abs(x.sigma - sigma) < 1e-12)
+    if (x.estimator == estimator && std::abs(x.sigma - sigma) < 1e-12) {
+      if (x.status != Status::Ok)
+        throw NumericalError(fmt::format("{} at sigma {} is {}: {}", estimator, sigma, to_string(x.status), x.reason));
       return relative ? x.summary.log_rel_var.mean : x.summary.log_var.mean;
+    }
   throw InvalidArgument(fmt::format("no result for {} at sigma {}", estimator, sigma));
 }
 

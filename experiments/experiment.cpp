@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "io/output.hpp"
 #include "io/provenance.hpp"
 
 namespace kestrel::experiments {
@@ -19,11 +20,16 @@ bool Claim::holds() const {
   return std::abs(measured - claimed) <= tolerance;
 }
 
+std::string Claim::verdict() const {
+  if (falsification_test) return holds() ? "not contradicted" : "contradicted";
+  return holds() ? "holds" : "differs";
+}
+
 nlohmann::json to_json(const Claim& c) {
   return {{"source", c.source},     {"statement", c.statement}, {"quantity", c.quantity},
           {"relation", c.relation}, {"claimed", c.claimed},     {"measured", c.measured},
           {"tolerance", c.tolerance}, {"settings", c.settings}, {"note", c.note},
-          {"holds", c.holds()}};
+          {"holds", c.holds()}, {"verdict", c.verdict()}};
 }
 
 const Experiment& find_experiment(const std::string& name) {
@@ -41,22 +47,40 @@ namespace {
 
 void write_text(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
+  register_temp_file(tmp);
   {
     std::ofstream f(tmp);
-    if (!(f << text)) throw IoError(fmt::format("cannot write '{}'", path));
+    if (!(f << text)) {
+      unregister_temp_file(tmp);
+      throw IoError(fmt::format("cannot write '{}'", path));
+    }
   }
   std::filesystem::rename(tmp, path);
+  unregister_temp_file(tmp);
+}
+
+// A Markdown table cell: '|' escaped, no line breaks.
+std::string cell(std::string s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '|') out += "\\|";
+    else out += (ch == '\n' || ch == '\r') ? ' ' : ch;
+  }
+  return out;
 }
 
 std::string markdown(const Experiment& e, const std::vector<Claim>& claims, const Options& opt) {
   std::string md = fmt::format("# {}: {}\n\n{} run, seed {}, git {}.\n\n", e.name, e.title,
                                opt.quick ? "Quick (reduced)" : "Paper-settings", opt.seed, git_revision());
-  md += "| source | claim | quantity | claimed | measured | holds | settings | note |\n|---|---|---|---|---|---|---|---|\n";
+  md += "| source | claim | quantity | claimed | measured | verdict | settings | note |\n"
+        "|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : claims) {
-    const std::string claimed = c.relation == "~" ? fmt::format("{:.3g} +- {:.2g}", c.claimed, c.tolerance)
-                                                  : fmt::format("{} {:.3g}", c.relation, c.claimed);
-    md += fmt::format("| {} | {} | {} | {} | {:.3f} | {} | {} | {} |\n", c.source, c.statement, c.quantity, claimed,
-                      c.measured, c.holds() ? "yes" : "**no**", c.settings, c.note);
+    const std::string claimed = c.relation == "~" ? fmt::format("{:.4g} +- {:.2g}", c.claimed, c.tolerance)
+                                                  : fmt::format("{} {:.4g}", c.relation, c.claimed);
+    const std::string v = c.verdict();
+    md += fmt::format("| {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", cell(c.source), cell(c.statement),
+                      cell(c.quantity), cell(claimed), c.measured, c.holds() ? v : "**" + v + "**", cell(c.settings),
+                      cell(c.note));
   }
   return md;
 }
@@ -78,12 +102,10 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
   const nlohmann::json prov = provenance(command_line, options);
   {
     H5Writer h5(stem + ".h5");
-    h5.attr("/", "provenance", prov.dump());
-    h5.attr("/", "git_revision", prov["git_revision"].get<std::string>());
+    write_provenance(h5, prov);
     h5.attr("/", "experiment", e.name);
     h5.attr("/", "title", e.title);
     h5.attr("/", "quick", static_cast<std::int64_t>(opt.quick));
-    h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
     e.run(opt, h5, claims);
     for (const auto& c : claims)
       if (!std::isfinite(c.measured))

@@ -34,7 +34,11 @@ struct Claim {
   double claimed = 0, measured = 0, tolerance = 0;
   std::string settings;
   std::string note;  // why it differs, which preprocessing reproduces it, ...
+  // A claim that the data can only fail to contradict (e.g. "mean - 3 SE < 0" for Var_ort <= Var_iid):
+  // its verdict is "not contradicted" rather than "holds".
+  bool falsification_test = false;
   bool holds() const;
+  std::string verdict() const;  // "holds", "not contradicted", "differs" or "contradicted"
 };
 nlohmann::json to_json(const Claim& c);
 

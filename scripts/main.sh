@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-data.sh
 bash scripts/build.sh
-./build/bin/kestrel reproduce all --out results
+# --force: rerunning the main job replaces the previous results/ (kestrel never replaces a file without it).
+./build/bin/kestrel reproduce all --force --out results
 echo "results, plots and claim summaries are in $(pwd)/results/"

@@ -15,39 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "cli_run.hpp"
 #include "io/hdf5.hpp"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string fmt_name(const char* stem) {
-  return std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
-         ::testing::UnitTest::GetInstance()->current_test_info()->name();
-}
-
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args) {
-  const fs::path err = fs::temp_directory_path() / fmt_name("kestrel_err");
-  const std::string cmd = std::string(KESTREL_CLI) + " " + args + " 2>" + err.string();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  std::ifstream f(err);
-  std::stringstream es;
-  es << f.rdbuf();
-  fs::remove(err);
-  return {WEXITSTATUS(status), out, es.str()};
-}
-
-}  // namespace
+using kestrel::test::CliRun;
+using kestrel::test::fmt_name;
+using kestrel::test::run;
 
 constexpr const char* kSmall = "variance --regime normal --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --seed 3 "
                                "--estimators trig,pos,gerf,oprf --quiet";

@@ -1,4 +1,5 @@
-// `kestrel datasets`: which data sets are installed, where, and whether their sha256 match.
+// `kestrel datasets`: which data sets are installed, where, and whether their sha256 match; exits 1
+// if one is missing or does not match.
 #include <iostream>
 #include <memory>
 
@@ -22,7 +23,7 @@ Action add_datasets(CLI::App& app, const Global&) {
     const std::string dir = a->dir.empty() ? default_data_dir() : a->dir;
     const auto sets = data_status(dir, !a->no_verify);
     std::cout << fmt::format("data directory: {}\n{:<22} {:>6} {:>12}  {}\n", dir, "data set", "files", "bytes", "status");
-    bool all_ok = true;
+    std::string bad;
     for (const auto& s : sets) {
       std::uintmax_t bytes = 0;
       for (const auto& f : s.files) bytes += f.bytes;
@@ -30,14 +31,17 @@ Action add_datasets(CLI::App& app, const Global&) {
                            : a->no_verify ? "installed (not verified)"
                            : s.verified() ? "installed, sha256 OK"
                                           : "CHECKSUM MISMATCH";
+      if (!s.installed()) bad += (bad.empty() ? "" : ", ") + s.name + " (not installed)";
       if (s.installed() && !a->no_verify && !s.verified()) {
-        all_ok = false;
+        bad += (bad.empty() ? "" : ", ") + s.name + " (checksum mismatch)";
         for (const auto& f : s.files)
           if (!f.ok()) status += " " + f.file;
       }
       std::cout << fmt::format("{:<22} {:>6} {:>12}  {}\n", s.name, s.files.size(), bytes, status);
     }
-    if (!all_ok) throw IoError("some installed data files do not match datasets/CHECKSUMS.sha256");
+    if (!bad.empty())
+      throw IoError("data sets missing or not matching datasets/CHECKSUMS.sha256: " + bad +
+                    " (scripts/install-data.sh installs and verifies them)");
   };
 }
 

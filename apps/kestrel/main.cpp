@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "io/output.hpp"
 
 namespace kestrel::cli {
 void progress(const Global& g, const std::string& msg) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   using namespace kestrel::cli;
   kestrel::single_threaded_blas();
   kestrel::keep_freed_memory();
+  kestrel::install_cleanup_on_signals();  // SIGINT/SIGTERM remove temporary output files
   Global g;
   for (int i = 0; i < argc; ++i) g.command_line += (i ? " " : "") + std::string(argv[i]);
 

@@ -1,6 +1,7 @@
 // `kestrel reproduce NAME|all [--quick] --out DIR`: runs paper reproductions (experiments/), writing
 // NAME.h5, NAME.png, NAME.claims.{json,md} into DIR and a table of claims on stdout.
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -9,19 +10,41 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "experiment.hpp"
+#include "io/output.hpp"
 
 namespace kestrel::cli {
+
+namespace {
+
+// Every file a reproduction writes into dir must be new (or replaced with --force); dir itself is an
+// existing directory or a new one in a writable parent.
+void check_outputs(const std::string& dir, const std::vector<const experiments::Experiment*>& todo, bool force) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    check_output(dir, false);  // a new path in a writable, existing parent
+    return;
+  }
+  require(fs::is_directory(dir, ec), "--out '{}' exists and is not a directory", dir);
+  for (const auto* e : todo)
+    for (const char* ext : {".h5", ".png", ".claims.json", ".claims.md"})
+      check_output((fs::path(dir) / (e->name + ext)).string(), force);
+}
+
+}  // namespace
 
 Action add_reproduce(CLI::App& app, const Global& g) {
   struct Args {
     std::string name, out = "results", preprocess_unused;
     experiments::Options opt;
+    bool force = false;
   };
   auto a = std::make_shared<Args>();
   std::string names;
   for (const auto& e : experiments::all_experiments()) names += (names.empty() ? "" : ", ") + e.name;
   app.add_option("name", a->name, "Reproduction: " + names + ", or all")->required();
   app.add_option("--out", a->out, "Output directory")->capture_default_str();
+  app.add_flag("--force", a->force, "Replace existing outputs of these reproductions in --out");
   app.add_flag("--quick", a->opt.quick, "Reduced sizes (same code path), for tests and CI");
   app.add_option("--seed", a->opt.seed, "Seed of all random draws")->capture_default_str();
   app.add_option("--data-dir", a->opt.regime_options.data_dir,
@@ -32,24 +55,32 @@ Action add_reproduce(CLI::App& app, const Global& g) {
       for (const auto& e : experiments::all_experiments()) todo.push_back(&e);
     else
       todo.push_back(&experiments::find_experiment(a->name));
+    check_outputs(a->out, todo, a->force);  // before computing anything
     a->opt.progress = [&g](const std::string& m) { progress(g, m); };
     int failed = 0;
-    for (const auto* e : todo) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      const auto* e = todo[i];
       const auto t0 = std::chrono::steady_clock::now();
-      progress(g, "reproducing " + e->name + (a->opt.quick ? " (quick)" : ""));
+      const double so_far = std::chrono::duration<double>(t0 - start).count();
+      progress(g, fmt::format("{}/{} reproducing {}{}{}", i + 1, todo.size(), e->name, a->opt.quick ? " (quick)" : "",
+                              i ? fmt::format(" (ETA {:.0f} min at the mean time so far)",
+                                              so_far / i * static_cast<double>(todo.size() - i) / 60)
+                                : ""));
       const auto claims = experiments::reproduce(*e, a->opt, a->out, g.command_line);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cout << fmt::format("== {}: {} ({:.0f} s) -> {}/{}.{{h5,png,claims.md}}\n", e->name, e->title, secs,
                                a->out, e->name);
       for (const auto& c : claims) {
         failed += !c.holds();
+        const std::string v = c.verdict();
         const std::string claimed = c.relation == "~" ? fmt::format("~{:.3g}+-{:.2g}", c.claimed, c.tolerance)
                                                       : fmt::format("{}{:.3g}", c.relation, c.claimed);
-        std::cout << fmt::format("  [{}] {}: {} = {:.3f} (claimed {}){}\n", c.holds() ? "ok" : "differs", c.source,
+        std::cout << fmt::format("  [{}] {}: {} = {:.3f} (claimed {}){}\n", v, c.source,
                                  c.quantity, c.measured, claimed, c.note.empty() ? "" : "  " + c.note);
       }
     }
-    std::cout << fmt::format("{} claims differ from the papers (see the claims.md files for settings and notes)\n",
+    std::cout << fmt::format("{} claims not reproduced (differs or contradicted; see the claims.md files for settings and notes)\n",
                              failed);
   };
 }

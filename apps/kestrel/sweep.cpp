@@ -38,6 +38,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
   app.add_flag("--halve-real", b.halve_real, "Give real-valued estimators 2M features (CRT 9.10.1)");
   app.add_option("--out", o.out, "HDF5 output file (parts of an unfinished sweep are kept in FILE.parts/)")
       ->required();
+  app.add_flag("--force", o.force, "Replace an existing --out file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");  // hidden
@@ -55,6 +56,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
     if (group.rank() != 0) return;  // rank 0 reports for all
     progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
                             group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
+    if (!rep.undefined.empty()) progress(g, rep.undefined);
     if (a->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
       for (const auto& r : rep.rows) {
@@ -64,11 +66,18 @@ Action add_sweep(CLI::App& app, const Global& g) {
       }
       std::cout << j.dump(2) << '\n';
     } else {
-      for (const auto& r : rep.rows)
+      for (const auto& r : rep.rows) {
+        if (r.result["status"] != "ok") {
+          std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} {}: {}\n", r.estimator, r.dim,
+                                   r.points, r.features, r.sigma, r.result["status"].get<std::string>(),
+                                   r.result["reason"].get<std::string>());
+          continue;
+        }
         std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} mean log Var {:10.4f}  mean "
                                  "log(Var/K) {:10.4f}\n",
                                  r.estimator, r.dim, r.points, r.features, r.sigma,
                                  r.result["mean_log_var"].get<double>(), r.result["mean_log_rel_var"].get<double>());
+      }
     }
   };
 }

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
+#include "io/output.hpp"
 #include "io/provenance.hpp"
 
 namespace kestrel::cli {
@@ -19,19 +20,15 @@ namespace {
 struct Args {
   VarianceStudyOptions opt;
   std::string kernel = "softmax", sampler = "iid", preprocess = "raw", out;
-  bool json = false;
+  bool json = false, force = false;
 };
 
 void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
                 const nlohmann::json& prov) {
-  h5.attr("/", "provenance", prov.dump());
-  h5.attr("/", "git_revision", prov["git_revision"].get<std::string>());
-  h5.attr("/", "command", prov["command"].get<std::string>());
-  h5.attr("/", "options", prov["options"].dump());
-  h5.attr("/", "library_versions", prov["library_versions"].dump());
-  h5.attr("/", "seed", static_cast<std::int64_t>(opt.seed));
-  h5.attr("/", "layout", "variance/<estimator>/<quantity>[sigma] (natural logs, softmax-family kernel named in "
-                         "options.kernel); per_set_mean_log_var[sigma, set pair]");
+  write_provenance(h5, prov);
+  h5.attr("/", "layout", "variance/<estimator>/<column>[row]: one row per sigma (natural logs, softmax-family kernel "
+                         "named in options.kernel), each column with its description; rows whose status is not 0 (ok) "
+                         "say why in reason");
   write_h5(h5, "/variance", results, opt);
 }
 
@@ -47,15 +44,37 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
   if (opt.mc_reps) std::cout << fmt::format(" {:>12} {:>12} {:>8}", "MC log Var", "exact(sub)", "in 3se");
   std::cout << '\n';
   for (const auto& r : results) {
+    if (r.status != Status::Ok) {
+      std::cout << fmt::format("{:<10} {:>6.3g} {}: {}\n", r.estimator, r.sigma, to_string(r.status), r.reason);
+      continue;
+    }
     std::cout << fmt::format("{:<10} {:>6.3g} {:>12.4f} +- {:<7.3f} {:>12.4f} +- {:<7.3f}", r.estimator, r.sigma,
                              r.summary.log_var.mean, r.summary.log_var.stddev(), r.summary.log_rel_var.mean,
                              r.summary.log_rel_var.stddev());
     if (r.mc)
       std::cout << fmt::format(" {:>12.4f} {:>12.4f} {:>7.1f}%", r.mc->log_var_mc.mean, r.mc->log_var_exact.mean,
                                100 * r.mc->frac_var_within_3se);
+    if (r.mc && !r.mc->trusted()) std::cout << " MC UNTRUSTED";
     if (r.summary.n_exact) std::cout << fmt::format("  ({} exact pairs left out)", r.summary.n_exact);
     std::cout << '\n';
   }
+}
+
+// One stderr line per study: how many results are undefined, and whether Monte Carlo can be trusted.
+void warn(const Global& g, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
+  std::vector<nlohmann::json> rows;
+  std::string untrusted;
+  for (const auto& r : results) {
+    rows.push_back(to_json(r, opt));
+    if (r.mc && !r.mc->trusted()) untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
+  }
+  if (const std::string u = undefined_summary(rows); !u.empty()) progress(g, u);
+  if (!untrusted.empty())
+    std::cerr << fmt::format("[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries "
+                             "lie within 3 SE of the exact variance. The estimate is heavy-tailed there, so its "
+                             "sample variance (and its SE, which needs the fourth moment) is dominated by rare "
+                             "huge values; trust the exact column.\n",
+                             untrusted, 100 * McSummary::kMcTrustedShare);
 }
 
 }  // namespace
@@ -92,7 +111,8 @@ Action add_variance(CLI::App& app, const Global& g) {
       ->capture_default_str();
   app.add_option("--x-file", ro.x_file, "file: points (rows) for X, and for Y if --y-file is not given");
   app.add_option("--y-file", ro.y_file, "file: points (rows) for Y");
-  app.add_option("--out", a->out, "Write results and provenance to this HDF5 file");
+  app.add_option("--out", a->out, "Write results and provenance to this HDF5 file (new, or replaced with --force)");
+  app.add_flag("--force", a->force, "Replace an existing --out file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_flag("--halve-real", o.halve_real,
                "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)");
@@ -102,9 +122,13 @@ Action add_variance(CLI::App& app, const Global& g) {
     a->opt.regime_options.preprocess = parse_preprocess(a->preprocess);
     validate(a->opt);
     std::unique_ptr<H5Writer> h5;
-    if (!a->out.empty()) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    if (!a->out.empty()) {
+      check_output(a->out, a->force);
+      h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    }
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });
     const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
+    warn(g, results, a->opt);
     if (h5) {
       write_file(*h5, results, a->opt, prov);
       h5->commit();

@@ -1,6 +1,7 @@
 // Resumable parameter sweeps (see sweep.hpp).
 #include "analysis/sweep.hpp"
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
+#include "io/output.hpp"
+#include "io/provenance.hpp"
 
 namespace kestrel {
 
@@ -18,6 +21,7 @@ namespace fs = std::filesystem;
 
 void validate(const SweepOptions& opt) {
   require(!opt.out.empty(), "a sweep needs --out FILE.h5");
+  check_output(opt.out, opt.force);
   require(!opt.sigmas.empty() && !opt.dims.empty() && !opt.points.empty() && !opt.features.empty(),
           "every sweep axis needs at least one value");
   VarianceStudyOptions probe = opt.base;
@@ -45,11 +49,21 @@ namespace {
 
 void write_atomic(const fs::path& p, const std::string& text) {
   const fs::path tmp = p.string() + ".tmp";
+  register_temp_file(tmp);
   {
     std::ofstream f(tmp);
-    if (!(f << text) || !f.flush()) throw IoError(fmt::format("cannot write '{}'", tmp.string()));
+    if (!(f << text) || !f.flush()) {
+      unregister_temp_file(tmp);
+      throw IoError(fmt::format("cannot write '{}'", tmp.string()));
+    }
   }
   fs::rename(tmp, p);
+  unregister_temp_file(tmp);
+}
+
+std::string duration(double secs) {
+  const long s = std::lround(secs);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
 std::string read_text(const fs::path& p) {
@@ -76,10 +90,12 @@ std::vector<GridPoint> grid(const SweepOptions& opt) {
   return g;
 }
 
-// Rank 0 creates OUT.parts/ and checks that its parts belong to this sweep; the other ranks then check
-// that they see it (a sweep over several machines needs OUT on a shared filesystem).
-void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGroup& group) {
+// Rank 0 creates OUT.parts/, locks it and checks that its parts belong to this sweep; the other ranks
+// then check that they see it (a sweep over several machines needs OUT on a shared filesystem).
+std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::string& out, const nlohmann::json& options,
+                                          SweepGroup& group) {
   const fs::path opt_file = parts / "options.json";
+  std::unique_ptr<OutputLock> lock;
   std::string err;
   std::exception_ptr failure;
   if (group.rank() == 0) {
@@ -87,6 +103,7 @@ void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGr
       std::error_code ec;
       fs::create_directories(parts, ec);
       if (!fs::is_directory(parts)) throw IoError(fmt::format("cannot create '{}'", parts.string()));
+      lock = std::make_unique<OutputLock>((parts / "lock").string(), fmt::format("the sweep '{}'", out));
       if (fs::exists(opt_file)) {
         // Parts from another sweep must not be mixed into this one.
         if (nlohmann::json::parse(read_text(opt_file)) != options)
@@ -103,7 +120,7 @@ void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGr
   }
   if (group.size() == 1) {
     if (failure) std::rethrow_exception(failure);
-    return;
+    return lock;
   }
   const auto setup = group.all_gather(err);
   if (failure) std::rethrow_exception(failure);
@@ -116,6 +133,7 @@ void prepare_parts(const fs::path& parts, const nlohmann::json& options, SweepGr
                        group.rank(), opt_file.string());
   for (const auto& m : group.all_gather(seen))
     if (!m.empty()) throw IoError(m);
+  return lock;
 }
 
 }  // namespace
@@ -134,7 +152,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   const fs::path parts = opt.out + ".parts";
   const nlohmann::json options = to_json(opt);
   const std::vector<GridPoint> points = grid(opt);
-  prepare_parts(parts, options, group);
+  const auto lock = prepare_parts(parts, opt.out, options, group);
 
   // This rank's static share. An error stops this rank only: the others finish their shares, so a
   // rerun has as little as possible left to do.
@@ -143,7 +161,11 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   std::string err;
   try {
     const bool may_stop = opt.stop_after && (opt.stop_rank < 0 || opt.stop_rank == group.rank());
+    const std::size_t share = (points.size() - group.rank() + group.size() - 1) / group.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::size_t done = 0;
     for (std::size_t i = group.rank(); i < points.size(); i += group.size()) {
+      ++done;
       const GridPoint& p = points[i];
       const fs::path part = parts / p.file();
       if (fs::exists(part)) {
@@ -154,7 +176,12 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
         if (opt.stop_killed) std::raise(SIGKILL);
         throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
       }
-      if (progress) progress("grid point " + p.label());
+      if (progress) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::size_t left = share - done + 1;
+        progress(fmt::format("grid point {}/{} {}{}", done, share, p.label(),
+                             report.computed ? ", ETA " + duration(secs / report.computed * left) : ""));
+      }
       VarianceStudyOptions vo = opt.base;
       vo.sigmas = {p.sigma}, vo.dim = p.dim, vo.points = p.points, vo.features = p.features;
       nlohmann::json rows = nlohmann::json::array();
@@ -204,33 +231,15 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
       report.rows.push_back({r["estimator"], p.sigma, p.dim, p.points, p.features, r});
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
 
+  std::vector<nlohmann::json> rows;
+  for (const auto& r : report.rows) rows.push_back(r.result);
+  report.undefined = undefined_summary(rows);
   H5Writer h5(opt.out);
-  h5.attr("/", "provenance", provenance.dump());
-  h5.attr("/", "git_revision", provenance["git_revision"].get<std::string>());
-  h5.attr("/", "options", options.dump());
-  h5.attr("/", "seed", static_cast<std::int64_t>(opt.base.seed));
+  write_provenance(h5, provenance);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
-  h5.attr("/", "layout", "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma)");
-  for (const auto& name : opt.base.estimators) {
-    std::vector<double> dim, pts, feat, sig, mlv, slv, mlr, slr, nex;
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& r : report.rows) {
-      if (r.estimator != name) continue;
-      dim.push_back(r.dim), pts.push_back(r.points), feat.push_back(r.features), sig.push_back(r.sigma);
-      mlv.push_back(r.result["mean_log_var"]), slv.push_back(r.result["std_log_var"]);
-      mlr.push_back(r.result["mean_log_rel_var"]), slr.push_back(r.result["std_log_rel_var"]);
-      nex.push_back(r.result["n_exact"].get<double>());
-      params.push_back(r.result["params"]);
-    }
-    const std::string g = "/sweep/" + name;
-    h5.group(g);
-    h5.write(g + "/dim", dim), h5.write(g + "/points", pts), h5.write(g + "/features", feat);
-    h5.write(g + "/sigma", sig);
-    h5.write(g + "/mean_log_var", mlv), h5.write(g + "/std_log_var", slv);
-    h5.write(g + "/mean_log_rel_var", mlr), h5.write(g + "/std_log_rel_var", slr);
-    h5.write(g + "/n_exact", nex);
-    h5.write_text(g + "/params", params.dump());
-  }
+  h5.attr("/", "layout", "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
+                         "each column with its description; rows whose status is not 0 (ok) say why in reason");
+  write_table(h5, "/sweep", rows, opt.base.estimators);
   h5.commit();
   std::error_code ec;
   fs::remove_all(parts, ec);

@@ -23,6 +23,7 @@ struct SweepOptions {
   std::vector<arma::uword> points = {1024};
   std::vector<arma::uword> features = {1};
   std::string out;                 // HDF5 path; parts go to out + ".parts/"
+  bool force = false;              // replace an existing out
   std::size_t stop_after = 0;      // testing hook: stop (throw) after computing this many points; 0 = off
   int stop_rank = -1;              // testing hook: only this rank stops (-1 = every rank)
   bool stop_killed = false;        // testing hook: stop by SIGKILL (a crash, e.g. the OOM killer), not by an error
@@ -52,9 +53,12 @@ struct SweepRow {
 struct SweepReport {
   std::vector<SweepRow> rows;             // on rank 0 only
   std::size_t computed = 0, resumed = 0;  // over all ranks on rank 0, this rank's elsewhere
+  std::string undefined;                  // undefined_summary() of the rows ("" if all are ok)
 };
 
 // Runs (or resumes) the sweep and writes opt.out; provenance goes into the file's root attributes.
+// A second sweep into the same out fails at once (a lock in OUT.parts/). An estimator undefined at a
+// grid point is a row with its status and reason; the sweep completes.
 // With several ranks: a rank whose points fail throws its own error, and rank 0 throws an IoError
 // naming every grid point lost (the finished parts stay for a resume); the other ranks return.
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,

@@ -1,6 +1,7 @@
 // Variance study over regimes, sigmas and estimators (see variance_study.hpp).
 #include "analysis/variance_study.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "analysis/montecarlo.hpp"
@@ -63,52 +64,98 @@ McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudy
 
 }  // namespace
 
+std::string to_string(Status s) {
+  switch (s) {
+    case Status::Ok: return "ok";
+    case Status::Exact: return "exact";
+    case Status::Undefined: return "undefined";
+    case Status::Failed: return "failed";
+  }
+  return "failed";
+}
+
+Status parse_status(const std::string& s) {
+  for (Status t : {Status::Ok, Status::Exact, Status::Undefined, Status::Failed})
+    if (to_string(t) == s) return t;
+  throw IoError(fmt::format("unknown result status '{}'", s));
+}
+
+namespace {
+
+// One estimator on one set pair; an undefined estimator or a numerical failure marks the row.
+void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, const VarianceStudyOptions& opt,
+               arma::uword p) {
+  try {
+    const auto e = make_estimator(name, sp.X, sp.Y);
+    const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
+    row.features = M;
+    const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M);
+    if (s.log_var.n > 0 && !std::isfinite(s.log_var.mean)) {
+      row.status = Status::Undefined;
+      row.reason = fmt::format("infinite variance at set pair {}", p);
+      return;
+    }
+    row.summary.merge(s);
+    row.per_set.push_back(s);
+    row.params.push_back(e->params());
+    if (opt.mc_reps > 0) row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
+  } catch (const Undefined& err) {
+    row.status = Status::Undefined;
+    row.reason = err.what();
+  } catch (const NumericalError& err) {
+    row.status = Status::Failed;
+    row.reason = fmt::format("set pair {}: {}", p, err.what());
+  }
+}
+
+}  // namespace
+
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress) {
   validate(opt);
   std::vector<VarianceResult> out;
+  const std::size_t steps = opt.sigmas.size() * opt.pairs;
+  std::size_t step = 0;
   for (double sigma : opt.sigmas) {
     std::vector<VarianceResult> row(opt.estimators.size());
     for (std::size_t k = 0; k < row.size(); ++k) row[k].estimator = opt.estimators[k], row[k].sigma = sigma;
     for (arma::uword p = 0; p < opt.pairs; ++p) {
-      if (progress) progress(fmt::format("{} sigma={} set pair {}/{}", opt.regime, sigma, p + 1, opt.pairs));
+      if (progress)
+        progress(fmt::format("{}/{} {} sigma={} set pair {}/{}", ++step, steps, opt.regime, sigma, p + 1, opt.pairs));
       const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p, opt.regime_options);
-      for (std::size_t k = 0; k < row.size(); ++k) {
-        const auto e = make_estimator(opt.estimators[k], sp.X, sp.Y);
-        const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(opt.estimators[k]) ? 2 : 1);
-        row[k].features = M;
-        const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M);
-        row[k].summary.merge(s);
-        row[k].per_set.push_back(s);
-        row[k].params.push_back(e->params());
-        if (opt.mc_reps > 0) row[k].mc = monte_carlo(*e, sp, opt, M, p, row[k].mc.value_or(McSummary{}));
-      }
+      for (std::size_t k = 0; k < row.size(); ++k)
+        if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p);
     }
-    for (auto& r : row) out.push_back(std::move(r));
+    for (auto& r : row) {
+      if (r.status == Status::Ok && r.summary.log_var.n == 0) {
+        r.status = Status::Exact;
+        r.reason = "zero variance at every pair (log Var = -inf)";
+      }
+      out.push_back(std::move(r));
+    }
   }
   return out;
 }
 
 nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt) {
+  nlohmann::json j = {
+      {"estimator", r.estimator}, {"status", to_string(r.status)}, {"regime", opt.regime}, {"sigma", r.sigma},
+      {"d", opt.dim},             {"L", opt.points},               {"kernel", opt.kernel.name()},
+      {"features", r.features},   {"params", r.params},
+  };
+  if (r.status != Status::Ok) j["reason"] = r.reason;
+  if (r.status == Status::Ok || r.status == Status::Exact) {
+    j["n_pairs"] = static_cast<std::uint64_t>(r.summary.log_kernel.n);
+    j["n_exact"] = r.summary.n_exact;
+  }
+  if (r.status != Status::Ok) return j;
   nlohmann::json per_set = nlohmann::json::array();
   for (const auto& s : r.per_set) per_set.push_back(s.log_var.mean);
-  nlohmann::json j = {
-      {"estimator", r.estimator},
-      {"regime", opt.regime},
-      {"sigma", r.sigma},
-      {"d", opt.dim},
-      {"L", opt.points},
-      {"kernel", opt.kernel.name()},
-      {"features", r.features},
-      {"mean_log_var", r.summary.log_var.mean},
-      {"std_log_var", r.summary.log_var.stddev()},
-      {"mean_log_rel_var", r.summary.log_rel_var.mean},
-      {"std_log_rel_var", r.summary.log_rel_var.stddev()},
-      {"mean_log_kernel", r.summary.log_kernel.mean},
-      {"n_pairs", static_cast<std::uint64_t>(r.summary.log_kernel.n)},
-      {"n_exact", r.summary.n_exact},
-      {"mean_log_var_per_set", per_set},
-      {"params", r.params},
-  };
+  j["mean_log_var"] = r.summary.log_var.mean;
+  j["std_log_var"] = r.summary.log_var.stddev();
+  j["mean_log_rel_var"] = r.summary.log_rel_var.mean;
+  j["std_log_rel_var"] = r.summary.log_rel_var.stddev();
+  j["mean_log_kernel"] = r.summary.log_kernel.mean;
+  j["mean_log_var_per_set"] = per_set;
   if (r.mc) {
     j["mc"] = {{"reps", opt.mc_reps},
                {"points", std::min(opt.mc_points, opt.points)},
@@ -117,60 +164,141 @@ nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt)
                {"std_log_var", r.mc->log_var_mc.stddev()},
                {"exact_mean_log_var", r.mc->log_var_exact.mean},
                {"max_abs_z_mean", r.mc->max_abs_z_mean},
-               {"frac_var_within_3se", r.mc->frac_var_within_3se}};
+               {"frac_var_within_3se", r.mc->frac_var_within_3se},
+               {"trusted", r.mc->trusted()}};
   }
   return j;
+}
+
+std::string undefined_summary(const std::vector<nlohmann::json>& rows) {
+  std::size_t bad = 0;
+  std::string shown;
+  for (const auto& r : rows) {
+    const Status s = parse_status(r["status"]);
+    if (s == Status::Ok || s == Status::Exact) continue;
+    if (++bad <= 5)
+      shown += fmt::format("{}{} {} at d={} L={} M={} sigma={:g}: {}", bad > 1 ? "; " : "", r["estimator"].get<std::string>(),
+                           to_string(s), r["d"].get<std::uint64_t>(), r["L"].get<std::uint64_t>(),
+                           r["features"].get<std::uint64_t>(), r["sigma"].get<double>(), r["reason"].get<std::string>());
+  }
+  if (bad == 0) return "";
+  return fmt::format("{} of {} results undefined or failed (recorded with their reason; the others are complete): "
+                     "{}{}",
+                     bad, rows.size(), shown, bad > 5 ? fmt::format("; and {} more", bad - 5) : "");
 }
 
 }  // namespace kestrel
 
 namespace kestrel {
 
-void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
-              const VarianceStudyOptions& opt) {
-  for (const auto& name : opt.estimators) {
+namespace {
+
+double num(const nlohmann::json& r, const char* key) { return r.contains(key) ? r[key].get<double>() : 0.0; }
+std::int64_t count(const nlohmann::json& r, const char* key) {
+  return r.contains(key) ? r[key].get<std::int64_t>() : 0;
+}
+
+}  // namespace
+
+void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohmann::json>& rows,
+                 const std::vector<std::string>& estimators) {
+  struct Real {
+    const char* name;
+    const char* help;
+  };
+  static const Real reals[] = {
+      {"sigma", "scale sigma of the inputs"},
+      {"mean_log_var", "mean over pairs of log Var of the M-feature estimate (natural log; exact pairs left out)"},
+      {"std_log_var", "standard deviation over pairs of log Var"},
+      {"mean_log_rel_var", "mean over pairs of log(Var/K) (DERF 5.1)"},
+      {"std_log_rel_var", "standard deviation over pairs of log(Var/K)"},
+      {"mean_log_kernel", "mean over pairs of log K"},
+  };
+  struct Int {
+    const char* name;
+    const char* key;
+    const char* help;
+  };
+  static const Int ints[] = {
+      {"dim", "d", "dimension d"},
+      {"points", "L", "points per set L"},
+      {"features", "features", "features M of this estimator (2M for real ones with halve-real)"},
+      {"n_pairs", "n_pairs", "point pairs summarised"},
+      {"n_exact", "n_exact", "pairs with zero variance (log Var = -inf), left out of the means"},
+  };
+  const std::string zero_note = "; 0 in rows whose status is not ok";
+  for (const auto& name : estimators) {
+    std::vector<const nlohmann::json*> mine;
+    for (const auto& r : rows)
+      if (r["estimator"] == name) mine.push_back(&r);
     const std::string g = group + "/" + name;
     h5.group(g);
-    std::vector<double> sig, mlv, slv, mlr, slr, npairs, nexact, feats, mcm, mce, mcz, mcf;
-    arma::mat per_set(opt.sigmas.size(), opt.pairs);
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& r : results) {
-      if (r.estimator != name) continue;
-      const std::size_t row = sig.size();
-      sig.push_back(r.sigma);
-      mlv.push_back(r.summary.log_var.mean);
-      slv.push_back(r.summary.log_var.stddev());
-      mlr.push_back(r.summary.log_rel_var.mean);
-      slr.push_back(r.summary.log_rel_var.stddev());
-      npairs.push_back(r.summary.log_kernel.n);
-      nexact.push_back(static_cast<double>(r.summary.n_exact));
-      feats.push_back(static_cast<double>(r.features));
-      for (std::size_t p = 0; p < r.per_set.size(); ++p) per_set(row, p) = r.per_set[p].log_var.mean;
-      params.push_back({{"sigma", r.sigma}, {"per_set", r.params}});
-      if (r.mc) {
-        mcm.push_back(r.mc->log_var_mc.mean);
-        mce.push_back(r.mc->log_var_exact.mean);
-        mcz.push_back(r.mc->max_abs_z_mean);
-        mcf.push_back(r.mc->frac_var_within_3se);
-      }
+    h5.attr(g, "rows", "one row per grid point (dim, points, features, sigma) of this estimator");
+    for (const auto& c : reals) {
+      std::vector<double> v;
+      for (const auto* r : mine) v.push_back(num(*r, c.name));
+      h5.write(g + "/" + c.name, v);
+      h5.describe(g + "/" + c.name, std::string(c.help) + (std::string(c.name) == "sigma" ? "" : zero_note), "row");
     }
-    h5.write(g + "/sigma", sig);
-    h5.write(g + "/mean_log_var", mlv);
-    h5.write(g + "/std_log_var", slv);
-    h5.write(g + "/mean_log_rel_var", mlr);
-    h5.write(g + "/std_log_rel_var", slr);
-    h5.write(g + "/n_pairs", npairs);
-    h5.write(g + "/n_exact", nexact);
-    h5.write(g + "/features", feats);
-    h5.write(g + "/per_set_mean_log_var", per_set);
+    for (const auto& c : ints) {
+      std::vector<std::int64_t> v;
+      for (const auto* r : mine) v.push_back(count(*r, c.key));
+      h5.write(g + "/" + c.name, v);
+      h5.describe(g + "/" + c.name, c.help, "row");
+    }
+    std::vector<std::int64_t> status;
+    nlohmann::json reason = nlohmann::json::array(), params = nlohmann::json::array();
+    std::size_t sets = 0;
+    for (const auto* r : mine) {
+      status.push_back(static_cast<std::int64_t>(parse_status((*r)["status"])));
+      reason.push_back(r->value("reason", ""));
+      params.push_back((*r)["params"]);
+      if (r->contains("mean_log_var_per_set")) sets = std::max(sets, (*r)["mean_log_var_per_set"].size());
+    }
+    h5.write(g + "/status", status);
+    h5.describe(g + "/status", "0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row");
+    h5.write_text(g + "/reason", reason.dump());
+    h5.describe(g + "/reason", "JSON list: why a row is not ok (empty for ok rows)", "row");
     h5.write_text(g + "/params", params.dump());
-    if (!mcm.empty()) {
-      h5.write(g + "/mc_mean_log_var", mcm);
-      h5.write(g + "/mc_exact_mean_log_var", mce);
-      h5.write(g + "/mc_max_abs_z_mean", mcz);
-      h5.write(g + "/mc_frac_var_within_3se", mcf);
+    h5.describe(g + "/params", "JSON list: fitted parameters of each set pair, per row", "row,set_pair");
+    arma::mat per_set(mine.size(), sets, arma::fill::zeros);
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (mine[i]->contains("mean_log_var_per_set"))
+        for (std::size_t p = 0; p < (*mine[i])["mean_log_var_per_set"].size(); ++p)
+          per_set(i, p) = (*mine[i])["mean_log_var_per_set"][p].get<double>();
+    h5.write(g + "/per_set_mean_log_var", per_set);
+    h5.describe(g + "/per_set_mean_log_var", "mean over the pairs of one set pair of log Var" + zero_note,
+                "row,set_pair");
+    if (std::none_of(mine.begin(), mine.end(), [](const auto* r) { return r->contains("mc"); })) continue;
+    static const Real mcs[] = {
+        {"mean_log_var", "Monte Carlo: mean log of the empirical variance"},
+        {"exact_mean_log_var", "Monte Carlo: exact mean log Var on the same entries"},
+        {"max_abs_z_mean", "Monte Carlo: max over entries of |mean - K| / SE"},
+        {"frac_var_within_3se", "Monte Carlo: share of entries whose empirical variance is within 3 SE of the exact"},
+    };
+    for (const auto& c : mcs) {
+      std::vector<double> v;
+      for (const auto* r : mine) v.push_back(r->contains("mc") ? (*r)["mc"][c.name].get<double>() : 0.0);
+      const std::string path = g + "/mc_" + c.name;
+      h5.write(path, v);
+      h5.describe(path, std::string(c.help) + zero_note, "row");
     }
+    std::vector<std::int64_t> trusted;
+    for (const auto* r : mine) trusted.push_back(r->contains("mc") && (*r)["mc"]["trusted"].get<bool>());
+    h5.write(g + "/mc_trusted", trusted);
+    h5.describe(g + "/mc_trusted",
+                fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if "
+                            "heavy tails make it useless",
+                            100 * McSummary::kMcTrustedShare),
+                "row");
   }
+}
+
+void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
+              const VarianceStudyOptions& opt) {
+  std::vector<nlohmann::json> rows;
+  for (const auto& r : results) rows.push_back(to_json(r, opt));
+  write_table(h5, group, rows, opt.estimators);
 }
 
 }  // namespace kestrel

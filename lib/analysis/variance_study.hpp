@@ -1,6 +1,8 @@
 // The variance study behind `kestrel variance` (CRT section 5.1, DERF section 5.1): for each sigma
 // and each of `pairs` set pairs drawn from a regime, fit every estimator on the pair of sets and
 // compute the exact variance for all L x L pairs; optionally confirm by Monte Carlo on a subset.
+// An estimator that is undefined (by theory) or fails numerically at a sigma is recorded as such in
+// its row (status and reason) and the study goes on: one row never takes the others down.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -44,10 +46,24 @@ struct McSummary {
   double max_abs_z_mean = 0;   // max |mean - K| / se over entries
   double frac_var_within_3se = 0;  // share of entries with |v_mc - v_exact| < 3 se(v_mc)
   std::uint64_t entries = 0;
+  // The sample variance of a heavy-tailed estimate is useless (its standard error rests on a fourth
+  // moment the sample cannot estimate): it is trusted only if at least kMcTrustedShare of the entries
+  // lie within 3 SE of the exact variance (about 99.7% do for well-behaved tails).
+  static constexpr double kMcTrustedShare = 0.9;
+  bool trusted() const { return frac_var_within_3se >= kMcTrustedShare; }
 };
+
+// What a result row is: "ok"; "exact" (zero variance at every pair, log Var = -inf, counted in
+// n_exact); "undefined" (the estimator does not exist here by theory, or has infinite variance);
+// "failed" (a numerical failure). Rows that are not "ok" carry a reason and no summary numbers.
+enum class Status { Ok = 0, Exact = 1, Undefined = 2, Failed = 3 };
+std::string to_string(Status s);
+Status parse_status(const std::string& s);
 
 struct VarianceResult {
   std::string estimator;
+  Status status = Status::Ok;
+  std::string reason;
   arma::uword features = 1;  // M used for this estimator (2 M for real-valued families with halve_real)
   double sigma = 0;
   PairwiseSummary summary;               // pooled over all set pairs
@@ -59,12 +75,21 @@ struct VarianceResult {
 using Progress = std::function<void(const std::string&)>;
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress = {});
 
+// One JSON object per (estimator, sigma) with the stable keys of `kestrel variance --json`; summary
+// numbers only when status is "ok" ("exact": n_exact and n_pairs).
+nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt);
+
+// Result rows as HDF5 columns (the one table writer of `variance`, `sweep` and the reproductions):
+// group/<estimator>/<column>[row], rows are the given JSON objects (to_json above) of that estimator
+// in order, each column with its description and axis; rows that are not "ok" hold 0 in the
+// numeric columns and say why in `status`/`reason`.
 class H5Writer;
-// Writes results under `group` as group/<estimator>/<quantity>[sigma] (see README "Output files").
+void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohmann::json>& rows,
+                 const std::vector<std::string>& estimators);
 void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
               const VarianceStudyOptions& opt);
 
-// One JSON object per (estimator, sigma) with the stable keys of `kestrel variance --json`.
-nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt);
+// "N of M results undefined or failed: dark sigma=0.8 (reason); ..." or "" when all are ok/exact.
+std::string undefined_summary(const std::vector<nlohmann::json>& rows);
 
 }  // namespace kestrel

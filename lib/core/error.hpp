@@ -13,6 +13,14 @@ class InvalidArgument : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// An estimator that does not exist for this input by theory (DARK's Sigma* needs every eigenvalue of
+// Lambda < 1/2; beyond, every Gaussian proposal has infinite expected variance). Studies record it as
+// an "undefined" result; called directly it is the caller's invalid input.
+class Undefined : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
 // A numerical failure that is not the caller's fault (a bug or an unrepresentable result).
 class NumericalError : public std::runtime_error {
  public:

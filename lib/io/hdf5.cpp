@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "io/output.hpp"
 
 namespace kestrel {
 
@@ -30,8 +31,12 @@ H5Writer::H5Writer(std::string path) : path_(std::move(path)) {
     throw IoError(fmt::format("cannot write '{}': directory '{}' does not exist", path_, target.parent_path().string()));
   tmp_ = path_ + fmt::format(".tmp{}", static_cast<long>(::getpid()));
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
+  register_temp_file(tmp_);
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (file_ < 0) throw IoError(fmt::format("cannot create HDF5 file '{}'", tmp_));
+  if (file_ < 0) {
+    unregister_temp_file(tmp_);
+    throw IoError(fmt::format("cannot create HDF5 file '{}'", tmp_));
+  }
 }
 
 H5Writer::~H5Writer() {
@@ -39,6 +44,7 @@ H5Writer::~H5Writer() {
     H5Fclose(file_);
     std::error_code ec;
     std::filesystem::remove(tmp_, ec);
+    unregister_temp_file(tmp_);
   }
 }
 
@@ -85,6 +91,18 @@ void H5Writer::write(const std::string& path, const arma::mat& m) {
   check(H5LTmake_dataset_double(file_, path.c_str(), 2, dims, row_major.memptr()), "write dataset " + path);
 }
 
+void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v) {
+  group(std::filesystem::path(path).parent_path().string());
+  const hsize_t dims[1] = {v.size()};
+  static_assert(sizeof(long long) == sizeof(std::int64_t));
+  check(H5LTmake_dataset(file_, path.c_str(), 1, dims, H5T_NATIVE_LLONG, v.data()), "write dataset " + path);
+}
+
+void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes) {
+  attr(path, "description", description);
+  attr(path, "axes", axes);
+}
+
 void H5Writer::write_text(const std::string& path, const std::string& text) {
   group(std::filesystem::path(path).parent_path().string());
   check(H5LTmake_dataset_string(file_, path.c_str(), text.c_str()), "write dataset " + path);
@@ -105,11 +123,18 @@ void H5Writer::attr(const std::string& obj, const std::string& name, std::int64_
   check(H5LTset_attribute_long_long(file_, obj.c_str(), name.c_str(), &v, 1), "write attribute " + name);
 }
 
+void H5Writer::attr(const std::string& obj, const std::string& name, std::uint64_t value) {
+  static_assert(sizeof(unsigned long) == sizeof(std::uint64_t));
+  const unsigned long v = value;
+  check(H5LTset_attribute_ulong(file_, obj.c_str(), name.c_str(), &v, 1), "write attribute " + name);
+}
+
 void H5Writer::commit() {
   check(H5Fclose(file_), "close " + tmp_);
   file_ = -1;
   std::error_code ec;
   std::filesystem::rename(tmp_, path_, ec);
+  unregister_temp_file(tmp_);
   if (ec) {
     std::filesystem::remove(tmp_, ec);
     throw IoError(fmt::format("cannot move result into '{}'", path_));

@@ -1,5 +1,6 @@
 // Minimal HDF5 writer over the C API (hdf5_hl). Writes go to a temporary file beside the target that
-// is renamed into place by commit(); an error or a missing commit leaves no partial output file.
+// is renamed into place by commit(); an error, a missing commit or SIGINT/SIGTERM (io/output.hpp)
+// leaves no partial output file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,11 +23,16 @@ class H5Writer {
   void write(const std::string& path, const std::vector<double>& v);
   void write(const std::string& path, const arma::vec& v);
   void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
+  void write(const std::string& path, const std::vector<std::int64_t>& v);
+  // Self-description of a dataset: a one-line `description` and the names of its `axes`
+  // (comma-separated, slowest first, e.g. "row" or "sigma,set_pair").
+  void describe(const std::string& path, const std::string& description, const std::string& axes);
   // A string dataset (for JSON of any size; HDF5 attributes are limited to 64 KiB).
   void write_text(const std::string& path, const std::string& text);
   void attr(const std::string& obj, const std::string& name, const std::string& value);
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
+  void attr(const std::string& obj, const std::string& name, std::uint64_t value);
   void commit();  // closes and renames the temporary file to the target path
 
  private:

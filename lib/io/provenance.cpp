@@ -29,4 +29,13 @@ nlohmann::json provenance(const std::string& command_line, const nlohmann::json&
   };
 }
 
+void write_provenance(H5Writer& h5, const nlohmann::json& prov) {
+  h5.attr("/", "provenance", prov.dump());
+  for (const char* key : {"kestrel_version", "git_revision", "command", "created_utc"})
+    h5.attr("/", key, prov[key].get<std::string>());
+  h5.attr("/", "options", prov["options"].dump());
+  h5.attr("/", "library_versions", prov["library_versions"].dump());
+  if (prov["options"].contains("seed")) h5.attr("/", "seed", prov["options"]["seed"].get<std::uint64_t>());
+}
+
 }  // namespace kestrel

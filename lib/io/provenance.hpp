@@ -8,6 +8,12 @@ namespace kestrel {
 
 nlohmann::json provenance(const std::string& command_line, const nlohmann::json& options);
 std::string git_revision();
+
+// The root attributes of every kestrel HDF5 file, written by this one function: `provenance` (the
+// JSON above), `kestrel_version`, `git_revision`, `command`, `created_utc`, `options` and
+// `library_versions` (JSON), and `seed` (unsigned 64-bit) when the options have one.
+class H5Writer;
+void write_provenance(H5Writer& h5, const nlohmann::json& provenance);
 std::string kestrel_version();
 
 }  // namespace kestrel

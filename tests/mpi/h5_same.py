@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 
 # Root attributes / provenance keys that describe how a run was executed, not what it computed.
-RUN_ATTRS = {"mpi_ranks"}
+RUN_ATTRS = {"mpi_ranks", "created_utc"}
 RUN_PROVENANCE = {"created_utc", "threads", "mpi_ranks"}
 
 
@@ -31,9 +31,10 @@ def contents(path):
     with h5py.File(path, "r") as f:
         def visit(name, obj):
             data = obj[()] if isinstance(obj, h5py.Dataset) else None
-            if isinstance(data, np.ndarray) and data.dtype.kind == "f":
-                assert np.all(np.isfinite(data) | np.isneginf(data)), f"{path}:{name} has NaN or +Inf"
-                data = data.tobytes()  # bitwise comparison
+            if isinstance(data, np.ndarray):
+                if data.dtype.kind == "f":
+                    assert np.all(np.isfinite(data) | np.isneginf(data)), f"{path}:{name} has NaN or +Inf"
+                data = (data.dtype.str, data.shape, data.tobytes())  # bitwise comparison
             objs[name] = (type(obj).__name__, data, attrs(obj))
         objs["/"] = ("Group", None, attrs(f))
         f.visititems(visit)

@@ -19,11 +19,12 @@ SymEigen eig_sym_checked(const arma::mat& A, const char* what) {
 }
 
 void require_lambda_below_half(const arma::vec& lambda, const char* what) {
-  require(lambda.max() < 0.5,
+  if (!(lambda.max() < 0.5))
+    throw Undefined(fmt::format(
           "DARK's optimal proposal Sigma* = (I + 2 Lambda)(I - 2 Lambda)^-1 (Thm 3.2) needs every eigenvalue of "
           "Lambda < 1/2 (otherwise E[Var] is infinite for every Gaussian proposal), but the largest eigenvalue of {} "
           "is {}; scale the inputs down",
-          what, lambda.max());
+          what, lambda.max()));
 }
 
 void require_same_dim(const arma::mat& Lambda, const arma::mat& Sigma) {

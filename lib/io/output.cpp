@@ -1,0 +1,104 @@
+// Safe outputs (see output.hpp).
+#include "io/output.hpp"
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace kestrel {
+
+namespace fs = std::filesystem;
+
+void check_output(const std::string& path, bool force) {
+  require(!path.empty(), "an output path must not be empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    require(!S_ISDIR(st.st_mode), "output '{}' is a directory; give a file name", path);
+    require(S_ISREG(st.st_mode), "refusing to write output '{}': it exists and is not a regular file", path);
+    require(force, "output '{}' exists; pass --force to replace it", path);
+  }
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::error_code ec;
+  require(fs::is_directory(parent, ec), "cannot write output '{}': directory '{}' does not exist", path,
+          parent.string());
+  require(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot write output '{}': directory '{}' is not writable",
+          path, parent.string());
+}
+
+namespace {
+
+// Fixed slots so that the signal handler reads them without allocating or locking.
+constexpr std::size_t kSlots = 64, kPathMax = 4096;
+std::array<std::array<char, kPathMax>, kSlots> g_paths{};
+std::array<std::atomic<bool>, kSlots> g_used{};
+std::mutex g_mutex;
+
+extern "C" void cleanup_and_reraise(int sig) {
+  for (std::size_t i = 0; i < kSlots; ++i)
+    if (g_used[i].load()) ::unlink(g_paths[i].data());
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+void register_temp_file(const std::string& path) {
+  if (path.size() >= kPathMax) return;  // not cleaned on a signal; still removed on errors
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (std::size_t i = 0; i < kSlots; ++i)
+    if (!g_used[i].load()) {
+      std::memcpy(g_paths[i].data(), path.c_str(), path.size() + 1);
+      g_used[i].store(true);
+      return;
+    }
+}
+
+void unregister_temp_file(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (std::size_t i = 0; i < kSlots; ++i)
+    if (g_used[i].load() && path == g_paths[i].data()) {
+      g_used[i].store(false);
+      return;
+    }
+}
+
+void install_cleanup_on_signals() {
+  std::signal(SIGINT, cleanup_and_reraise);
+  std::signal(SIGTERM, cleanup_and_reraise);
+}
+
+OutputLock::OutputLock(const std::string& path, const std::string& what) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError(fmt::format("cannot create lock file '{}': {}", path, std::strerror(errno)));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError(fmt::format("another kestrel process{} is writing {}; wait for it to finish or stop it",
+                              n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "",
+                              what));
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid; only the message of a second writer is less specific.
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+}  // namespace kestrel

@@ -1,0 +1,258 @@
+// End-to-end tests of issue #15 items 4-7: outputs are never replaced without --force and never
+// written to anything but a regular file; temporary files vanish on SIGINT; a second sweep on the
+// same output fails at once; an undefined estimator is a recorded result that does not stop the
+// study; untrusted Monte Carlo is flagged; HDF5 datasets describe themselves; claims tables are
+// valid Markdown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include "cli_run.hpp"
+#include "core/error.hpp"
+#include "io/output.hpp"
+
+namespace fs = std::filesystem;
+using kestrel::test::CliRun;
+using kestrel::test::fmt_name;
+using kestrel::test::run;
+
+namespace {
+
+constexpr const char* kTiny = "variance --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const char* stem) : path(fs::temp_directory_path() / fmt_name(stem)) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+bool any_temp_left(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(Outputs, ExistingFileIsReplacedOnlyWithForce) {
+  TempDir dir("kestrel_force");
+  const std::string out = dir / "r.h5";
+  { std::ofstream(out) << "precious"; }
+  const CliRun refused = run(std::string(kTiny) + " --out " + out);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find(out), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  EXPECT_EQ(slurp(out), "precious");
+  const CliRun forced = run(std::string(kTiny) + " --force --out " + out);
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_NE(slurp(out), "precious");
+  // The same for sweep and reproduce.
+  const std::string sweep_out = dir / "s.h5";
+  { std::ofstream(sweep_out) << "precious"; }
+  const CliRun sweep = run("sweep --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --out " + sweep_out);
+  EXPECT_EQ(sweep.code, 2) << sweep.err;
+  EXPECT_EQ(slurp(sweep_out), "precious");
+  EXPECT_FALSE(fs::exists(sweep_out + ".parts"));
+  { std::ofstream(dir / "crt-fig1.claims.md") << "precious"; }
+  const CliRun repro = run("reproduce crt-fig1 --quick --quiet --out " + dir.path.string());
+  EXPECT_EQ(repro.code, 2) << repro.err;
+  EXPECT_NE(repro.err.find("crt-fig1.claims.md"), std::string::npos) << repro.err;
+  EXPECT_FALSE(fs::exists(dir / "crt-fig1.h5"));  // refused before computing anything
+}
+
+TEST(Outputs, OnlyRegularFilesOrNewPathsAreWritten) {
+  TempDir dir("kestrel_special");
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& target : {std::string("/dev/full"), fifo, dir.path.string()}) {
+    const CliRun r = run(std::string(kTiny) + " --force --out " + target);
+    EXPECT_EQ(r.code, 2) << target;
+    EXPECT_NE(r.err.find(target), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}), 1);  // just the FIFO
+}
+
+TEST(Outputs, SigintRemovesTemporaryFiles) {
+  TempDir dir("kestrel_sigint");
+  // Long enough to be interrupted while its temporary HDF5 file exists (created before computing).
+  const CliRun r = run("variance --sigma 0.5,1,1.5,2 --dim 64 --points 4096 --pairs 50 --estimators trig,pos,oprf,gerf "
+                       "--quiet --out " + (dir / "x.h5"),
+                       "timeout -s INT 2 ");
+  EXPECT_NE(r.code, 0) << "the run finished before the signal; make it longer";
+  EXPECT_FALSE(fs::exists(dir / "x.h5"));
+  EXPECT_FALSE(any_temp_left(dir.path));
+}
+
+TEST(Outputs, ASecondWriterOfTheSameLockFailsAtOnce) {
+  TempDir dir("kestrel_lock");
+  const std::string path = dir / "lock";
+  kestrel::OutputLock first(path, "the sweep 'x.h5'");
+  try {
+    kestrel::OutputLock second(path, "the sweep 'x.h5'");
+    ADD_FAILURE() << "a second lock was granted";
+  } catch (const kestrel::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(::getpid())), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("x.h5"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Outputs, ConcurrentSweepOnTheSameOutputFails) {
+  TempDir dir("kestrel_concurrent");
+  const std::string out = dir / "s.h5";
+  const std::string sweep = std::string(KESTREL_CLI) +
+                            " sweep --sigma 0.5,1,1.5,2 --dim 64 --points 2048 --pairs 20 --estimators trig,oprf "
+                            "--quiet --out " + out;
+  ASSERT_EQ(std::system((sweep + " >/dev/null 2>&1 & echo $! > " + (dir / "pid")).c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(out + ".parts/lock") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const CliRun second = run("sweep --sigma 0.5,1,1.5,2 --dim 64 --points 2048 --pairs 20 --estimators trig,oprf "
+                            "--quiet --out " + out);
+  EXPECT_NE(second.code, 0);
+  EXPECT_NE(second.err.find("another kestrel process"), std::string::npos) << second.err;
+  std::system(("kill " + slurp(dir / "pid") + " 2>/dev/null; sleep 0.5").c_str());
+}
+
+TEST(Outputs, UndefinedDarkIsARecordedResultAndTheSweepCompletes) {
+  TempDir dir("kestrel_undefined");
+  const std::string out = dir / "s.h5";
+  const CliRun r = run("sweep --sigma 0.1,0.5,0.8,1 --dim 16 --points 256 --estimators oprf,dark --pairs 1 --json "
+                       "--out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 of 8 results undefined"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("grid point 4/4"), std::string::npos) << r.err;  // progress i/N
+  const auto j = nlohmann::json::parse(r.out)["results"];
+  ASSERT_EQ(j.size(), 8u);
+  int ok_oprf = 0, undefined_dark = 0;
+  for (const auto& e : j) {
+    if (e["estimator"] == "oprf" && e["status"] == "ok") ++ok_oprf;
+    if (e["estimator"] == "dark" && e["status"] == "undefined") {
+      ++undefined_dark;
+      EXPECT_GE(e["sigma"].get<double>(), 0.8);
+      EXPECT_NE(e["reason"].get<std::string>().find("eigenvalue"), std::string::npos) << e;
+      EXPECT_FALSE(e.contains("mean_log_var"));
+    }
+  }
+  EXPECT_EQ(ok_oprf, 4);
+  EXPECT_EQ(undefined_dark, 2);
+  const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  long long status[4] = {};
+  double sigma[4] = {}, mlv[4] = {};
+  ASSERT_GE(H5LTread_dataset(f, "/sweep/dark/status", H5T_NATIVE_LLONG, status), 0);
+  ASSERT_GE(H5LTread_dataset_double(f, "/sweep/dark/sigma", sigma), 0);
+  ASSERT_GE(H5LTread_dataset_double(f, "/sweep/dark/mean_log_var", mlv), 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(status[i], sigma[i] >= 0.8 ? 2 : 0) << sigma[i];
+    EXPECT_TRUE(std::isfinite(mlv[i]));
+  }
+  H5Fclose(f);
+  // `variance` keeps every other estimator's results as well.
+  const CliRun v = run("variance --sigma 0.5,1 --dim 16 --points 256 --pairs 1 --estimators oprf,dark --json --quiet");
+  ASSERT_EQ(v.code, 0) << v.err;
+  const auto vj = nlohmann::json::parse(v.out)["results"];
+  ASSERT_EQ(vj.size(), 4u);
+  EXPECT_EQ(vj[0]["status"], "ok");
+  EXPECT_EQ(vj[2]["status"], "ok");
+  EXPECT_EQ(vj[3]["status"], "undefined");
+}
+
+TEST(Outputs, HeavyTailedMonteCarloIsFlagged) {
+  // OPRF at sigma = 1, d = 16: the estimate is heavy-tailed and the sample variance is useless; at
+  // sigma = 0.2 it is well behaved. Which side each lands on is deterministic (fixed seed); the
+  // trusted side passes the 90% rule with ~99.7% expected within 3 SE, so it cannot flip by chance
+  // unless the SE model is wrong.
+  const CliRun r = run("variance --sigma 0.2,1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
+                       "--mc-points 16 --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out)["results"];
+  EXPECT_TRUE(j[0]["mc"]["trusted"].get<bool>()) << j[0]["mc"];
+  EXPECT_FALSE(j[1]["mc"]["trusted"].get<bool>()) << j[1]["mc"];
+  EXPECT_NE(r.err.find("heavy-tailed"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const CliRun table = run("variance --sigma 1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
+                           "--mc-points 16 --quiet");
+  EXPECT_NE(table.out.find("MC UNTRUSTED"), std::string::npos) << table.out;
+}
+
+namespace {
+herr_t check_described(hid_t obj, const char* name, const H5O_info2_t* info, void* bad) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  for (const char* a : {"description", "axes"})
+    if (H5Aexists_by_name(obj, name, a, H5P_DEFAULT) <= 0)
+      static_cast<std::vector<std::string>*>(bad)->push_back(std::string(name) + ":" + a);
+  return 0;
+}
+}  // namespace
+
+TEST(Outputs, EveryDatasetDescribesItselfAndCountsAreIntegers) {
+  TempDir dir("kestrel_describe");
+  for (const std::string sub : {"variance --mc 8 --mc-points 4", "sweep"}) {
+    const std::string out = dir / (sub.substr(0, 5) + ".h5");
+    const CliRun r = run(sub + " --sigma 0.5,1 --dim 4 --points 16 --pairs 2 --estimators oprf,trig --quiet --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    std::vector<std::string> bad;
+    H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_NATIVE, check_described, &bad, H5O_INFO_BASIC);
+    EXPECT_TRUE(bad.empty()) << sub << ": " << bad.front();
+    const std::string g = sub[0] == 'v' ? "/variance/oprf/" : "/sweep/oprf/";
+    for (const char* col : {"n_exact", "n_pairs", "features", "dim", "points", "status"}) {
+      H5T_class_t cls{};
+      hsize_t dims[1];
+      size_t size = 0;
+      ASSERT_GE(H5LTget_dataset_info(f, (g + col).c_str(), dims, &cls, &size), 0) << g << col;
+      EXPECT_EQ(cls, H5T_INTEGER) << g << col;
+    }
+    for (const char* a : {"provenance", "git_revision", "command", "options", "library_versions", "seed",
+                          "kestrel_version", "created_utc", "layout"})
+      EXPECT_GT(H5Aexists(f, a), 0) << sub << " root attribute " << a;
+    H5Fclose(f);
+  }
+}
+
+TEST(Outputs, ClaimsTablesAreValidMarkdownAndSayNotContradicted) {
+  TempDir dir("kestrel_claims");
+  const CliRun r = run("reproduce orf --quick --quiet --out " + dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("not contradicted"), std::string::npos) << r.out;
+  std::ifstream md(dir / "orf.claims.md");
+  std::string line;
+  int rows = 0;
+  while (std::getline(md, line)) {
+    if (line.empty() || line[0] != '|') continue;
+    // Every row has 8 cells: 9 pipes that are not escaped.
+    const auto pipes = std::distance(std::sregex_iterator(line.begin(), line.end(), std::regex(R"((^|[^\\])\|)")),
+                                     std::sregex_iterator());
+    EXPECT_EQ(pipes, 9) << line;
+    ++rows;
+  }
+  EXPECT_GE(rows, 3);
+  EXPECT_NE(slurp(dir / "orf.claims.md").find("not contradicted"), std::string::npos);
+}

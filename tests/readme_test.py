@@ -1,0 +1,92 @@
+"""Runs every command shown in README.md and experiments/README.md (issue #15 item 8): each fenced
+sh line and each python block, with small sizes substituted where a paper-sized run would take
+minutes, in a fresh working directory; each must exit 0. Lines that cannot run here are listed in
+SKIP with the reason. Usage: readme_test.py SOURCE_DIR KESTREL_BINARY PYTHON_MODULE_DIR"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# Lines not run, with why (matched as prefixes of the joined command line).
+SKIP = {
+    "bash scripts/main.sh": "the main job itself (paper settings, ~1.5 h); its commands run here at quick sizes",
+    "bash scripts/test.sh": "the test suite itself (this test runs inside it)",
+    "#": "a comment or a batch-script directive",
+    "srun": "needs a Slurm cluster",
+}
+# Option values scaled down (option -> function of the value text).
+SMALL = {
+    "--points": lambda v: ",".join(str(min(int(x), 32)) for x in v.split(",")),
+    "--pairs": lambda v: str(min(int(v), 1)),
+    "--dim": lambda v: ",".join(str(min(int(x), 8)) for x in v.split(",")),
+    "--features": lambda v: ",".join(str(min(int(x), 4)) for x in v.split(",")),
+    "--mc": lambda v: str(min(int(v), 16)),
+    "--mc-points": lambda v: str(min(int(v), 8)),
+}
+
+
+def blocks(path):
+    """Fenced code blocks of a Markdown file as (language, text)."""
+    text = open(path).read()
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def sh_commands(text):
+    joined = re.sub(r"\\\n\s*", " ", text)
+    for line in joined.splitlines():
+        line = re.sub(r"\s{2,}#.*$", "", line).strip()  # trailing comment
+        if line:
+            yield line
+
+
+def shrink(cmd, kestrel):
+    cmd = re.sub(r"\[([^\]]*)\]", r"\1", cmd)  # optional parts are run too
+    cmd = cmd.replace("build/bin/kestrel", kestrel)
+    for opt, f in SMALL.items():
+        cmd = re.sub(rf"(?<=\s){re.escape(opt)} (\S+)", lambda m: f"{opt} {f(m.group(1))}", cmd)
+    if " reproduce " in cmd and "--quick" not in cmd:
+        cmd += " --quick"
+    if cmd.startswith("mpirun"):  # as README says for a container: root, more ranks than cores
+        cmd = cmd.replace("mpirun", "mpirun --oversubscribe --mca btl self,vader "
+                          "--mca btl_vader_single_copy_mechanism none", 1)
+    return cmd
+
+
+def main(source, kestrel, pydir):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=pydir)
+    ran, skipped, failed = 0, [], []
+    for doc in ("README.md", "experiments/README.md"):
+        for lang, text in blocks(os.path.join(source, doc)):
+            runs = []
+            if lang in ("sh", "bash", ""):
+                for line in sh_commands(text):
+                    why = next((r for p, r in SKIP.items() if line.startswith(p)), None)
+                    if why:
+                        skipped.append(f"{doc}: {line[:60]} ({why})")
+                    elif line.startswith("mpirun") and not shutil.which("mpirun"):
+                        skipped.append(f"{doc}: {line[:60]} (no mpirun)")
+                    else:
+                        line = line.replace("PYTHONPATH=build/python", f"PYTHONPATH={pydir}")
+                        runs.append(["bash", "-c", shrink(line, kestrel)])
+            elif lang == "python":
+                runs.append(["/usr/bin/python3", "-c", text])
+            for argv in runs:
+                with tempfile.TemporaryDirectory() as cwd:
+                    p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+                ran += 1
+                shown = argv[-1] if argv[0] == "bash" else "python block: " + text.splitlines()[0]
+                if p.returncode != 0:
+                    failed.append(f"{doc}: {shown}\n  exit {p.returncode}: {p.stderr.strip()[-600:]}")
+                print(f"[{'ok' if p.returncode == 0 else 'FAILED'}] {shown[:140]}")
+    for s in skipped:
+        print(f"[skipped] {s}")
+    if failed:
+        sys.exit(f"{len(failed)} of {ran} README commands failed:\n" + "\n".join(failed))
+    print(f"{ran} README commands ran, {len(skipped)} skipped")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
