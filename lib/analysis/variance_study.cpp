@@ -222,7 +222,7 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohm
   static const Int ints[] = {
       {"dim", "d", "dimension d"},
       {"points", "L", "points per set L"},
-      {"features", "features", "features M of this estimator (2M for real ones with halve-real)"},
+      {"features", "features", "features M of this estimator (2M for real-valued families with halve-real)"},
       {"n_pairs", "n_pairs", "point pairs summarised"},
       {"n_exact", "n_exact", "pairs with zero variance (log Var = -inf), left out of the means"},
   };
