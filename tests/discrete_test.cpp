@@ -199,6 +199,27 @@ TEST(DiscreteClosedForm, LogVarianceMatches50DigitReference) {
   EXPECT_GE(n_huge, 2);  // the list really contains the e^300+ regime
 }
 
+TEST(DiscreteClosedForm, GeometricSphereRegimeSmallSigmaMatches50DigitReference) {
+  // Issue #21: sphere regime, d = 64, sigma = 1e-5 (every |x_l y_l| ~ 2e-12, log(Var/K^2) ~ -22): H = sum_l h(x_l y_l)
+  // is ~1e-10, and the log of the rounded product of the 64 factors I0(z_l) = 1 + O(1e-12) lost ~d eps ~ 1e-14
+  // absolute, ~1e-4 in log(Var/K^2). Tolerance 1e-8 in the log (measured ~1e-13 with the product kept as prod - 1);
+  // all 16 x 16 pairs, fitted p and a fixed p = 0.3 (H ~ d log(1/p), no cancellation).
+  const SetPair sp = draw_regime("sphere", 64, 16, 1e-5, 2, 0);
+  const auto fitted = make_estimator("geom", sp.X, sp.Y);
+  const DiscreteEstimator fixed("geom-0.3", 64, kGeom03);
+  for (const Estimator* e : std::vector<const Estimator*>{fitted.get(), &fixed}) {
+    const DiscreteParams q = dynamic_cast<const DiscreteEstimator&>(*e).discrete_params();
+    const arma::mat lv = e->log_var_over_k2(sp.X, sp.Y);
+    for (arma::uword j = 0; j < sp.Y.n_cols; ++j) {
+      for (arma::uword i = 0; i < sp.X.n_cols; ++i) {
+        const double ref = ref_log_var(q, sp.X.col(i), sp.Y.col(j));
+        ASSERT_NEAR(lv(i, j), ref, 1e-8 * std::abs(ref)) << e->info().name << " p=" << q.p << " pair " << i << "," << j;
+      }
+    }
+  }
+  EXPECT_LT(fitted->log_var_over_k2(sp.X, sp.Y).max(), -20.0);  // really the tiny-variance regime
+}
+
 TEST(DiscreteClosedForm, PoissonExactWhenEveryProductEqualsLambda) {
   // f(x) f(y) = prod_l e^lambda (x_l y_l / lambda)^{w_l} is constant when x_l y_l = lambda: zero variance.
   const DiscreteEstimator e("t", 3, {DiscreteKind::Poisson, 0.5, 0.5});

@@ -42,6 +42,58 @@ TEST(Gerf, SpecialBranchesAgreeWithGeneralComplexFormula) {
   }
 }
 
+namespace {
+
+// 50-digit log(Var/K^2) from the printed form of gerf.hpp (principal logs, no rearrangement): the cancellations of
+// d Log(1-4A) - (d/2) Log(1-8A) and of Re(e^rho1)/2 + e^rho3/2 - 1 cost ~1e-48 here, not ~1e-14.
+double ref_gerf_log_var(const GerfParams& p, arma::uword d, double S_) {
+  const big a = p.A.real(), b = p.A.imag(), S = S_, dd = d, s = p.s;
+  const big r4 = 1 - 4 * a, i4 = -4 * b, r8 = 1 - 8 * a, i8 = -8 * b;
+  const big abs4 = sqrt(r4 * r4 + i4 * i4), n8 = r8 * r8 + i8 * i8;
+  const big rho1_re = dd * log(abs4) - dd / 2 * log(sqrt(n8)) + s * S * r8 / n8;
+  const big rho1_im = dd * atan2(i4, r4) - dd / 2 * atan2(i8, r8) - s * S * i8 / n8;
+  const big rho3 = dd * log(abs4) - dd / 2 * log(r8) + (abs4 + s * r4) * S / r8 - s * S;
+  return static_cast<double>(log(exp(rho1_re) * cos(rho1_im) / 2 + exp(rho3) / 2 - 1));
+}
+
+}  // namespace
+
+TEST(Gerf, TinyVarianceMatches50DigitReference) {
+  // Issue #21: for tiny A and S (Var/K^2 down to ~1e-16) the printed form loses ~d eps = 1e-14 absolute in the
+  // exponents, up to 1e-2 in log(Var/K^2). Tolerance 1e-9 in the log (the rearranged form keeps ~1e-13 here); the
+  // moderate and large cases guard the other regimes.
+  int n_tiny = 0;
+  for (int s : {-1, 1}) {
+    for (cplx A : {cplx(-2e-9, 0), cplx(-2e-9, 3e-8), cplx(5e-8, 1e-7), cplx(0, 1e-6), cplx(1e-4, 2e-4),
+                   cplx(-0.3, 0.2), cplx(0.1, 0)}) {
+      for (double S : {1e-8, 2e-6, 4e-6, 1e-3, 0.7, 5.0, 60.0}) {
+        const GerfParams p{A, s};
+        const double ref = ref_gerf_log_var(p, 64, S), got = gerf_log_var_over_k2(p, 64, S);
+        EXPECT_NEAR(got, ref, 1e-9 * std::max(1.0, std::abs(ref))) << "A=" << A << " s=" << s << " S=" << S;
+        n_tiny += ref < std::log(1e-10);
+      }
+    }
+  }
+  EXPECT_GE(n_tiny, 10);  // the grid really reaches the Var/K^2 < 1e-10 regime
+}
+
+TEST(Gerf, SphereRegimeD64SmallSigmaFittedLogVarianceMatches50DigitReference) {
+  // The case of issue #21: sphere regime, d = 64, sigma = 0.001, where the fitted GERF has Var/K^2 ~ 1e-12. Every
+  // pair of a 24 x 24 block against the 50-digit reference (tolerance 1e-9 in the log, as above), for GERF and OPRF.
+  const SetPair sp = draw_regime("sphere", 64, 24, 0.001, 1, 0);
+  for (const char* name : {"gerf", "oprf"}) {
+    const auto e = make_estimator(name, sp.X, sp.Y);
+    const GerfParams p = dynamic_cast<const GerfEstimator&>(*e).gerf_params();
+    const arma::mat lv = e->log_var_over_k2(sp.X, sp.Y);
+    const arma::mat S = pairwise_sq_norm_sum(sp.X, sp.Y, p.s);
+    for (arma::uword k = 0; k < lv.n_elem; ++k) {
+      const double ref = ref_gerf_log_var(p, 64, S(k));
+      ASSERT_NEAR(lv(k), ref, 1e-9 * std::abs(ref)) << name << " A=" << p.A << " s=" << p.s << " S=" << S(k);
+    }
+    if (std::string(name) == "gerf") EXPECT_LT(lv.max(), std::log(1e-10));  // really the tiny-variance regime
+  }
+}
+
 TEST(Gerf, LogVarianceFiniteAndExactAtEMinus300AndE300) {
   // PosRF with |x + y|^2 = 300 and x^T y = 0 (softmax): Var = e^300 - 1 exactly in the log.
   const double l = gerf_log_var_over_k2({cplx(0, 0), 1}, 64, 300.0);

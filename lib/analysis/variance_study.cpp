@@ -39,7 +39,7 @@ nlohmann::json to_json(const VarianceStudyOptions& opt) {
           {"estimators", opt.estimators}, {"kernel", opt.kernel.name()}, {"kernel_alpha", opt.kernel.alpha},
           {"features", opt.features}, {"mc_reps", opt.mc_reps},     {"mc_points", opt.mc_points},
           {"sampler", to_string(opt.sampler)}, {"regime_options", to_json(opt.regime_options)},
-          {"halve_real", opt.halve_real}};
+          {"halve_real", opt.halve_real}, {"halve_real_rule", kHalveRealRule}};
 }
 
 namespace {
@@ -92,7 +92,7 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
                arma::uword p) {
   try {
     const auto e = make_estimator(name, sp.X, sp.Y);
-    const arma::uword M = opt.features * (opt.halve_real && !e->info().complex ? 2 : 1);
+    const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
     row.features = M;
     const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M);
     if (s.log_var.n > 0 && !std::isfinite(s.log_var.mean)) {
@@ -227,7 +227,7 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohm
   static const Int ints[] = {
       {"dim", "d", "dimension d"},
       {"points", "L", "points per set L"},
-      {"features", "features", "features M of this estimator (2M for real ones with halve-real)"},
+      {"features", "features", "features M of this estimator (2M for real-valued families with halve-real)"},
       {"n_pairs", "n_pairs", "point pairs summarised"},
       {"n_exact", "n_exact", "pairs with zero variance (log Var = -inf), left out of the means"},
   };

@@ -32,7 +32,8 @@ struct VarianceStudyOptions {
   Sampler sampler = Sampler::Iid;
   RegimeOptions regime_options;  // data directory, image preprocessing, spectrum, clusters, files
   // CRT appendix 9.10.1: a complex feature holds two real numbers, so for a fair comparison real-valued
-  // estimators get twice the features (their variance is halved).
+  // families get twice the features (their variance is halved); the rule is per family, see
+  // halved_by_halve_real in estimators/registry.hpp.
   bool halve_real = false;
 };
 
@@ -64,7 +65,7 @@ struct VarianceResult {
   std::string estimator;
   Status status = Status::Ok;
   std::string reason;
-  arma::uword features = 1;  // M used for this estimator (2 M for real ones with halve_real)
+  arma::uword features = 1;  // M used for this estimator (2 M for real-valued families with halve_real)
   double sigma = 0;
   PairwiseSummary summary;               // pooled over all set pairs
   std::vector<PairwiseSummary> per_set;  // one per set pair

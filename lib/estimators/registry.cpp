@@ -14,10 +14,10 @@ namespace kestrel {
 
 const std::vector<Family>& estimator_families() {
   static const std::vector<Family> families = {
-      {"trig", "TrigRF, complex form exp(i w^T x) (CRT 2.2)", make_trig},
+      {"trig", "TrigRF, complex form exp(i w^T x) (CRT 2.2)", make_trig, true},
       {"trig-real", "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)", make_trig_real},
       {"pos", "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)", make_pos},
-      {"gerf", "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", make_gerf},
+      {"gerf", "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", make_gerf, true},
       {"oprf", "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)", make_oprf},
       {"aderf", "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)", make_aderf},
       {"sderf", "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)", make_sderf},
@@ -30,7 +30,7 @@ const std::vector<Family>& estimator_families() {
       {"hrf-angular", "angular hybrid of pos-hyp and trig, lambda = theta/pi by sign features (HRF eq. 19)", make_hrf_angular},
       {"hrf-gauss", "Gaussian-lambda hybrid of pos-hyp and trig (HRF eq. 20, appendix F)", make_hrf_gauss},
       {"hrf-cluster", "clustered HRF, k-means k = 2, real diagonal A per centre pair (HRF H.2 eq. 88)", make_hrf_cluster},
-      {"hrf-cluster-complex", "clustered HRF, complex diagonal A exact at centres (HRF H.2 eq. 85-87)", make_hrf_cluster_complex},
+      {"hrf-cluster-complex", "clustered HRF, complex diagonal A exact at centres (HRF H.2 eq. 85-87)", make_hrf_cluster_complex, true},
       {"dark", "DARK importance-weighted PRF, optimal proposal N(0, Sigma*) (DARK eq. 2, Thm 3.2)", make_dark},
       {"dark-iso", "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)", make_dark_iso},
   };
@@ -49,6 +49,8 @@ const Family& find_family(const std::string& name) {
   }
   throw InvalidArgument(fmt::format("unknown estimator '{}' (known: {})", name, known));
 }
+
+bool halved_by_halve_real(const std::string& family) { return !find_family(family).complex_valued; }
 
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
   const Family& f = find_family(name);

@@ -17,7 +17,19 @@ struct Family {
   std::string name;
   std::string description;
   EstimatorFactory make;
+  // Some parameter values give complex features (Re(f1 f2), two real columns per omega). Decides --halve-real.
+  bool complex_valued = false;
 };
+
+// --halve-real (CRT 9.10.1: a complex feature holds two real numbers) gives 2M features to the families whose
+// features are real for every parameter value, and M to the others, whatever the fitted parameters are. A rule by
+// fitted parameters would halve GERF exactly where its optimum is real (s = +1, real A: it equals OPRF) and not where
+// it is complex, so its curve would jump by log 2 where the optimum moves onto the real axis; per family the number
+// of features is constant along sigma and the curve is as continuous as the fitted variance (README, "--halve-real").
+bool halved_by_halve_real(const std::string& family);
+inline constexpr const char* kHalveRealRule =
+    "per family: 2M features for families whose features are real for every parameter value, M for families that "
+    "can have complex features (also where their fitted parameters give real ones)";
 
 const std::vector<Family>& estimator_families();
 const Family& find_family(const std::string& name);  // InvalidArgument listing the known names

@@ -115,11 +115,13 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
 }
 
 // GeomRF: H = sum_l (-log p - 2 t_l) + sum_l log I0(z_l), z_l = 2|t_l|/sqrt(1-p). For z_l < 6 (most coordinates)
-// I0 comes from the same 25-term power series as log_bessel_i0, evaluated for all l at once (a vectorised Horner
-// loop), and the product of these values (each in [1, 67.3), so a group of 64 neither overflows nor underflows)
-// replaces 64 logs by one; coordinates with z_l >= 6 use log_bessel_i0 (GSL's scaled I0). This changes H only by
-// rounding (~1e-15 relative) against the per-coordinate sum of h. H >= 0 holds exactly; rounding below 0 is
-// clamped to 0 (before: per coordinate).
+// u_l = I0(z_l) - 1 comes from the same 25-term power series as log_bessel_i0, evaluated for all l at once (a
+// vectorised Horner loop). The u_l of a group of 64 coordinates are multiplied as P <- P + u + P u, so that P =
+// prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
+// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps
+// absolute, 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 67.3), so a group neither overflows
+// nor underflows. Coordinates with z_l >= 6 use log_bessel_i0 (GSL's scaled I0). H >= 0 holds exactly; rounding
+// below 0 is clamped to 0.
 __attribute__((target_clones("avx2", "default")))
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const auto& c = i0_series_coefficients();
@@ -149,14 +151,18 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
         }
       }
       for (arma::uword l = 0; l < d; ++l) ser[l] = c[24];
-      for (int k = 23; k >= 0; --k)  // k outer: each pass is a vectorised loop over l
+      for (int k = 23; k >= 1; --k)  // k outer: each pass is a vectorised loop over l
         for (arma::uword l = 0; l < d; ++l) ser[l] = c[k] + y4[l] * ser[l];
       double logs = 0;
       for (arma::uword l0 = 0; l0 < d; l0 += 64) {
-        double pr[4] = {1, 1, 1, 1};  // four chains: the products are not one long dependency chain
+        double pm[4] = {0, 0, 0, 0};  // prod (1 + u) - 1 in four chains: not one long dependency chain
         const arma::uword l1 = std::min(d, l0 + 64);
-        for (arma::uword l = l0; l < l1; ++l) pr[l % 4] *= ser[l];
-        logs += std::log((pr[0] * pr[1]) * (pr[2] * pr[3]));
+        for (arma::uword l = l0; l < l1; ++l) {
+          const double u = y4[l] * ser[l];
+          pm[l % 4] += u + pm[l % 4] * u;
+        }
+        const double p01 = pm[0] + pm[1] + pm[0] * pm[1], p23 = pm[2] + pm[3] + pm[2] * pm[3];
+        logs += std::log1p(p01 + p23 + p01 * p23);
       }
       out(i, j) = std::max(lin + big + logs, 0.0);
     }

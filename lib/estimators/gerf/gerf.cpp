@@ -21,33 +21,52 @@ void validate(const GerfParams& p) {
           p.A.imag());
 }
 
+namespace {
+
+// log(1 + z) for complex z, accurate for small |z|: log|1 + z| = log1p(2 Re z + |z|^2) / 2.
+cplx log1p(cplx z) { return {0.5 * std::log1p(2.0 * z.real() + std::norm(z)), std::atan2(z.imag(), 1.0 + z.real())}; }
+
+}  // namespace
+
+GerfExponents gerf_exponents(const GerfParams& p, arma::uword d, double S) {
+  const double half_d = 0.5 * static_cast<double>(d), s = p.s;
+  const cplx A = p.A, one_4a = 1.0 - 4.0 * A, one_8a = 1.0 - 8.0 * A;
+  const double a = A.real(), b = A.imag(), one_8re = 1.0 - 8.0 * a;
+  // d Log(1-4A) - (d/2) Log(1-8A) = (d/2) [Log1p(16 A^2 / (1-8A)) + 2 pi i k], as (1-4A)^2 = (1-8A) + 16 A^2; the
+  // integer k keeps the principal branches of the printed form (Re(1-4A) > 1/2, so |k| <= 1).
+  const cplx l1 = log1p(16.0 * A * A / one_8a);
+  const double k = std::nearbyint((2.0 * std::arg(one_4a) - std::arg(one_8a) - l1.imag()) / (2.0 * M_PI));
+  // d log|1-4A| - (d/2) log(1-8 Re A) = (d/2) log1p(16 |A|^2 / (1-8 Re A)), as |1-4A|^2 = (1-8 Re A) + 16 |A|^2.
+  const double l3 = std::log1p(16.0 * std::norm(A) / one_8re);
+  const double abs_4a = std::abs(one_4a);
+  // |1-4A| - Re(1-4A) = 16 (Im A)^2 / (|1-4A| + Re(1-4A)), without the cancellation.
+  const double gap = 16.0 * b * b / (abs_4a + one_4a.real());
+  // rho3's coefficient of S, (|1-4A| + s Re(1-4A)) / (1-8 Re A) - s, and that of rho1, s / (1-8A).
+  const double c3 = s > 0 ? (abs_4a + 4.0 * a) / one_8re : gap / one_8re + 1.0;
+  const cplx c1 = s / one_8a;
+  // Sum of the two real coefficients: for s = -1, 1 - Re(1/(1-8A)) = Re(-8A/(1-8A)) (the two leading 1s cancel).
+  const double c_sum = s > 0 ? c1.real() + c3 : (-8.0 * A / one_8a).real() + gap / one_8re;
+  GerfExponents e;
+  e.rho1 = half_d * cplx(l1.real(), l1.imag() + 2.0 * M_PI * k) + c1 * S;
+  e.rho3 = half_d * l3 + c3 * S;
+  e.re_rho1_plus_rho3 = half_d * (l1.real() + l3) + c_sum * S;
+  return e;
+}
 
 double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
-  const double dd = static_cast<double>(d);
-  const double s = p.s;
-  const cplx one_4a = 1.0 - 4.0 * p.A;
-  const cplx one_8a = 1.0 - 8.0 * p.A;
-  const bool real_a = p.A.imag() == 0.0;
-
   if (p.A == cplx(0, 0) && p.s == -1) return log_cosh_minus_one(S);  // TrigRF: exact closed form
-  if (real_a && p.s == 1) {
-    // Positive case: rho1 = rho3 = rho and Var/K^2 = e^rho - 1.
-    const double rho = dd * std::log(one_4a.real()) - 0.5 * dd * std::log(one_8a.real()) + S / one_8a.real();
-    return rho <= 0 ? -kInf : log_expm1(rho);
+  const GerfExponents e = gerf_exponents(p, d, S);
+  // Real A, s = +1: rho1 = rho3 = rho and Var/K^2 = e^rho - 1.
+  if (p.A.imag() == 0.0 && p.s == 1) return e.rho3 <= 0 ? -kInf : log_expm1(e.rho3);
+  const double u = e.rho1.real(), b = e.rho1.imag(), v = e.rho3;
+  if (std::abs(u) < 30 && std::abs(v) < 30) {
+    // Var/K^2 = (e^u cos b + e^v)/2 - 1 = expm1(m) cosh h + 2 sinh^2(h/2) - e^u sin^2(b/2), m = (u+v)/2, h = (u-v)/2:
+    // no cancellation when the variance is tiny against the exponents (u ~ -S, v ~ S for s = -1 and A ~ 0).
+    const double m = 0.5 * e.re_rho1_plus_rho3, h = 0.5 * (u - v), sh = std::sinh(0.5 * h), sb = std::sin(0.5 * b);
+    const double var = std::expm1(m) * std::cosh(h) + 2.0 * sh * sh - std::exp(u) * sb * sb;
+    return var > 0 ? std::log(var) : -kInf;
   }
-  const cplx rho1 = dd * std::log(one_4a) - 0.5 * dd * std::log(one_8a) + s * S / one_8a;
-  const double re_b2 = 0.5 * (std::abs(one_4a) + s * one_4a.real());  // Re(B)^2
-  const double one_8re = 1.0 - 8.0 * p.A.real();
-  const double rho3 = dd * std::log(std::abs(one_4a)) - 0.5 * dd * std::log(one_8re) + 2.0 * re_b2 * S / one_8re - s * S;
-
-  const double a = rho1.real(), b = rho1.imag();
-  if (std::abs(a) < 1 && std::abs(b) < 1 && std::abs(rho3) < 1) {
-    // Near zero variance: expand around 1 to avoid cancellation in Re(e^rho1) + e^rho3 - 2.
-    const double sb = std::sin(0.5 * b);
-    const double v = 0.5 * (std::expm1(a) * std::cos(b) - 2 * sb * sb) + 0.5 * std::expm1(rho3);
-    return v > 0 ? std::log(v) : -kInf;
-  }
-  const SignedLog t = real_exp(rho1) + SignedLog::from_log(rho3) + SignedLog::from_value(-2.0);
+  const SignedLog t = real_exp(e.rho1) + SignedLog::from_log(v) + SignedLog::from_value(-2.0);
   return t.sign > 0 ? t.log_abs - M_LN2 : -kInf;
 }
 
@@ -79,9 +98,8 @@ arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
     return S;
   }
   if (p_.A.imag() == 0.0 && p_.s == 1) {
-    const double dd = static_cast<double>(d_), one_4a = 1.0 - 4.0 * p_.A.real(), one_8a = 1.0 - 8.0 * p_.A.real();
-    const double c = dd * std::log(one_4a) - 0.5 * dd * std::log(one_8a);
-    return simd::log_expm1(S, 1.0 / one_8a, c);  // log(e^rho - 1), rho = c + S / (1 - 8A); -inf for rho <= 0
+    const double a = p_.A.real(), c = 0.5 * static_cast<double>(d_) * std::log1p(16.0 * a * a / (1.0 - 8.0 * a));
+    return simd::log_expm1(S, 1.0 / (1.0 - 8.0 * a), c);  // log(e^rho - 1), rho = c + S / (1 - 8A) (gerf_exponents)
   }
   S.transform([&](double v) { return gerf_log_var_over_k2(p_, d_, v); });
   return S;

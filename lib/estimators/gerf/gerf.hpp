@@ -24,8 +24,18 @@ void validate(const GerfParams& p);
 //   rho1 = d Log(1-4A) - (d/2) Log(1-8A) + s S / (1-8A),
 //   rho3 = d log|1-4A| - (d/2) log(1-8 Re A) + (|1-4A| + s Re(1-4A)) S / (1-8 Re A) - s S.
 // This is CRT eq. (6) (its alpha_1..alpha_4 check out) rewritten relative to K^2 so that no large
-// exponents cancel; confirmed by Monte Carlo in tests/montecarlo_test.cpp.
+// exponents cancel; confirmed by Monte Carlo in tests/montecarlo_test.cpp. Accurate also where
+// Var/K^2 ~ 1e-12 (tiny A, S): checked against 50-digit references in tests/gerf_test.cpp.
 double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S);
+
+// rho1, rho3 above in cancellation-free forms (log1p of 16 A^2 / (1-8A) and 16 |A|^2 / (1-8 Re A) instead of
+// differences of logs that are each ~ d |A|), and Re rho1 + rho3 summed without its cancelling leading terms.
+struct GerfExponents {
+  std::complex<double> rho1;
+  double rho3 = 0;
+  double re_rho1_plus_rho3 = 0;
+};
+GerfExponents gerf_exponents(const GerfParams& p, arma::uword d, double S);
 
 // Homogeneity statistics of a pair of sets (CRT eq. 8), in O(L d).
 struct HomogeneityStats {
