@@ -46,6 +46,7 @@ arma::mat block_features(const Estimator& e, const Draw& w, const arma::mat& X, 
 arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
   require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
           e.info().name, e.dim());
+  require(X.is_finite(), "points must be finite (found NaN or Inf)");  // else it would look like an overflow
   const arma::uword L = X.n_cols;
   if (L <= kPointBlock) {
     arma::mat F = block_features(e, w, X, side, k);
