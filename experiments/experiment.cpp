@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "estimators/registry.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
 
@@ -103,6 +104,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
   {
     H5Writer h5(stem + ".h5");
     write_provenance(h5, prov);
+    h5.attr("/", "families", families_json().dump());  // labels, colours, markers for the plots
     h5.attr("/", "experiment", e.name);
     h5.attr("/", "title", e.title);
     h5.attr("/", "quick", static_cast<std::int64_t>(opt.quick));

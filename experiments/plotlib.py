@@ -9,17 +9,17 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"trig": "tab:blue", "trig-real": "tab:blue", "pos": "tab:orange", "gerf": "tab:green", "oprf": "tab:red",
-          "pois": "tab:purple", "geom": "tab:brown", "pois+": "tab:pink", "geom+": "tab:gray", "aderf": "tab:olive",
-          "sderf": "tab:cyan", "saderf": "k", "dark": "tab:green", "hrf-angular": "tab:purple"}
-LABELS = {"trig": "TrigRF", "trig-real": "TrigRF", "pos": "PosRF", "gerf": "GERF", "oprf": "OPRF", "pois": "PoisRF",
-          "geom": "GeomRF", "pois+": "PoisRF+", "geom+": "GeomRF+", "aderf": "ADERF", "sderf": "SDERF",
-          "saderf": "SADERF"}
+# Filled by args() from the `families` attribute that `kestrel reproduce` writes (the estimator registry:
+# lib/estimators/registry.cpp), so that every plot names and colours a family the same way.
+COLORS, LABELS, MARKERS = {}, {}, {}
 
 
 def args():
     if len(sys.argv) != 3:
         sys.exit("usage: plot.py RESULT.h5 OUT.png")
+    with h5py.File(sys.argv[1], "r") as f:
+        for fam in json.loads(attr_str(f, "families")):
+            COLORS[fam["name"]], LABELS[fam["name"]], MARKERS[fam["name"]] = fam["color"], fam["label"], fam["marker"]
     return sys.argv[1], sys.argv[2]
 
 

@@ -10,10 +10,7 @@ import numpy as np  # noqa: E402
 from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
 
 src, out = args()
-colors = dict(COLORS, **{"trig-real": "tab:gray", "hrf-gauss": "tab:pink", "hrf-cluster": "tab:brown",
-                         "dark": "tab:green", "oprf": "tab:red"})
-labels = dict(LABELS, **{"trig": "TrigRF (complex)", "trig-real": "TrigRF (real)", "hrf-angular": "HRF angular",
-                         "hrf-gauss": "HRF Gaussian", "hrf-cluster": "HRF clustered", "dark": "DARK"})
+colors, labels = COLORS, LABELS  # from the registry
 with h5py.File(src) as f:
     inputs = attr_str(f, "inputs").split()
     ests = attr_str(f, "estimators").split()

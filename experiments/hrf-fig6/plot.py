@@ -5,13 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import COLORS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
 
 src, out = args()
-labels = {"hrf-cluster": "clustered HRF (real A)", "hrf-cluster-complex": "clustered HRF (complex A)",
-          "pos": "FAVOR+", "trig": "TrigRF"}
-colors = {"hrf-cluster": COLORS["hrf-angular"], "hrf-cluster-complex": "tab:green", "pos": COLORS["pos"],
-          "trig": COLORS["trig"]}
+colors, labels = COLORS, LABELS  # from the registry
 with h5py.File(src) as f:
     configs = attr_str(f, "configs").split()
     fig, axes = plt.subplots(1, len(configs), figsize=(3.6 * len(configs), 3.3), squeeze=False)

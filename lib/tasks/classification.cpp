@@ -7,7 +7,6 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
-#include "estimators/discrete/discrete.hpp"
 #include "estimators/registry.hpp"
 #include "kernels/kernel.hpp"
 
@@ -153,12 +152,7 @@ arma::uword best_sigma(const arma::mat& val) {
 }  // namespace
 
 std::unique_ptr<Estimator> fit_for_classification(const std::string& name, const arma::mat& Q, const arma::mat& T) {
-  if (name == "pois+" || name == "geom+") {
-    validate_sets(Q, T);
-    return make_discrete_plus(name == "pois+" ? DiscreteKind::Poisson : DiscreteKind::Geometric, Q, T,
-                              fit_shift(T, T));
-  }
-  return make_estimator(name, Q, T);
+  return make_estimator_from_reference(name, Q, T);
 }
 
 NwResult nw_protocol_exact(const LabeledSplit& s, const NwOptions& o) {

@@ -115,6 +115,9 @@ std::unique_ptr<Estimator> make_pois(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_pois_plus(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom_plus(const arma::mat& X, const arma::mat& Y);
+// The same with the shift fitted on the reference (key) set Y alone, for tasks whose queries come later.
+std::unique_ptr<Estimator> make_pois_plus_from_reference(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> make_geom_plus_from_reference(const arma::mat& X, const arma::mat& Y);
 // PoisRF+ / GeomRF+ with a given shift: lambda* / p are fitted on the shifted (and clamped) sets. The classification
 // protocol (CRT 9.10.2) infers the shift from the training set only, so validation and test inputs are clamped.
 std::unique_ptr<Estimator> make_discrete_plus(DiscreteKind kind, const arma::mat& X, const arma::mat& Y, ShiftParams s);

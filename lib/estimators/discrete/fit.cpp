@@ -124,6 +124,14 @@ std::unique_ptr<Estimator> make_pois_plus(const arma::mat& X, const arma::mat& Y
   return make_discrete_plus(DiscreteKind::Poisson, X, Y, fit_shift(X, Y));
 }
 
+std::unique_ptr<Estimator> make_pois_plus_from_reference(const arma::mat& X, const arma::mat& Y) {
+  return make_discrete_plus(DiscreteKind::Poisson, X, Y, fit_shift(Y, Y));
+}
+
+std::unique_ptr<Estimator> make_geom_plus_from_reference(const arma::mat& X, const arma::mat& Y) {
+  return make_discrete_plus(DiscreteKind::Geometric, X, Y, fit_shift(Y, Y));
+}
+
 std::unique_ptr<Estimator> make_geom_plus(const arma::mat& X, const arma::mat& Y) {
   return make_discrete_plus(DiscreteKind::Geometric, X, Y, fit_shift(X, Y));
 }
