@@ -66,7 +66,7 @@ TEST(Classification, AccuracyAndBadInput) {
 }
 
 TEST(Classification, ScaledFeaturesAddTheScaleInsideTheExponent) {
-  // For every family that overrides scaled_features: equal to features * exp(scale) where nothing overflows ...
+  // For every family that applies its own row scale: equal to features * exp(scale) where nothing overflows ...
   const arma::mat X = test::points(3, 6, 0.3, 71), Y = test::points(3, 6, 0.3, 72);  // DARK needs Lambda < 1/2
   const arma::vec scale = {-3.0, -1.0, 0.0, 0.5, 2.0, -0.25};
   for (const char* n : {"trig", "trig-real", "pos", "gerf", "oprf", "aderf", "sderf", "saderf", "dark", "pois", "geom",
@@ -77,7 +77,7 @@ TEST(Classification, ScaledFeaturesAddTheScaleInsideTheExponent) {
     for (Side side : {Side::Query, Side::Key}) {
       arma::mat ref = e->features(w, X, side);
       ref.each_col() %= arma::exp(scale);
-      const arma::mat got = e->scaled_features(w, X, side, scale);
+      const arma::mat got = e->features(w, X, side, scale);
       EXPECT_LT(arma::abs(got - ref).max(), 1e-12 * arma::abs(ref).max()) << n;
     }
   }

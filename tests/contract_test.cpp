@@ -112,9 +112,9 @@ TEST_P(Contract, FeatureVariantsAgree) {
     ASSERT_EQ(F.n_rows, kPoints);
     EXPECT_EQ(F.n_cols, e->features(w, Y, side == Side::Query ? Side::Key : Side::Query).n_cols) << GetParam();
     EXPECT_TRUE(F.is_finite());
-    const arma::mat S0 = e->scaled_features(w, X, side, arma::zeros(kPoints));
+    const arma::mat S0 = e->features(w, X, side, arma::zeros(kPoints));
     EXPECT_LT(arma::abs(S0 - F).max(), 1e-12 * (1 + arma::abs(F).max())) << GetParam();
-    const arma::mat S = e->scaled_features(w, X, side, scale);
+    const arma::mat S = e->features(w, X, side, scale);
     const arma::mat expected = F.each_col() % arma::exp(scale);
     EXPECT_LT(arma::abs(S - expected).max(), 1e-12 * (1 + arma::abs(expected).max())) << GetParam();
     if (e->info().positive) {

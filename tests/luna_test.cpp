@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -164,7 +165,7 @@ void expect_same(const LunaParams& a, const LunaParams& b) {
 
 TEST(Luna, JsonAndHdf5RoundTripsAreExact) {
   const LunaParams p = perturbed(LunaVariant::Gated, 5, 24, 31);
-  const LunaEstimator e(p);
+  const LunaMap e(p);
   expect_same(luna_params_from_json(nlohmann::json::parse(e.params().dump())), p);
   const std::string file =
       (std::filesystem::temp_directory_path() / ("kestrel_luna_" + std::to_string(::getpid()) + ".h5")).string();
@@ -181,7 +182,7 @@ TEST(Luna, JsonAndHdf5RoundTripsAreExact) {
 
 TEST(Luna, EstimatorAdapterWorksWithKernelAndClassificationCode) {
   const LunaParams p = perturbed(LunaVariant::Ungated, 3, 16, 41);
-  const LunaEstimator e(p);
+  const LunaMap e(p);
   EXPECT_EQ(e.info().name, "luna-ungated");
   const arma::mat X = test::points(3, 7, 0.8, 6), Y = test::points(3, 9, 0.8, 7);
   Rng rng(1);
@@ -198,9 +199,8 @@ TEST(Luna, EstimatorAdapterWorksWithKernelAndClassificationCode) {
   arma::mat R(9, 3, arma::fill::zeros);
   for (arma::uword i = 0; i < 9; ++i) R(i, lab(i)) = 1;
   EXPECT_LT(arma::abs(s - (direct * R).t()).max(), 1e-11);
-  // A deterministic map has no variance to report.
-  EXPECT_THROW(e.log_var_over_k2(X, Y), InvalidArgument);
-  EXPECT_THROW(log_variance(e, Kernel::gaussian(), X, Y, 16), InvalidArgument);
+  // A deterministic map has no variance to report: it is a FeatureMap, not an Estimator.
+  static_assert(!std::is_base_of_v<Estimator, LunaMap>);
   EXPECT_THROW(e.draw(8, rng, Sampler::Iid), InvalidArgument);
   EXPECT_THROW(e.features(Draw{arma::mat(3, 2, arma::fill::zeros), {}}, X, Side::Query), InvalidArgument);
   // exp(|x|^2 / 2) overflows for |x|^2 > 1419: a clear error instead of inf * 0.
@@ -225,7 +225,7 @@ TEST(Luna, BadInputsThrowNamingTheValue) {
   EXPECT_THROW(LunaObjective::task_fit(p, Z, arma::uvec(10, arma::fill::value(3)), 3), InvalidArgument);
   LunaParams bad = p;
   bad.b.resize(3);
-  EXPECT_THROW(LunaEstimator{bad}, InvalidArgument);
+  EXPECT_THROW(LunaMap{bad}, InvalidArgument);
   bad = p;
   bad.A(0, 0) = arma::datum::inf;
   EXPECT_THROW(luna_features(bad, Z), InvalidArgument);

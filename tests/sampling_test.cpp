@@ -50,13 +50,15 @@ std::pair<double, double> mean_se(const std::vector<double>& x) {
 // show that the Haar test below has power. Delegates everything else to the wrapped estimator.
 class PlainQrEstimator final : public Estimator {
  public:
-  explicit PlainQrEstimator(std::unique_ptr<Estimator> base) : base_(std::move(base)) {}
-  const EstimatorInfo& info() const override { return base_->info(); }
-  arma::uword dim() const override { return base_->dim(); }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override {
-    return base_->log_var_over_k2(X, Y);
+  explicit PlainQrEstimator(std::unique_ptr<Estimator> base) : base_(std::move(base)) {
+    info_ = base_->info();
+    d_ = base_->dim();
   }
-  Draw draw(arma::uword M, Rng& rng, Sampler) const override {
+  nlohmann::json params() const override { return base_->params(); }
+
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override { return base_->log_var_over_k2(X, Y); }
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler) const override {
     const arma::uword d = dim();
     arma::mat W(d, M);
     for (arma::uword start = 0; start < M; start += d) {
@@ -67,10 +69,10 @@ class PlainQrEstimator final : public Estimator {
     }
     return Draw{W, {}};
   }
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return base_->features(w, X, side);
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override {
+    return log ? base_->log_features(w, X, side, log_row_scale) : base_->features(w, X, side, log_row_scale);
   }
-  nlohmann::json params() const override { return base_->params(); }
 
  private:
   std::unique_ptr<Estimator> base_;

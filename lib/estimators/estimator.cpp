@@ -10,14 +10,52 @@
 
 namespace kestrel {
 
-Draw Estimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
+Draw FeatureMap::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   require(M > 0, "number of features M must be > 0, got 0");
+  return draw_hook(M, rng, sampler);
+}
+
+Draw FeatureMap::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
   return Draw{draw_gaussian_omegas(dim(), M, sampler, rng), {}};
 }
 
-arma::mat Estimator::log_features(const Draw& w, const arma::mat& X, Side side) const {
+namespace {
+
+void validate_feature_input(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::vec& log_row_scale) {
+  require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows, e.info().name,
+          e.dim());
+  require(X.is_finite(), "points must be finite (found NaN or Inf)");
+  require(w.omega.n_rows == e.dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.omega.n_rows,
+          e.info().name, e.dim());
+  require(log_row_scale.is_empty() || log_row_scale.n_elem == X.n_cols, "{} row scales for {} points",
+          log_row_scale.n_elem, X.n_cols);
+}
+
+}  // namespace
+
+arma::mat FeatureMap::features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
+  validate_feature_input(*this, w, X, log_row_scale);
+  return features_hook(w, X, side, log_row_scale, false);
+}
+
+arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
   require(info().positive, "estimator '{}' has no log-features: its features are not all positive", info().name);
-  return arma::log(features(w, X, side));
+  validate_feature_input(*this, w, X, log_row_scale);
+  return features_hook(w, X, side, log_row_scale, true);
+}
+
+arma::mat FeatureMap::from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log) {
+  if (!log_row_scale.is_empty()) E.each_col() += log_row_scale;
+  return log ? E : exp_parallel(std::move(E));
+}
+
+arma::mat FeatureMap::apply_row_scale(arma::mat F, const arma::vec& log_row_scale, bool log) const {
+  if (log || (info_.positive && !log_row_scale.is_empty())) {
+    F = arma::log(F);
+    return from_exponent(std::move(F), log_row_scale, log);
+  }
+  if (!log_row_scale.is_empty()) F.each_col() %= arma::exp(log_row_scale);
+  return F;
 }
 
 namespace {
@@ -31,19 +69,19 @@ arma::span point_block(arma::uword b, arma::uword L) {
   return arma::span(b * kPointBlock, std::min(L, (b + 1) * kPointBlock) - 1);
 }
 
-arma::mat block_features(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
+arma::mat block_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
   return k.alpha == 0.0 ? e.features(w, X, side)
-                        : e.scaled_features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
+                        : e.features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
 }
 
-[[noreturn]] void throw_overflow(const Estimator& e, const arma::mat& X) {
+[[noreturn]] void throw_overflow(const FeatureMap& e, const arma::mat& X) {
   throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}", e.info().name,
                                    arma::sum(arma::square(X), 0).max()));
 }
 
 }  // namespace
 
-arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
+arma::mat feature_map(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
   require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
           e.info().name, e.dim());
   require(X.is_finite(), "points must be finite (found NaN or Inf)");  // else it would look like an overflow
@@ -66,19 +104,7 @@ arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Sid
   return F;
 }
 
-arma::mat Estimator::scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
-  if (info().positive) {
-    arma::mat F = log_features(w, X, side);
-    F.each_col() += log_row_scale;
-    return exp_parallel(std::move(F));
-  }
-  arma::mat F = features(w, X, side);
-  F.each_col() %= arma::exp(log_row_scale);
-  return F;
-}
-
-arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+arma::mat approximate_kernel(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
                              const Kernel& k) {
   const arma::mat St = feature_map(e, w, Y, Side::Key, k).t();
   arma::mat out(X.n_cols, Y.n_cols, arma::fill::none);
@@ -89,7 +115,7 @@ arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat&
   return out;
 }
 
-arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+arma::mat approximate_kernel_times(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
                                    const arma::mat& C, const Kernel& k) {
   require(C.n_rows == Y.n_cols, "C must have one row per point of Y ({}), got {}", Y.n_cols, C.n_rows);
   // S^T C summed over key blocks in block order, then P (S^T C) per query block: neither P nor S is ever whole.
@@ -112,16 +138,27 @@ arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma
   return out;
 }
 
+arma::mat Estimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
+  validate_pair(X, Y, dim());
+  return log_var_hook(X, Y);
+}
+
 arma::mat Estimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
   require(M > 0, "number of features M must be > 0, got 0");
-  arma::mat r = log_var_over_k2(X, Y);
+  validate_pair(X, Y, dim());
+  return log_var_m_hook(X, Y, M);
+}
+
+arma::mat Estimator::log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
+  arma::mat r = log_var_hook(X, Y);
   r -= std::log(static_cast<double>(M));
   return r;
 }
 
 arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
-  validate_pair(X, Y, e.dim());
-  return e.log_var_over_k2_m(X, Y, M) + 2.0 * log_kernel(k, X, Y);
+  arma::mat r = e.log_var_over_k2_m(X, Y, M);  // validates first
+  r += 2.0 * log_kernel(k, X, Y);
+  return r;
 }
 
 void validate_pair(const arma::mat& X, const arma::mat& Y, arma::uword d) {

@@ -31,52 +31,73 @@ struct EstimatorInfo {
   bool positive = false;  // every feature value is > 0, or 0 by structure (log_features gives -inf there)
 };
 
-class Estimator {
+// A fitted feature map f^(1), f^(2): draws and features, nothing about variance (learned maps stop here).
+// The public methods validate their input once and call the protected hooks a family implements.
+class FeatureMap {
  public:
-  virtual ~Estimator() = default;
-  virtual const EstimatorInfo& info() const = 0;
-  virtual arma::uword dim() const = 0;
+  virtual ~FeatureMap() = default;
+  const EstimatorInfo& info() const { return info_; }
+  arma::uword dim() const { return d_; }
 
-  // log(Var[f1(w,x_i) f2(w,y_j)] / K(x_i,y_j)^2) for one feature (M = 1), all pairs: Lx x Ly.
-  // This ratio does not depend on alpha. -inf where the estimator is exact.
-  virtual arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const = 0;
-
-  // log(Var/K^2) of the estimate built from M features. The default, log_var_over_k2 - log M, holds for
-  // averages of M iid features; estimators that are not such averages (hybrids) override it.
-  virtual arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
-
-  // Draws M random objects; the default draws Gaussian projections with the given sampler.
-  virtual Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
+  // Draws M random objects (M > 0).
+  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
 
   // Softmax-kernel features f^(side)(w_m, x_i) / sqrt(M): L x M for real features; for complex
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
-  virtual arma::mat features(const Draw& w, const arma::mat& X, Side side) const = 0;
+  // Row i is also multiplied by exp(log_row_scale(i)) if given (one per point), the scale added inside the
+  // exponent, so that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma) stays 1.
+  arma::mat features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
-  // log of features() for positive estimators (same layout), so that callers can subtract a scale
-  // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). The default takes the
-  // log of features() and so over/underflows where they do; families whose features are exp(...)
-  // override it with the exponent itself. InvalidArgument for estimators that are not positive.
-  virtual arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const;
-
-  // The same features with row i also multiplied by exp(log_row_scale(i)), the scale added inside the exponent, so
-  // that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma) stays 1 instead of becoming inf * 0.
-  // The default does so through log_features for positive estimators and multiplies afterwards otherwise;
-  // non-positive exponential families (complex GERF, trig-real, discrete) override it.
-  virtual arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const;
+  // log of features() for positive maps (same layout and scale), so that callers can subtract a scale
+  // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). InvalidArgument otherwise.
+  arma::mat log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
+
+ protected:
+  // Draw hook; the default draws Gaussian projections with the given sampler.
+  virtual Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const;
+  // The one feature hook, called with valid finite points of dimension dim() and log_row_scale empty or one
+  // per point: the features with the row scale applied, or their logs when `log` (asked of positive maps only).
+  // Families whose features are exp(E) return from_exponent(E, ...); others apply_row_scale(F, ...).
+  virtual arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                                  bool log) const = 0;
+  // exp(E + scale), or E + scale when log.
+  static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
+  // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.
+  arma::mat apply_row_scale(arma::mat F, const arma::vec& log_row_scale, bool log) const;
+
+  EstimatorInfo info_;  // set by the family's constructor
+  arma::uword d_ = 0;   // likewise
+};
+
+// A random-feature estimator: a feature map whose single-feature variance is known exactly.
+class Estimator : public FeatureMap {
+ public:
+  // log(Var[f1(w,x_i) f2(w,y_j)] / K(x_i,y_j)^2) for one feature (M = 1), all pairs: Lx x Ly.
+  // This ratio does not depend on alpha. -inf where the estimator is exact.
+  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const;
+  // log(Var/K^2) of the estimate built from M features (M > 0).
+  arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
+
+ protected:
+  // Called with a valid pair of sets of dimension dim().
+  virtual arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const = 0;
+  // The default, log_var_hook - log M, holds for averages of M iid features; estimators that are not such
+  // averages (hybrids) override it.
+  virtual arma::mat log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
 };
 
 // Features for K^(alpha): rows scaled by exp(alpha |x_i|^2).
-arma::mat feature_map(const Estimator& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k);
+arma::mat feature_map(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k);
 
 // Unbiased estimate of K^(alpha)(X, Y) from one draw: P S^T (Lx x Ly), O(Lx Ly M).
-arma::mat approximate_kernel(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+arma::mat approximate_kernel(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
                              const Kernel& k);
 
 // Unbiased estimate of K^(alpha)(X, Y) C as P (S^T C) in O((Lx + Ly) M n), never forming Lx x Ly.
-arma::mat approximate_kernel_times(const Estimator& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
+arma::mat approximate_kernel_times(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::mat& Y,
                                    const arma::mat& C, const Kernel& k);
 
 // log Var of the M-feature estimate of K^(alpha), all pairs: log(Var/K^2) + 2 log K.

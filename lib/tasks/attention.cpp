@@ -58,7 +58,7 @@ std::unique_ptr<Estimator> fit_attention_estimator(const std::string& name, cons
   return make_estimator(name, attention_scaled(Q), attention_scaled(K));
 }
 
-ApproxAttention approximate_attention(const Estimator& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
+ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
                                       const arma::mat& V, const AttentionOptions& opt) {
   validate_attention(Q, K, V);
   require(Q.n_rows == e.dim(), "queries have dimension {}, estimator '{}' was fitted for {}", Q.n_rows, e.info().name,

@@ -53,7 +53,7 @@ std::unique_ptr<Estimator> fit_attention_estimator(const std::string& name, cons
 // Random-feature attention from one draw of an estimator fitted on (Q', K'). Throws NumericalError if
 // a normaliser is 0 or any output is not finite (a zero normaliser of a trig estimator, or overflow
 // without the stabiliser).
-ApproxAttention approximate_attention(const Estimator& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
+ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
                                       const arma::mat& V, const AttentionOptions& opt = {});
 
 // ||Y_hat - Y||_F / ||Y||_F.

@@ -45,7 +45,7 @@ arma::mat nw_log_scores_exact(const arma::mat& train, const arma::uvec& labels, 
   return out;
 }
 
-arma::mat nw_scores_rf(const Estimator& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
+arma::mat nw_scores_rf(const FeatureMap& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
                        arma::uword n_classes, const arma::mat& test, double sigma) {
   validate_task(train, labels, n_classes, test, sigma);
   arma::mat R(train.n_cols, n_classes, arma::fill::zeros);
@@ -55,10 +55,10 @@ arma::mat nw_scores_rf(const Estimator& e, const Draw& w, const arma::mat& train
 
 namespace {
 // Gaussian-kernel features of sigma X, stabilised (see nw_predict_rf): per_row for queries, one global shift for keys.
-arma::mat stable_features(const Estimator& e, const Draw& w, const arma::mat& X, Side side, bool per_row) {
+arma::mat stable_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, bool per_row) {
   const arma::vec gauss = -0.5 * arma::sum(arma::square(X), 0).t();
   if (!e.info().positive) {
-    arma::mat F = e.scaled_features(w, X, side, gauss);
+    arma::mat F = e.features(w, X, side, gauss);
     if (!F.is_finite())
       throw NumericalError(fmt::format("estimator '{}': features overflow for points with |x|^2 up to {:g}",
                                        e.info().name, -2 * gauss.min()));
@@ -74,7 +74,7 @@ arma::mat stable_features(const Estimator& e, const Draw& w, const arma::mat& X,
 }
 }  // namespace
 
-arma::uvec nw_predict_rf(const Estimator& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
+arma::uvec nw_predict_rf(const FeatureMap& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
                          arma::uword n_classes, const arma::mat& test, double sigma, arma::uword* all_zero) {
   validate_task(train, labels, n_classes, test, sigma);
   require(train.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", train.n_rows,

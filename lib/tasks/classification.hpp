@@ -27,16 +27,16 @@ arma::mat nw_log_scores_exact(const arma::mat& train, const arma::uvec& labels, 
 
 // Unbiased random-feature estimate of r*_c (n_classes x n_test) from one draw of an estimator fitted
 // on sigma-scaled points: P(sigma test) (S(sigma train)^T R), R the one-hot label matrix.
-arma::mat nw_scores_rf(const Estimator& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
+arma::mat nw_scores_rf(const FeatureMap& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
                        arma::uword n_classes, const arma::mat& test, double sigma);
 
 // Predicted classes argmax_c r*_c from one draw, with the stabiliser of lib/tasks/attention.hpp for positive
 // estimators: log-features, each query row shifted by its maximum and all key rows by one global maximum before
 // exponentiating. The scores change by a positive factor per query, the argmax does not, and nothing overflows (ADERF
-// at sigma = 100 has log-features near 10^5). Non-positive estimators use scaled_features (the Gaussian factor inside
+// at sigma = 100 has log-features near 10^5). Non-positive estimators use features with a row scale (the Gaussian factor inside
 // the exponent) and throw NumericalError if their features still overflow. `all_zero` (optional) receives the
 // number of queries whose scores are all 0 (no signal: argmax picks class 0).
-arma::uvec nw_predict_rf(const Estimator& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
+arma::uvec nw_predict_rf(const FeatureMap& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
                          arma::uword n_classes, const arma::mat& test, double sigma, arma::uword* all_zero = nullptr);
 
 arma::uvec argmax_rows_per_column(const arma::mat& scores);  // predicted class per test point

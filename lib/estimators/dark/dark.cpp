@@ -56,27 +56,22 @@ DarkEstimator::DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann:
   info_.name = std::move(name);
   info_.complex = false;
   info_.positive = true;
+  d_ = sigma_.mat.n_rows;
 }
 
-arma::mat DarkEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, dim());
+arma::mat DarkEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   arma::mat r = pairwise_sq_norm_sum(form_.T * X, form_.T * Y, 1.0);
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + q <= 0: only for Sigma = I and x = -y (exact PosRF pair)
 }
 
-Draw DarkEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
-  Draw w = Estimator::draw(M, rng, sampler);
+Draw DarkEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
+  Draw w = Estimator::draw_hook(M, rng, sampler);
   w.omega = sqrt_ * w.omega;
   return w;
 }
 
-arma::mat DarkEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  return exp_parallel(log_features(w, X, side));
-}
-
-arma::mat DarkEstimator::log_features(const Draw& w, const arma::mat& X, Side) const {
-  require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
-  require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
+arma::mat DarkEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
+                                       bool log) const {
   const arma::uword M = w.count();
   // -w^T (I - Sigma^-1) w / 4 = -(|w|^2 - |Sigma^-1/2 w|^2) / 4: the log of the square root of p_I/psi
   // without its normalising constant, which is det(Sigma)^(1/4).
@@ -86,7 +81,7 @@ arma::mat DarkEstimator::log_features(const Draw& w, const arma::mat& X, Side) c
   F.each_row() += quad;
   F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
   F += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(M));
-  return F;
+  return from_exponent(std::move(F), log_row_scale, log);
 }
 
 nlohmann::json DarkEstimator::params() const {

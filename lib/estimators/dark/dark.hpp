@@ -77,19 +77,18 @@ class DarkEstimator final : public Estimator {
  public:
   // Validates Sigma (validate_dark_proposal). summary is added to params().
   DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann::json summary = {});
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return sigma_.mat.n_rows; }
   const arma::mat& sigma() const { return sigma_.mat; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  // omega = Sigma^(1/2) g, g (d x M) from the sampler.
-  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
-  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  // omega = Sigma^(1/2) g, g (d x M) from the sampler.
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
+  // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
-  EstimatorInfo info_;
   SymEigen sigma_;
   arma::mat sqrt_, inv_sqrt_;  // Sigma^(1/2), Sigma^(-1/2)
   double log_det_ = 0.0;

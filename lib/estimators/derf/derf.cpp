@@ -116,6 +116,7 @@ DerfEstimator::DerfEstimator(std::string name, DerfParams p, nlohmann::json summ
   info_.name = std::move(name);
   info_.complex = false;
   info_.positive = true;
+  d_ = p_.dim();
   if (summary_.is_null()) {
     summary_ = {{"A_eigenvalues", to_vector(eig_of(p_.A).a)},
                 {"B1_fro", arma::norm(p_.B1, "fro")},
@@ -124,19 +125,13 @@ DerfEstimator::DerfEstimator(std::string name, DerfParams p, nlohmann::json summ
   }
 }
 
-arma::mat DerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, dim());
+arma::mat DerfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   arma::mat r = pairwise_sq_norm_sum(form_.TB1 * X, form_.TB2 * Y, 1.0);
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + s <= 0
 }
 
-arma::mat DerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  return exp_parallel(log_features(w, X, side));
-}
-
-arma::mat DerfEstimator::log_features(const Draw& w, const arma::mat& X, Side side) const {
-  require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
-  require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
+arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                                       bool log) const {
   const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
   const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
   const arma::uword M = w.count();
@@ -144,7 +139,7 @@ arma::mat DerfEstimator::log_features(const Draw& w, const arma::mat& X, Side si
   F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);       // w^T A w: O(M d^2)
   F.each_col() += arma::sum((C * X) % X, 0).t();                  // x^T C x: O(L d^2)
   F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
-  return F;
+  return from_exponent(std::move(F), log_row_scale, log);
 }
 
 nlohmann::json DerfEstimator::params() const {

@@ -103,17 +103,16 @@ class DerfEstimator final : public Estimator {
  public:
   // Validates p (Thm 4.1, tolerance tol). summary goes into params(); empty: A's eigenvalues and norms.
   DerfEstimator(std::string name, DerfParams p, nlohmann::json summary = {}, double tol = 1e-9);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return p_.dim(); }
   const DerfParams& derf_params() const { return p_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
-  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
-  EstimatorInfo info_;
   DerfParams p_;
   DerfSecondMoment form_;
   nlohmann::json summary_;

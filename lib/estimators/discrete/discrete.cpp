@@ -175,9 +175,10 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
 double discrete_log_var_from_sum(double H) { return H > 0 ? log_expm1(H) : -kInf; }
 
 DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q, std::optional<ShiftParams> shift)
-    : d_(d), q_(q), shift_(std::move(shift)) {
+    : q_(q), shift_(std::move(shift)) {
   validate(q_);
   require(d > 0, "dimension d must be > 0, got 0");
+  d_ = d;
   if (shift_) {
     require(shift_->c.n_elem == d, "shift c has {} entries, dimension is {}", shift_->c.n_elem, d);
     require(shift_->c.is_finite(), "shift c must be finite");
@@ -189,8 +190,7 @@ DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscretePa
   info_.positive = shift_.has_value();  // shifted points are >= epsilon > 0, so every factor is > 0
 }
 
-arma::mat DiscreteEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, d_);
+arma::mat DiscreteEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   const arma::mat Yh = shift_ ? shift_points(*shift_, Y) : Y;
   arma::mat out = q_.kind == DiscreteKind::Poisson ? poisson_sums(q_, Xh, Yh) : geometric_sums(q_, Xh, Yh);
@@ -215,8 +215,7 @@ arma::mat DiscreteEstimator::log_var_over_k2(const arma::mat& X, const arma::mat
   return out;
 }
 
-Draw DiscreteEstimator::draw(arma::uword M, Rng& rng, Sampler) const {
-  require(M > 0, "number of features M must be > 0, got 0");
+Draw DiscreteEstimator::draw_hook(arma::uword M, Rng& rng, Sampler) const {
   Draw w;
   w.omega.set_size(d_, M);
   for (double& k : w.omega)
@@ -224,11 +223,8 @@ Draw DiscreteEstimator::draw(arma::uword M, Rng& rng, Sampler) const {
   return w;
 }
 
-arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, Side,
-                                             const arma::vec& log_row_scale) const {
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
-  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
-  require(X.n_rows == d_, "points have dimension {}, estimator expects {}", X.n_rows, d_);
+arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
+                                           bool log) const {
   require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 && arma::all(arma::vectorise(w.omega) ==
                                                                                    arma::floor(arma::vectorise(w.omega))),
           "discrete draws must hold non-negative integer counts");
@@ -244,7 +240,9 @@ arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, 
   const arma::mat odd = w.omega - 2.0 * arma::floor(w.omega / 2.0);
   const arma::mat used = arma::conv_to<arma::mat>::from(w.omega > 0.0);
   // Per-point log prefactor: the row scale, 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
-  arma::vec pre = log_row_scale - 0.5 * std::log(static_cast<double>(M));
+  arma::vec pre(X.n_cols);
+  pre.fill(-0.5 * std::log(static_cast<double>(M)));
+  if (!log_row_scale.is_empty()) pre += log_row_scale;
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
   arma::rowvec base(M);  // sum_l -(log k_l! + log p_{k_l}) / 2, independent of x
   for (arma::uword m = 0; m < M; ++m) {
@@ -256,8 +254,12 @@ arma::mat DiscreteEstimator::scaled_features(const Draw& w, const arma::mat& X, 
   arma::mat F = logabs.t() * w.omega;
   F.each_row() += base;
   F.each_col() += pre;
-  simd::exp(F.memptr(), F.n_elem);
   const arma::mat parity = negative.t() * odd, zeros = zero.t() * used;
+  if (log) {  // positive (shifted) variants only: no zero or negative coordinate, so F is the log itself
+    F.elem(arma::find(zeros > 0.5)).fill(-kInf);
+    return F;
+  }
+  simd::exp(F.memptr(), F.n_elem);
   for (arma::uword k = 0; k < F.n_elem; ++k) {
     if (zeros(k) > 0.5) F(k) = 0.0;
     else if (std::fmod(parity(k), 2.0) == 1.0) F(k) = -F(k);

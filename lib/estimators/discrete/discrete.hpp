@@ -90,22 +90,17 @@ arma::mat shift_points(const ShiftParams& s, const arma::mat& X);
 class DiscreteEstimator final : public Estimator {
  public:
   DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q, std::optional<ShiftParams> shift = {});
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return d_; }
   const DiscreteParams& discrete_params() const { return q_; }
   const std::optional<ShiftParams>& shift() const { return shift_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return scaled_features(w, X, side, arma::zeros(X.n_cols));
-  }
-  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
-                            const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // per-coordinate counts
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
-  EstimatorInfo info_;
-  arma::uword d_;
   DiscreteParams q_;
   std::optional<ShiftParams> shift_;
 };

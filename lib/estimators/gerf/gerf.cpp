@@ -80,17 +80,17 @@ HomogeneityStats homogeneity_stats(const arma::mat& X, const arma::mat& Y) {
   return st;
 }
 
-GerfEstimator::GerfEstimator(std::string name, arma::uword d, GerfParams p) : d_(d), p_(p) {
+GerfEstimator::GerfEstimator(std::string name, arma::uword d, GerfParams p) : p_(p) {
   validate(p_);
   require(d > 0, "dimension d must be > 0, got 0");
+  d_ = d;
   info_.name = std::move(name);
   const bool real = p_.s == 1 && p_.A.imag() == 0.0;
   info_.complex = !real;
   info_.positive = real;
 }
 
-arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, d_);
+arma::mat GerfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   arma::mat S = pairwise_sq_norm_sum(X, Y, p_.s);
   // The two real cases of gerf_log_var_over_k2 as array transforms (core/vecmath.hpp); the complex case entrywise.
   if (p_.A == cplx(0, 0) && p_.s == -1) {
@@ -105,16 +105,9 @@ arma::mat GerfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y)
   return S;
 }
 
-arma::mat GerfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  if (!info_.complex) return exp_parallel(log_features(w, X, side));
-  return scaled_features(w, X, side, arma::zeros(X.n_cols));
-}
-
-arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side side,
-                                         const arma::vec& log_row_scale) const {
-  if (!info_.complex) return Estimator::scaled_features(w, X, side, log_row_scale);  // through log_features
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
-  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+arma::mat GerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                                       bool log) const {
+  if (!info_.complex) return from_exponent(real_exponent(w, X), log_row_scale, log);
   const arma::uword M = w.count();
   const double dd = static_cast<double>(d_);
   const double s = p_.s;
@@ -123,7 +116,8 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
   const cplx log_d = 0.25 * dd * std::log(1.0 - 4.0 * p_.A);
   const arma::rowvec w2 = arma::sum(arma::square(w.omega), 0);
   const arma::colvec x2 = arma::sum(arma::square(X), 0).t();
-  const arma::colvec row = -0.5 * s * x2 + log_row_scale;  // per-point part of the exponent
+  arma::colvec row = -0.5 * s * x2;  // per-point part of the exponent
+  if (!log_row_scale.is_empty()) row += log_row_scale;
   const arma::mat proj = X.t() * w.omega;  // L x M
   const double log_scale = -0.5 * std::log(static_cast<double>(M));
 
@@ -151,9 +145,7 @@ arma::mat GerfEstimator::scaled_features(const Draw& w, const arma::mat& X, Side
   return F;
 }
 
-arma::mat GerfEstimator::log_features(const Draw& w, const arma::mat& X, Side) const {
-  require(!info_.complex, "estimator '{}' has no log-features: its features are complex", info_.name);
-  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
+arma::mat GerfEstimator::real_exponent(const Draw& w, const arma::mat& X) const {
   // Real A and s = +1: both sides are D exp(A|w|^2 + B w^T x - |x|^2/2) / sqrt(M) with real B.
   const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
   const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -

@@ -66,19 +66,16 @@ GerfParams fit_gerf(const HomogeneityStats& st, const GerfFitOptions& opt = {});
 class GerfEstimator final : public Estimator {
  public:
   GerfEstimator(std::string name, arma::uword d, GerfParams p);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return d_; }
   const GerfParams& gerf_params() const { return p_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
-  arma::mat log_features(const Draw& w, const arma::mat& X, Side side) const override;  // real A, s = +1
-  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
-                            const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
-  EstimatorInfo info_;
-  arma::uword d_;
+  arma::mat real_exponent(const Draw& w, const arma::mat& X) const;  // real A, s = +1: log of the features
   GerfParams p_;
 };
 

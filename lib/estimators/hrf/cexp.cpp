@@ -68,19 +68,19 @@ CexpEstimator::CexpEstimator(std::string name, arma::cx_mat A) : A_(std::move(A)
   const bool real = arma::all(arma::vectorise(arma::imag(A_)) == 0.0);
   info_.complex = !real;
   info_.positive = real;
+  d_ = A_.n_rows;
 }
 
-arma::mat CexpEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, dim());
+arma::mat CexpEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   return cexp_log_var_over_k2_pairs(A_ * X, B_ * Y);
 }
 
-arma::mat CexpEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
-  require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
+arma::mat CexpEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                                       bool log) const {
   const arma::cx_mat F = cexp_complex_features((side == Side::Query ? A_ : B_) * X, w.omega);
-  if (!info_.complex) return arma::real(F);
-  return arma::join_rows(arma::real(F), (side == Side::Query ? 1.0 : -1.0) * arma::imag(F));
+  if (!info_.complex) return apply_row_scale(arma::real(F), log_row_scale, log);
+  return apply_row_scale(arma::join_rows(arma::real(F), (side == Side::Query ? 1.0 : -1.0) * arma::imag(F)), log_row_scale,
+                    log);
 }
 
 nlohmann::json CexpEstimator::params() const {

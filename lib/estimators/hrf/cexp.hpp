@@ -25,17 +25,17 @@ void validate_cexp_matrix(const arma::cx_mat& A, arma::uword d);
 class CexpEstimator final : public Estimator {
  public:
   CexpEstimator(std::string name, arma::cx_mat A);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return A_.n_rows; }
   const arma::cx_mat& A() const { return A_; }
   const arma::cx_mat& B() const { return B_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  // Real A: L x M positive features. Complex A: L x 2M, [Re f, Im f] (Query), [Re f, -Im f] (Key).
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  // Real A: L x M positive features. Complex A: L x 2M, [Re f, Im f] (Query), [Re f, -Im f] (Key).
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
-  EstimatorInfo info_;
   arma::cx_mat A_, B_;
 };
 

@@ -120,6 +120,7 @@ void ClusteredHrfEstimator::fit_diagonals(const ClusterHrfOptions& opt) {
   for (const auto& a : a_) real = real && arma::all(arma::imag(a) == 0.0);
   info_.complex = !real;
   info_.positive = real;
+  d_ = cx_.n_rows;
 }
 
 arma::mat ClusteredHrfEstimator::centre_losses() const {
@@ -129,8 +130,7 @@ arma::mat ClusteredHrfEstimator::centre_losses() const {
   return l;
 }
 
-arma::mat ClusteredHrfEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, dim());
+arma::mat ClusteredHrfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   const arma::uvec lx = nearest_centre(X, cx_), ly = nearest_centre(Y, cy_);
   arma::mat out(X.n_cols, Y.n_cols);
   // Group by pair of clusters so each block is one CE estimator.
@@ -147,9 +147,8 @@ arma::mat ClusteredHrfEstimator::log_var_over_k2(const arma::mat& X, const arma:
   return out;
 }
 
-arma::mat ClusteredHrfEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  require(w.omega.n_rows == dim(), "draw has dimension {}, estimator expects {}", w.omega.n_rows, dim());
-  require(X.n_rows == dim(), "points have dimension {}, estimator expects {}", X.n_rows, dim());
+arma::mat ClusteredHrfEstimator::features_hook(const Draw& w, const arma::mat& X, Side side,
+                                               const arma::vec& log_row_scale, bool log) const {
   const bool query = side == Side::Query;
   const arma::uvec lab = nearest_centre(X, query ? cx_ : cy_);
   const arma::uword M = w.count(), width = info_.complex ? 2 * M : M;
@@ -165,7 +164,7 @@ arma::mat ClusteredHrfEstimator::features(const Draw& w, const arma::mat& X, Sid
       if (info_.complex)
         F.submat(rows, arma::regspace<arma::uvec>(c0 + M, c0 + 2 * M - 1)) = (query ? 1.0 : -1.0) * arma::imag(f);
     }
-  return F;
+  return apply_row_scale(std::move(F), log_row_scale, log);
 }
 
 nlohmann::json ClusteredHrfEstimator::params() const {

@@ -50,13 +50,6 @@ class ClusteredHrfEstimator final : public Estimator {
     arma::mat query, key;
   };
   ClusteredHrfEstimator(std::string name, Centres centres, const ClusterHrfOptions& opt = {});
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return cx_.n_rows; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  // One draw of M projections is shared by all n_q n_k CE estimators. Real A: L x (n_q n_k M) features;
-  // complex: L x (2 n_q n_k M), block (i, j) holding [Re, +-Im]. A query in cluster i is zero outside
-  // the blocks (i, .), a key in cluster j outside (., j), so P S^T picks the CE estimate of A_ij.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
   const arma::mat& query_centres() const { return cx_; }
@@ -65,9 +58,16 @@ class ClusteredHrfEstimator final : public Estimator {
   // l(A_ij) at the pair of centres (eq. 21): 0 for the complex diagonal.
   arma::mat centre_losses() const;
 
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  // One draw of M projections is shared by all n_q n_k CE estimators. Real A: L x (n_q n_k M) features;
+  // complex: L x (2 n_q n_k M), block (i, j) holding [Re, +-Im]. A query in cluster i is zero outside
+  // the blocks (i, .), a key in cluster j outside (., j), so P S^T picks the CE estimate of A_ij.
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
   void fit_diagonals(const ClusterHrfOptions& opt);
-  EstimatorInfo info_;
   arma::mat cx_, cy_;
   std::vector<arma::cx_vec> a_;  // A_ij diagonal, row-major over (i, j)
 };

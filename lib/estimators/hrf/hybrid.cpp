@@ -138,22 +138,22 @@ double thm35_limit_coefficient(double r, arma::uword m, arma::uword n) {
 
 // ---- Hyperbolic PosRF ------------------------------------------------------------------------------
 
-PosHypEstimator::PosHypEstimator(arma::uword d) : d_(d) {
+PosHypEstimator::PosHypEstimator(arma::uword d) {
   require(d > 0, "dimension d must be > 0, got 0");
+  d_ = d;
   info_.name = "pos-hyp";
   info_.positive = true;
 }
 
-arma::mat PosHypEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, d_);
+arma::mat PosHypEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   arma::mat S = pairwise_sq_norm_sum(X, Y, 1.0);
   S.transform([](double v) { return log_cosh_minus_one(v); });
   return S;
 }
 
-arma::mat PosHypEstimator::features(const Draw& w, const arma::mat& X, Side) const {
-  require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
-  return pos_hyp_features(w.omega, X);
+arma::mat PosHypEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
+                                         bool log) const {
+  return apply_row_scale(pos_hyp_features(w.omega, X), log_row_scale, log);
 }
 
 // ---- Hybrid ----------------------------------------------------------------------------------------
@@ -164,8 +164,9 @@ void validate(const HybridParams& p) {
             "gaussian hybrid needs finite sigma > 0 and rho > 0, got sigma = {}, rho = {}", p.sigma, p.rho);
 }
 
-HybridEstimator::HybridEstimator(std::string name, arma::uword d, HybridParams p) : d_(d), p_(p) {
+HybridEstimator::HybridEstimator(std::string name, arma::uword d, HybridParams p) : p_(p) {
   require(d > 0, "dimension d must be > 0, got 0");
+  d_ = d;
   validate(p_);
   info_.name = std::move(name);
 }
@@ -180,13 +181,11 @@ LambdaMoments HybridEstimator::lambda_moments(const arma::vec& x, const arma::ve
   return angular_lambda_moments(angle(x, y), n);
 }
 
-arma::mat HybridEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  return log_var_over_k2_m(X, Y, 1);
+arma::mat HybridEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
+  return log_var_m_hook(X, Y, 1);
 }
 
-arma::mat HybridEstimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
-  validate_pair(X, Y, d_);
-  require(M > 0, "number of features M must be > 0, got 0");
+arma::mat HybridEstimator::log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
   const arma::uword n = lambda_count(M);
   const arma::rowvec nx = arma::sum(arma::square(X), 0), ny = arma::sum(arma::square(Y), 0);
   arma::mat out(X.n_cols, Y.n_cols);
@@ -201,8 +200,7 @@ arma::mat HybridEstimator::log_var_over_k2_m(const arma::mat& X, const arma::mat
   return out;
 }
 
-Draw HybridEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
-  require(M > 0, "number of features M must be > 0, got 0");
+Draw HybridEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
   arma::mat omega = draw_gaussian_omegas(d_, M, sampler, rng);
   if (!p_.shared_projections) omega = arma::join_rows(omega, draw_gaussian_omegas(d_, M, sampler, rng));
   omega = arma::join_rows(omega, draw_gaussian_omegas(d_, lambda_count(M), sampler, rng));
@@ -235,8 +233,8 @@ arma::mat HybridEstimator::lambda_features(const arma::mat& tau, const arma::mat
   return arma::join_rows(arma::cos(p_.sigma * proj), arma::sin(p_.sigma * proj)) * scale;
 }
 
-arma::mat HybridEstimator::features(const Draw& w, const arma::mat& X, Side side) const {
-  require(X.n_rows == d_, "points have dimension {}, estimator expects {}", X.n_rows, d_);
+arma::mat HybridEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                                         bool log) const {
   const Layout l = split(w);
   const arma::mat fp = pos_hyp_features(l.w_pos, X), ft = trig_features(l.w_trig, X);
   const arma::mat rho = lambda_features(l.tau, X);
@@ -246,8 +244,9 @@ arma::mat HybridEstimator::features(const Draw& w, const arma::mat& X, Side side
     const double s = std::sqrt(std::abs(coef));
     return arma::mat(F * ((key && coef < 0) ? -s : s));
   };
-  return arma::join_rows(arma::join_rows(scaled(fp, a), scaled(ft, 1 - a)),
-                         arma::join_rows(scaled(row_kron(rho, fp), c), scaled(row_kron(rho, ft), -c)));
+  return apply_row_scale(arma::join_rows(arma::join_rows(scaled(fp, a), scaled(ft, 1 - a)),
+                                         arma::join_rows(scaled(row_kron(rho, fp), c), scaled(row_kron(rho, ft), -c))),
+                         log_row_scale, log);
 }
 
 arma::mat HybridEstimator::lambda_estimate(const Draw& w, const arma::mat& X, const arma::mat& Y) const {

@@ -72,15 +72,12 @@ double thm35_limit_coefficient(double r, arma::uword m, arma::uword n);
 class PosHypEstimator final : public Estimator {
  public:
   explicit PosHypEstimator(arma::uword d);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return d_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override { return {{"family", "pos-hyp"}}; }
 
- private:
-  EstimatorInfo info_;
-  arma::uword d_;
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
 };
 
 enum class LambdaKind { Angular, Gaussian };
@@ -97,13 +94,7 @@ void validate(const HybridParams& p);
 class HybridEstimator final : public Estimator {
  public:
   HybridEstimator(std::string name, arma::uword d, HybridParams p);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return d_; }
   const HybridParams& hybrid_params() const { return p_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;  // M = 1
-  arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const override;
-  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
   nlohmann::json params() const override;
 
   // The same estimate computed directly as Lambda % S_pos + (1 - Lambda) % S_trig (softmax kernel),
@@ -113,6 +104,13 @@ class HybridEstimator final : public Estimator {
   arma::mat lambda_estimate(const Draw& w, const arma::mat& X, const arma::mat& Y) const;
   LambdaMoments lambda_moments(const arma::vec& x, const arma::vec& y, arma::uword n) const;
   arma::uword lambda_count(arma::uword M) const { return p_.lambda_features == 0 ? M : p_.lambda_features; }
+
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;  // M = 1
+  arma::mat log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const override;
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
 
  private:
   struct Layout {
@@ -124,8 +122,6 @@ class HybridEstimator final : public Estimator {
   double lambda_offset() const;                                                // a
   double lambda_coef() const;                                                  // c
 
-  EstimatorInfo info_;
-  arma::uword d_;
   HybridParams p_;
 };
 

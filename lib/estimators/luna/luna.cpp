@@ -189,38 +189,30 @@ LunaParams load_luna(const std::string& file, const std::string& group) {
   return p;
 }
 
-LunaEstimator::LunaEstimator(LunaParams p) : p_(std::move(p)) {
+LunaMap::LunaMap(LunaParams p) : p_(std::move(p)) {
   validate(p_);
   info_ = {"luna-" + to_string(p_.variant), false, false};
+  d_ = p_.d();
 }
 
-arma::mat LunaEstimator::log_var_over_k2(const arma::mat&, const arma::mat&) const {
-  throw InvalidArgument(fmt::format(
-      "estimator '{}' is a deterministic learned map: its variance is zero and its error is a bias, so it has no "
-      "Var/K^2; use its relative MSE (luna_relative_mse) instead",
-      info_.name));
-}
-
-arma::mat LunaEstimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword) const {
-  return log_var_over_k2(X, Y);
-}
-
-Draw LunaEstimator::draw(arma::uword M, Rng&, Sampler) const {
+Draw LunaMap::draw_hook(arma::uword M, Rng&, Sampler) const {
   require(M == p_.M(), "estimator '{}' is a learned map with M = {} features, got M = {}", info_.name, p_.M(), M);
   return Draw{arma::mat(p_.d(), 0), {}};
 }
 
-arma::mat LunaEstimator::features(const Draw& w, const arma::mat& X, Side) const {
+arma::mat LunaMap::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale, bool) const {
   require(w.count() == 0, "estimator '{}' is deterministic: pass the empty Draw of draw(M), got {} random objects",
           info_.name, w.count());
   arma::mat F = luna_features(p_, X);
-  if (p_.target_alpha != 0.0) {
-    const arma::rowvec scale = arma::exp(-p_.target_alpha * arma::sum(arma::square(X), 0));
+  arma::vec row = -p_.target_alpha * arma::sum(arma::square(X), 0).t();
+  if (!log_row_scale.is_empty()) row += log_row_scale;
+  if (arma::any(row != 0.0)) {
+    const arma::vec scale = arma::exp(row);
     if (!scale.is_finite())
-      throw NumericalError(fmt::format("estimator '{}': softmax-kernel features overflow (exp({} |x|^2) with max |x|^2 = "
-                                       "{}); use luna_features for the K^(alpha) features directly",
-                                       info_.name, -p_.target_alpha, arma::max(arma::sum(arma::square(X), 0))));
-    F.each_col() %= scale.t();
+      throw NumericalError(fmt::format("estimator '{}': softmax-kernel features overflow (row factor exp({:g})); use "
+                                       "luna_features for the K^(alpha) features directly",
+                                       info_.name, row.max()));
+    F.each_col() %= scale;
   }
   return F;
 }

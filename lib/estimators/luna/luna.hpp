@@ -71,25 +71,25 @@ class H5Writer;
 void save_luna(H5Writer& h5, const std::string& group, const LunaParams& p);
 LunaParams load_luna(const std::string& file, const std::string& group);
 
-class LunaEstimator final : public Estimator {
+// A learned map is a FeatureMap, not an Estimator: it is deterministic, its variance is zero and its error is a
+// bias (luna_relative_mse), so it has no Var/K^2 to report.
+class LunaMap final : public FeatureMap {
  public:
-  explicit LunaEstimator(LunaParams p);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return p_.d(); }
-  // Throws InvalidArgument: a deterministic map has zero variance and a bias, so Var/K^2 is not its error.
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const override;
-  // An empty Draw (d x 0): nothing is random. M must equal the map's P C.
-  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  // Softmax-kernel features phi(x) exp(-target_alpha |x|^2), so that feature_map under the kernel the map was
-  // trained for returns phi(x) itself. Throws NumericalError if exp(-target_alpha |x|^2) overflows.
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override;
+  explicit LunaMap(LunaParams p);
   nlohmann::json params() const override { return to_json(p_); }
   const LunaParams& map() const { return p_; }
 
+ protected:
+  // An empty Draw (d x 0): nothing is random. M must equal the map's P C.
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
+  // Softmax-kernel features phi(x) exp(-target_alpha |x|^2 + log_row_scale), so that feature_map under the kernel
+  // the map was trained for returns phi(x) itself (the two exponents cancel exactly). NumericalError if the
+  // row factor overflows.
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
+
  private:
   LunaParams p_;
-  EstimatorInfo info_;
 };
 
 }  // namespace kestrel

@@ -16,31 +16,35 @@ double trig_real_log_var_over_k2(double S) {
   return S + std::log1p(-std::exp(-S) + 0.5 * std::exp(-2 * S));
 }
 
-TrigRealEstimator::TrigRealEstimator(arma::uword d) : d_(d) { require(d > 0, "dimension d must be > 0, got 0"); }
+TrigRealEstimator::TrigRealEstimator(arma::uword d) {
+  require(d > 0, "dimension d must be > 0, got 0");
+  info_ = {"trig-real", false, false};
+  d_ = d;
+}
 
-arma::mat TrigRealEstimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
-  validate_pair(X, Y, d_);
+arma::mat TrigRealEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
   arma::mat S = pairwise_sq_norm_sum(X, Y, -1.0);
   simd::log_trig_real(S.memptr(), S.n_elem);  // trig_real_log_var_over_k2 as one array transform
   return S;
 }
 
-Draw TrigRealEstimator::draw(arma::uword M, Rng& rng, Sampler sampler) const {
-  Draw w = Estimator::draw(M, rng, sampler);
+Draw TrigRealEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
+  Draw w = Estimator::draw_hook(M, rng, sampler);
   w.phase.set_size(M);
   for (double& t : w.phase) t = 2 * M_PI * rng.uniform();
   return w;
 }
 
-arma::mat TrigRealEstimator::scaled_features(const Draw& w, const arma::mat& X, Side,
-                                             const arma::vec& log_row_scale) const {
-  require(log_row_scale.n_elem == X.n_cols, "{} row scales for {} points", log_row_scale.n_elem, X.n_cols);
-  require(w.omega.n_rows == d_ && w.phase.n_elem == w.count(), "draw does not match a trig-real estimator of dimension {}",
-          d_);
+arma::mat TrigRealEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
+                                           bool) const {
+  require(w.phase.n_elem == w.count(), "draw has {} phases for {} projections: not a trig-real draw", w.phase.n_elem,
+          w.count());
   arma::mat F = X.t() * w.omega;
   F.each_row() += w.phase;
   simd::cos(F.memptr(), F.n_elem);
-  const arma::colvec scale = arma::exp(0.5 * arma::sum(arma::square(X), 0).t() + log_row_scale) * std::sqrt(2.0 / w.count());
+  arma::colvec row = 0.5 * arma::sum(arma::square(X), 0).t();
+  if (!log_row_scale.is_empty()) row += log_row_scale;
+  const arma::colvec scale = arma::exp(row) * std::sqrt(2.0 / w.count());
   F.each_col() %= scale;
   return F;
 }

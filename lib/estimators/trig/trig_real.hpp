@@ -16,20 +16,13 @@ double trig_real_log_var_over_k2(double S);
 class TrigRealEstimator final : public Estimator {
  public:
   explicit TrigRealEstimator(arma::uword d);
-  const EstimatorInfo& info() const override { return info_; }
-  arma::uword dim() const override { return d_; }
-  arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const override;
-  Draw draw(arma::uword M, Rng& rng, Sampler sampler) const override;
-  arma::mat features(const Draw& w, const arma::mat& X, Side side) const override {
-    return scaled_features(w, X, side, arma::zeros(X.n_cols));
-  }
-  arma::mat scaled_features(const Draw& w, const arma::mat& X, Side side,
-                            const arma::vec& log_row_scale) const override;
   nlohmann::json params() const override { return {{"family", "trig-real"}}; }
 
- private:
-  EstimatorInfo info_{"trig-real", false, false};
-  arma::uword d_;
+ protected:
+  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // projections and phases
+  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
+                          bool log) const override;
 };
 
 std::unique_ptr<Estimator> make_trig_real(const arma::mat& X, const arma::mat& Y);
