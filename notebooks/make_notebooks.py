@@ -133,7 +133,7 @@ for s, a, b in zip(sigmas, rel["oprf"], rel["sderf"]):
     X, Y = kestrel.draw_regime("fashion-mnist", 64, 256, s, seed=1)
     X, Y = X[:, :16], Y[:, :16]
     for name in rel:
-        e = kestrel.fit(name, X, Y)
+        e = kestrel.fit(name, X, Y, layout="columns")  # d = 64 > L = 16 on purpose
         mc = kestrel.simulate(e, X, Y, reps=2000, seed=2)["kernel"]
         exact = e.log_variance(X, Y)
         within = np.mean(np.abs(mc["variance"] - np.exp(exact)) < 3 * mc["se_variance"])

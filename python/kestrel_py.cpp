@@ -365,18 +365,27 @@ PYBIND11_MODULE(kestrel, m) {
       "The estimator names (as `kestrel estimators`) with their descriptions");
   m.def(
       "fit",
-      [](const std::string& name, const py::object& X, const py::object& Y) {
-        const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+      [](const std::string& name, const py::object& X, const py::object& Y, const py::object& layout) {
+        const std::string how = layout.is_none() ? "" : layout.cast<std::string>();
+        require(how.empty() || how == "columns" || how == "rows", "layout must be 'columns' or 'rows', got '{}'", how);
+        MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
         find_family(name);
+        if (how == "rows") x.m = arma::mat(x->t()), y.m = arma::mat(y->t());
         require(x->n_rows == y->n_rows,
                 "X is {} x {} and Y is {} x {}: points are columns (d x L), so X and Y need the same number of rows d; "
                 "if your points are rows (L x d), pass X.T and Y.T",
                 x->n_rows, x->n_cols, y->n_rows, y->n_cols);
+        // More dimensions than points is what rows-as-samples arrays look like: say which one is meant.
+        require(!how.empty() || (x->n_rows <= x->n_cols && y->n_rows <= y->n_cols),
+                "X is {} x {} and Y is {} x {}: more rows (d) than columns (points); if your points are rows, pass "
+                "layout='rows' (or X.T, Y.T), if d > L is intended, pass layout='columns'",
+                x->n_rows, x->n_cols, y->n_rows, y->n_cols);
         py::gil_scoped_release nogil;
         return make_estimator(name, *x, *y);
       },
-      py::arg("name"), py::arg("X"), py::arg("Y"),
-      "Fits the named estimator's parameters on the pair of sets X, Y (d x L each) and returns it");
+      py::arg("name"), py::arg("X"), py::arg("Y"), py::arg("layout") = py::none(),
+      "Fits the named estimator's parameters on the pair of sets X, Y (d x L each, points are columns) and returns "
+      "it. layout='rows' takes L x d arrays; an array with more rows than columns needs layout= to say which it is");
 
   // ---- kernels ----------------------------------------------------------------------------------
   m.def(

@@ -116,7 +116,7 @@ def test_summary_over_all_exact_pairs_is_minus_inf():
     X = kestrel.draw_regime("normal", 4, 6, 0.5, seed=1)[0]
     s = kestrel.fit("pos", X, -X).summarize_variance(X, -X)
     # PosRF is exact at x = -y only; the pairs (x_i, -x_j), i != j, are not exact, so compare the diagonal.
-    d = kestrel.fit("pos", X[:, :1], -X[:, :1]).summarize_variance(X[:, :1], -X[:, :1])
+    d = kestrel.fit("pos", X[:, :1], -X[:, :1], layout="columns").summarize_variance(X[:, :1], -X[:, :1])
     assert d["n_exact"] == 1 and d["mean_log_var"] == -np.inf
     assert s["n_exact"] == 6 and np.isfinite(s["mean_log_var"])
 
@@ -125,3 +125,12 @@ def test_fit_refuses_rows_as_samples():
     X, Y = kestrel.draw_regime("normal", 4, 6, 0.5, seed=1)
     with pytest.raises(ValueError, match="X.T and Y.T"):
         kestrel.fit("oprf", X.T, Y[:, :5].T)
+    # Same L on both sides: the shapes agree, but 6 rows against 4 columns is what rows-as-samples looks like.
+    with pytest.raises(ValueError, match=r"X is 6 x 4 and Y is 6 x 4: more rows \(d\) than columns"):
+        kestrel.fit("oprf", X.T, Y.T)
+    rows = kestrel.fit("oprf", X.T, Y.T, layout="rows")
+    assert rows.params() == kestrel.fit("oprf", X, Y).params() and rows.dim == 4
+    wide = kestrel.fit("oprf", X[:, :3], Y[:, :3], layout="columns")  # d = 4 > L = 3 on purpose
+    assert wide.dim == 4
+    with pytest.raises(ValueError, match="layout must be 'columns' or 'rows', got 'cols'"):
+        kestrel.fit("oprf", X, Y, layout="cols")
