@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 # Filled by args() from the `families` attribute that `kestrel reproduce` writes (the estimator registry:
 # lib/estimators/registry.cpp), so that every plot names and colours a family the same way.
-COLORS, LABELS, MARKERS = {}, {}, {}
+COLORS, LABELS, MARKERS, LINES = {}, {}, {}, {}
 
 
 def args():
@@ -19,7 +19,8 @@ def args():
         sys.exit("usage: plot.py RESULT.h5 OUT.png")
     with h5py.File(sys.argv[1], "r") as f:
         for fam in json.loads(attr_str(f, "families")):
-            COLORS[fam["name"]], LABELS[fam["name"]], MARKERS[fam["name"]] = fam["color"], fam["label"], fam["marker"]
+            n = fam["name"]
+            COLORS[n], LABELS[n], MARKERS[n], LINES[n] = fam["color"], fam["label"], fam["marker"], fam["line"]
     return sys.argv[1], sys.argv[2]
 
 

@@ -369,7 +369,7 @@ PYBIND11_MODULE(kestrel, m) {
         const std::string how = layout.is_none() ? "" : layout.cast<std::string>();
         require(how.empty() || how == "columns" || how == "rows", "layout must be 'columns' or 'rows', got '{}'", how);
         MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
-        find_family(name);
+        find_estimator_family(name);
         if (how == "rows") x.m = arma::mat(x->t()), y.m = arma::mat(y->t());
         require(x->n_rows == y->n_rows,
                 "X is {} x {} and Y is {} x {}: points are columns (d x L), so X and Y need the same number of rows d; "

@@ -1,4 +1,5 @@
 // `kestrel estimators [--json]`: the names accepted by --estimators (and, as JSON, the whole registry).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -17,7 +18,9 @@ Action add_estimators(CLI::App& app, const Global&) {
       std::cout << families_json().dump(2) << '\n';
       return;
     }
-    for (const auto& f : estimator_families()) std::cout << fmt::format("{:<10} {}\n", f.name, f.description);
+    std::size_t width = 0;
+    for (const auto& f : estimator_families()) width = std::max(width, f.name.size());
+    for (const auto& f : estimator_families()) std::cout << fmt::format("{:<{}}  {}\n", f.name, width, f.description);
   };
 }
 

@@ -13,7 +13,7 @@
 #include "core/logmath.hpp"
 #include "data/regimes.hpp"
 #include "estimators/dark/dark.hpp"
-#include "estimators/hrf/hybrid.hpp"
+#include "estimators/registry.hpp"
 #include "experiment.hpp"
 #include "tasks/attention.hpp"
 
@@ -26,27 +26,6 @@ struct Input {
   double sigma;
   Preprocess preprocess = Preprocess::Raw;
 };
-
-// Feature budget: every estimator gets about M real feature columns, the cost of linear attention.
-// Complex trig: M/2 complex features. Clustered HRF: M/4 projections for each of its 2 x 2 centre
-// pairs. Angular / Gaussian hybrids follow HRF Fig. 3 / Table 4 (FLOP-matched): m = M/8 projections per
-// base estimator and n = 8 lambda projections (4m(n+1) = 4.5M, resp. 4m(2n+1) = 8.5M columns).
-arma::uword projections(const std::string& name, arma::uword M) {
-  if (name == "trig") return std::max<arma::uword>(1, M / 2);
-  if (name == "hrf-cluster") return std::max<arma::uword>(1, M / 4);
-  if (name == "hrf-angular" || name == "hrf-gauss") return std::max<arma::uword>(1, M / 8);
-  return M;
-}
-
-std::unique_ptr<Estimator> fit(const std::string& name, const arma::mat& Q, const arma::mat& K) {
-  auto e = fit_attention_estimator(name, Q, K);
-  if (const auto* h = dynamic_cast<const HybridEstimator*>(e.get())) {
-    HybridParams p = h->hybrid_params();
-    p.lambda_features = 8;
-    return std::make_unique<HybridEstimator>(name, Q.n_rows, p);
-  }
-  return e;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -131,10 +110,12 @@ void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
     input_list += (input_list.empty() ? "" : " ") + in.name;
     for (const auto& name : ests) {
       opt.say(fmt::format("attention: {} {}", in.name, name));
-      const auto e = fit(name, Q, K);
+      // Every estimator gets a budget of about M real feature columns, the cost of linear attention; the registry
+      // says how each family spends it (draws_for_budget, make_estimator_for_budget).
+      const auto e = make_estimator_for_budget(name, Qs, Ks);
       std::vector<double> ey, ey_se, en, en_se, nonpos, negw_frac, cols;
       for (double Md : Ms) {
-        const arma::uword M = static_cast<arma::uword>(Md), P = projections(name, M);
+        const arma::uword M = static_cast<arma::uword>(Md), P = draws_for_budget(name, M);
         arma::vec ry(trials), rn(trials);
         double np = 0, nw = 0;
         arma::uword width = 0;

@@ -6,10 +6,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import COLORS, LABELS, LINES, args, attr_str, footer, plt  # noqa: E402
 
-STYLE = {"fixed-rff": ("k", ":"), "bank-coef": ("tab:green", "--"), "gated": ("tab:purple", "--"),
-         "ungated": ("magenta", "-")}
 src, out = args()
 with h5py.File(src) as f:
     methods = attr_str(f, "methods").split()
@@ -19,8 +17,8 @@ with h5py.File(src) as f:
         g = f[ds]
         M = g["M"][:]
         for i, m in enumerate(methods):
-            c, ls = STYLE.get(m, (COLORS.get(m), "-."))
-            lab = ("LUNA " + m) if m in STYLE else LABELS.get(m, m)
+            key = m if m in LABELS else "luna-" + m  # the file names LUNA variants without the prefix
+            c, ls, lab = COLORS[key], LINES[key], LABELS[key]
             row[0].plot(M, g["kernel_log_rel_mse"][i, :], marker="o", ms=3, color=c, ls=ls, label=lab)
             row[1].plot(M, 100 * g["accuracy"][i, :], marker="o", ms=3, color=c, ls=ls, label=lab)
         row[1].axhline(100 * g["exact_accuracy"][0], color="gray", lw=0.8, label="exact kernel")

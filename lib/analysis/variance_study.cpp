@@ -22,7 +22,7 @@ void validate(const VarianceStudyOptions& opt) {
   require(opt.pairs > 0, "number of set pairs must be > 0, got {}", opt.pairs);
   require(opt.features > 0, "number of features M must be > 0, got {}", opt.features);
   require(!opt.estimators.empty(), "at least one estimator is needed");
-  for (const auto& e : opt.estimators) find_family(e);
+  for (const auto& e : opt.estimators) find_estimator_family(e);
   require(std::isfinite(opt.kernel.alpha), "kernel alpha must be finite, got {}", opt.kernel.alpha);
   require(opt.mc_reps == 0 || opt.mc_reps >= 4, "Monte Carlo needs at least 4 repetitions, got {}", opt.mc_reps);
   require(opt.mc_reps == 0 || opt.mc_points <= opt.points, "--mc-points {} is more than --points {}", opt.mc_points,

@@ -14,6 +14,7 @@
 
 #include "analysis/pairwise.hpp"
 #include "data/regimes.hpp"
+#include "estimators/registry.hpp"
 
 namespace kestrel {
 
@@ -24,7 +25,7 @@ struct VarianceStudyOptions {
   arma::uword points = 1024;  // L
   arma::uword pairs = 5;      // number of (X, Y) set pairs
   std::uint64_t seed = 1;
-  std::vector<std::string> estimators = {"trig", "pos", "gerf", "oprf"};
+  std::vector<std::string> estimators = default_study_estimators();  // the registry's default_study families
   Kernel kernel = Kernel::softmax();
   arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M for iid averages)
   std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator

@@ -12,6 +12,8 @@ namespace kestrel {
 
 Draw FeatureMap::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   require(M > 0, "number of features M must be > 0, got 0");
+  require(fixed_features_ == 0 || M == fixed_features_, "estimator '{}' is a learned map with M = {} features, got M = {}",
+          info_.name, fixed_features_, M);
   return draw_hook(M, rng, sampler);
 }
 

@@ -38,6 +38,8 @@ class FeatureMap {
   virtual ~FeatureMap() = default;
   const EstimatorInfo& info() const { return info_; }
   arma::uword dim() const { return d_; }
+  // > 0: a learned map with this many features, and draw(M) takes exactly that M. 0: any M > 0.
+  arma::uword fixed_features() const { return fixed_features_; }
 
   // Draws M random objects (M > 0).
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
@@ -68,8 +70,9 @@ class FeatureMap {
   // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.
   arma::mat apply_row_scale(arma::mat F, const arma::vec& log_row_scale, bool log) const;
 
-  EstimatorInfo info_;  // set by the family's constructor
-  arma::uword d_ = 0;   // likewise
+  EstimatorInfo info_;              // set by the family's constructor
+  arma::uword d_ = 0;               // likewise
+  arma::uword fixed_features_ = 0;  // likewise, for learned maps
 };
 
 // A random-feature estimator: a feature map whose single-feature variance is known exactly.

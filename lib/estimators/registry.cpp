@@ -1,6 +1,8 @@
 // Registry of estimator families (see registry.hpp).
 #include "estimators/registry.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "estimators/dark/dark.hpp"
 #include "estimators/derf/derf.hpp"
@@ -8,55 +10,65 @@
 #include "estimators/gerf/gerf.hpp"
 #include "estimators/hrf/cluster.hpp"
 #include "estimators/hrf/hybrid.hpp"
+#include "estimators/luna/luna.hpp"
 #include "estimators/trig/trig_real.hpp"
 
 namespace kestrel {
 
 const std::vector<Family>& estimator_families() {
+  using enum Kind;
   static const std::vector<Family> families = {
-      {"trig", "TrigRF, complex form exp(i w^T x) (CRT 2.2)", make_trig, true, {"TrigRF", "tab:blue", "o"}, Kind::Random},
-      {"trig-real", "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)", make_trig_real, false, {"TrigRF (real)", "tab:blue", "s"}, Kind::Random},
-      {"pos", "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)", make_pos, false, {"PosRF", "tab:orange", "o"}, Kind::Random},
-      {"gerf", "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", make_gerf, true, {"GERF", "tab:green", "^"}, Kind::Random},
-      {"oprf", "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)", make_oprf, false, {"OPRF", "tab:red", "o"}, Kind::Random},
-      {"aderf", "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)", make_aderf, false, {"ADERF", "tab:olive", "v"}, Kind::Random},
-      {"sderf", "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)", make_sderf, false, {"SDERF", "tab:cyan", "D"}, Kind::Random},
-      {"saderf", "SADERF, GERF on (Psi x, Psi^-1 y), diagonal Psi (DERF 4.3)", make_saderf, false, {"SADERF", "k", "P"}, Kind::Random},
-      {"pois", "PoisRF, Poisson discretely-induced RFs, closed-form lambda* (CRT 3.2.1)", make_pois, false, {"PoisRF", "tab:purple", "x"}, Kind::Random},
-      {"geom", "GeomRF, geometric discretely-induced RFs, p by Brent (CRT 3.2.2)", make_geom, false, {"GeomRF", "tab:brown", "x"}, Kind::Random},
-      {"pois+", "PoisRF+, PoisRF on points shifted to be positive (CRT 3.2.3)", make_pois_plus, false, {"PoisRF+", "tab:pink", "+"}, Kind::Random, make_pois_plus_from_reference},
-      {"geom+", "GeomRF+, GeomRF on points shifted to be positive (CRT 3.2.3)", make_geom_plus, false, {"GeomRF+", "tab:gray", "+"}, Kind::Random, make_geom_plus_from_reference},
-      {"pos-hyp", "PosRF, hyperbolic form exp(+-w^T x - |x|^2/2) (HRF eq. 3)", make_pos_hyp, false, {"PosRF (hyperbolic)", "tab:orange", "s"}, Kind::Random},
-      {"hrf-angular", "angular hybrid of pos-hyp and trig, lambda = theta/pi by sign features (HRF eq. 19)", make_hrf_angular, false, {"HRF angular", "tab:purple", "^"}, Kind::Hybrid},
-      {"hrf-gauss", "Gaussian-lambda hybrid of pos-hyp and trig (HRF eq. 20, appendix F)", make_hrf_gauss, false, {"HRF Gaussian", "tab:pink", "v"}, Kind::Hybrid},
-      {"hrf-cluster", "clustered HRF, k-means k = 2, real diagonal A per centre pair (HRF H.2 eq. 88)", make_hrf_cluster, false, {"HRF clustered", "tab:brown", "D"}, Kind::Hybrid},
-      {"hrf-cluster-complex", "clustered HRF, complex diagonal A exact at centres (HRF H.2 eq. 85-87)", make_hrf_cluster_complex, true, {"HRF clustered (complex)", "tab:green", "D"}, Kind::Hybrid},
-      {"dark", "DARK importance-weighted PRF, optimal proposal N(0, Sigma*) (DARK eq. 2, Thm 3.2)", make_dark, false, {"DARK", "tab:green", "*"}, Kind::Random},
-      {"dark-iso", "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)", make_dark_iso, false, {"DARK isotropic", "tab:olive", "*"}, Kind::Random},
+      {.name = "trig", .description = "TrigRF, complex form exp(i w^T x) (CRT 2.2)", .kind = Random, .make = make_trig, .complex_valued = true, .style = {"TrigRF", "tab:blue", "o"}, .default_study = true},
+      {.name = "trig-real", .description = "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)", .kind = Random, .make = make_trig_real, .style = {"TrigRF (real)", "tab:blue", "s"}},
+      {.name = "pos", .description = "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)", .kind = Random, .make = make_pos, .style = {"PosRF", "tab:orange", "o"}, .default_study = true},
+      {.name = "gerf", .description = "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)", .kind = Random, .make = make_gerf, .complex_valued = true, .style = {"GERF", "tab:green", "^"}, .default_study = true},
+      {.name = "oprf", .description = "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)", .kind = Random, .make = make_oprf, .style = {"OPRF", "tab:red", "o"}, .default_study = true},
+      {.name = "aderf", .description = "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)", .kind = Random, .make = make_aderf, .style = {"ADERF", "tab:olive", "v"}},
+      {.name = "sderf", .description = "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)", .kind = Random, .make = make_sderf, .style = {"SDERF", "tab:cyan", "D"}},
+      {.name = "saderf", .description = "SADERF, GERF on (Psi x, Psi^-1 y), diagonal Psi (DERF 4.3)", .kind = Random, .make = make_saderf, .style = {"SADERF", "k", "P"}},
+      {.name = "pois", .description = "PoisRF, Poisson discretely-induced RFs, closed-form lambda* (CRT 3.2.1)", .kind = Random, .make = make_pois, .style = {"PoisRF", "tab:purple", "x"}},
+      {.name = "geom", .description = "GeomRF, geometric discretely-induced RFs, p by Brent (CRT 3.2.2)", .kind = Random, .make = make_geom, .style = {"GeomRF", "tab:brown", "x"}},
+      {.name = "pois+", .description = "PoisRF+, PoisRF on points shifted to be positive (CRT 3.2.3)", .kind = Random, .make = make_pois_plus, .style = {"PoisRF+", "tab:pink", "+"}, .make_from_reference = make_pois_plus_from_reference},
+      {.name = "geom+", .description = "GeomRF+, GeomRF on points shifted to be positive (CRT 3.2.3)", .kind = Random, .make = make_geom_plus, .style = {"GeomRF+", "tab:gray", "+"}, .make_from_reference = make_geom_plus_from_reference},
+      {.name = "pos-hyp", .description = "PosRF, hyperbolic form exp(+-w^T x - |x|^2/2) (HRF eq. 3)", .kind = Random, .make = make_pos_hyp, .style = {"PosRF (hyperbolic)", "tab:orange", "s"}},
+      {.name = "hrf-angular", .description = "angular hybrid of pos-hyp and trig, lambda = theta/pi by sign features (HRF eq. 19)", .kind = Hybrid, .make = make_hrf_angular, .style = {"HRF angular", "tab:purple", "^"}, .draws_for_columns = hybrid_draws_for_columns, .make_for_budget = make_hrf_angular_for_budget},
+      {.name = "hrf-gauss", .description = "Gaussian-lambda hybrid of pos-hyp and trig (HRF eq. 20, appendix F)", .kind = Hybrid, .make = make_hrf_gauss, .style = {"HRF Gaussian", "tab:pink", "v"}, .draws_for_columns = hybrid_draws_for_columns, .make_for_budget = make_hrf_gauss_for_budget},
+      {.name = "hrf-cluster", .description = "clustered HRF, k-means k = 2, real diagonal A per centre pair (HRF H.2 eq. 88)", .kind = Hybrid, .make = make_hrf_cluster, .style = {"HRF clustered", "tab:brown", "D"}, .draws_for_columns = cluster_draws_for_columns},
+      {.name = "hrf-cluster-complex", .description = "clustered HRF, complex diagonal A exact at centres (HRF H.2 eq. 85-87)", .kind = Hybrid, .make = make_hrf_cluster_complex, .complex_valued = true, .style = {"HRF clustered (complex)", "tab:green", "D"}, .draws_for_columns = cluster_draws_for_columns},
+      {.name = "dark", .description = "DARK importance-weighted PRF, optimal proposal N(0, Sigma*) (DARK eq. 2, Thm 3.2)", .kind = Random, .make = make_dark, .style = {"DARK", "tab:green", "*"}},
+      {.name = "dark-iso", .description = "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)", .kind = Random, .make = make_dark_iso, .style = {"DARK isotropic", "tab:olive", "*"}},
+      {.name = "luna-fixed-rff", .description = "LUNA learned map, fixed-rff variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`", .kind = Learned, .make_map = [](const arma::mat& X, const arma::mat&) -> std::unique_ptr<FeatureMap> { return make_luna_initial(LunaVariant::FixedRff, X.n_rows); }, .style = {"LUNA fixed-rff", "k", "o", ":"}},
+      {.name = "luna-bank-coef", .description = "LUNA learned map, bank-coef variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`", .kind = Learned, .make_map = [](const arma::mat& X, const arma::mat&) -> std::unique_ptr<FeatureMap> { return make_luna_initial(LunaVariant::BankCoef, X.n_rows); }, .style = {"LUNA bank-coef", "tab:green", "o", "--"}},
+      {.name = "luna-gated", .description = "LUNA learned map, gated variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`", .kind = Learned, .make_map = [](const arma::mat& X, const arma::mat&) -> std::unique_ptr<FeatureMap> { return make_luna_initial(LunaVariant::Gated, X.n_rows); }, .style = {"LUNA gated", "tab:purple", "o", "--"}},
+      {.name = "luna-ungated", .description = "LUNA learned map, ungated variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`", .kind = Learned, .make_map = [](const arma::mat& X, const arma::mat&) -> std::unique_ptr<FeatureMap> { return make_luna_initial(LunaVariant::Ungated, X.n_rows); }, .style = {"LUNA ungated", "magenta", "o", "-"}},
   };
   return families;
 }
 
-std::string to_string(Kind k) { return k == Kind::Hybrid ? "hybrid" : "random"; }
+std::string to_string(Kind k) {
+  switch (k) {
+    case Kind::Hybrid: return "hybrid";
+    case Kind::Learned: return "learned";
+    case Kind::Random: break;
+  }
+  return "random";
+}
 
 nlohmann::json families_json() {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& f : estimator_families())
     j.push_back({{"name", f.name},
                  {"description", f.description},
+                 {"kind", to_string(f.kind)},
                  {"label", f.style.label},
                  {"color", f.style.color},
                  {"marker", f.style.marker},
-                 {"kind", to_string(f.kind)},
+                 {"line", f.style.line},
                  {"complex_valued", f.complex_valued}});
   return j;
 }
 
 const Family& find_family(const std::string& name) {
-  // Learned LUNA maps (estimators/luna) are trained, deterministic maps: no variance to report, no factory here.
-  if (name.rfind("luna", 0) == 0)
-    throw InvalidArgument(fmt::format("'{}' is a learned deterministic feature map: it has zero variance and a bias, so "
-                                      "variance commands do not apply; see `kestrel reproduce luna`", name));
   std::string known;
   for (const auto& f : estimator_families()) {
     if (f.name == name) return f;
@@ -65,19 +77,62 @@ const Family& find_family(const std::string& name) {
   throw InvalidArgument(fmt::format("unknown estimator '{}' (known: {})", name, known));
 }
 
+const Family& find_estimator_family(const std::string& name) {
+  const Family& f = find_family(name);
+  require(f.kind != Kind::Learned,
+          "'{}' is a learned deterministic feature map: it has zero variance and a bias, so variance commands do not "
+          "apply; see `kestrel reproduce luna`",
+          name);
+  return f;
+}
+
+std::vector<std::string> estimator_names() {
+  std::vector<std::string> names;
+  for (const auto& f : estimator_families())
+    if (f.kind != Kind::Learned) names.push_back(f.name);
+  return names;
+}
+
+std::vector<std::string> default_study_estimators() {
+  std::vector<std::string> names;
+  for (const auto& f : estimator_families())
+    if (f.default_study) names.push_back(f.name);
+  return names;
+}
+
 bool halved_by_halve_real(const std::string& family) { return !find_family(family).complex_valued; }
+
+std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
+  const Family& f = find_estimator_family(name);
+  validate_sets(X, Y);
+  return f.make(X, Y);
+}
+
+std::unique_ptr<FeatureMap> make_feature_map(const std::string& name, const arma::mat& X, const arma::mat& Y) {
+  const Family& f = find_family(name);
+  validate_sets(X, Y);
+  if (f.make_map) return f.make_map(X, Y);
+  return f.make(X, Y);
+}
 
 std::unique_ptr<Estimator> make_estimator_from_reference(const std::string& name, const arma::mat& Q,
                                                          const arma::mat& T) {
-  const Family& f = find_family(name);
+  const Family& f = find_estimator_family(name);
   validate_sets(Q, T);
   return f.make_from_reference ? f.make_from_reference(Q, T) : f.make(Q, T);
 }
 
-std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
-  const Family& f = find_family(name);
+std::unique_ptr<Estimator> make_estimator_for_budget(const std::string& name, const arma::mat& X, const arma::mat& Y) {
+  const Family& f = find_estimator_family(name);
   validate_sets(X, Y);
-  return f.make(X, Y);
+  return f.make_for_budget ? f.make_for_budget(X, Y) : f.make(X, Y);
+}
+
+arma::uword draws_for_budget(const std::string& name, arma::uword M) {
+  const Family& f = find_family(name);
+  require(M > 0, "feature budget M must be > 0, got 0");
+  const arma::uword draws = f.draws_for_columns ? f.draws_for_columns(M) : (f.complex_valued ? M / 2 : M);
+  return std::max<arma::uword>(1, draws);
 }
 
 }  // namespace kestrel

@@ -1,5 +1,6 @@
-// The list of estimator families by CLI name. Adding a family: one folder under estimators/ and one
-// line in registry.cpp.
+// The list of estimator families by CLI name, with everything shared code needs to know about a family (how it is
+// fitted, shown, and how a feature budget maps to its draws). Adding a family: one folder under estimators/ and one
+// entry in registry.cpp; the contract suite (tests/contract_test.cpp) then covers it.
 #pragma once
 #include <functional>
 #include <memory>
@@ -14,32 +15,60 @@ namespace kestrel {
 
 // Fits the family's parameters on the pair of sets (X, Y) (d x L each) and returns the estimator.
 using EstimatorFactory = std::function<std::unique_ptr<Estimator>(const arma::mat& X, const arma::mat& Y)>;
+using MapFactory = std::function<std::unique_ptr<FeatureMap>(const arma::mat& X, const arma::mat& Y)>;
+// Draws a family takes for a budget of M real feature columns.
+using DrawBudget = std::function<arma::uword(arma::uword M)>;
 
-// How plots show a family (matplotlib colour and marker names); plot scripts read it from the
+// How plots show a family (matplotlib colour, marker and line style); plot scripts read it from the
 // `families` attribute of every reproduction file, so no plot keeps its own table.
 struct Style {
-  std::string label, color, marker;
+  std::string label, color, marker, line = "-";
 };
 
-enum class Kind { Random, Hybrid };  // Hybrid: a combination of base estimators (HRF), not an iid average
+// Random: an average of M iid random features. Hybrid: a combination of base estimators (HRF), not an iid average.
+// Learned: a trained deterministic map (LUNA): features only, no variance (a FeatureMap, not an Estimator).
+enum class Kind { Random, Hybrid, Learned };
 std::string to_string(Kind k);
 
 struct Family {
   std::string name;
   std::string description;
-  EstimatorFactory make;
+  Kind kind = Kind::Random;
+  EstimatorFactory make;  // Random and Hybrid
+  MapFactory make_map;    // Learned: the map before training (`kestrel reproduce luna` trains them)
   // Some parameter values give complex features (Re(f1 f2), two real columns per omega). Decides --halve-real.
   bool complex_valued = false;
   Style style;
-  Kind kind = Kind::Random;
   // For tasks whose queries come later (classification): fits on (Q, T) taking every data-dependent
   // choice from the reference set T only (PoisRF+'s shift). Empty: `make` already does.
-  EstimatorFactory make_from_reference;
+  EstimatorFactory make_from_reference = {};
+  // A budget of M real feature columns (what one linear-attention product costs): the draws the family takes and,
+  // if it uses other settings at a fixed budget, its factory (HRF Fig. 3's FLOP matching for the hybrids).
+  // Empty: M draws (M/2 for complex_valued families, two columns per draw) and `make`.
+  DrawBudget draws_for_columns = {};
+  EstimatorFactory make_for_budget = {};
+  bool default_study = false;  // among the estimators `kestrel variance` compares by default
 };
 
-// make_from_reference if the family has one, else make (after validating the sets).
+const std::vector<Family>& estimator_families();
+// The registry for output files and `kestrel estimators --json`: name, description, kind, label, color, marker, line.
+nlohmann::json families_json();
+const Family& find_family(const std::string& name);  // InvalidArgument listing the known names
+// The family of an estimator with a variance: InvalidArgument also for learned maps, saying why.
+const Family& find_estimator_family(const std::string& name);
+std::vector<std::string> estimator_names();          // every family with a variance, in registry order
+std::vector<std::string> default_study_estimators();  // the default of --estimators
+
+// Each validates the sets first.
+std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<FeatureMap> make_feature_map(const std::string& name, const arma::mat& X, const arma::mat& Y);
+// make_from_reference if the family has one, else make.
 std::unique_ptr<Estimator> make_estimator_from_reference(const std::string& name, const arma::mat& Q,
                                                          const arma::mat& T);
+// The estimator for a fixed budget of real feature columns (make_for_budget or make), and the draws it takes for a
+// budget of M columns (at least 1).
+std::unique_ptr<Estimator> make_estimator_for_budget(const std::string& name, const arma::mat& X, const arma::mat& Y);
+arma::uword draws_for_budget(const std::string& name, arma::uword M);
 
 // --halve-real (CRT 9.10.1: a complex feature holds two real numbers) gives 2M features to the families whose
 // features are real for every parameter value, and M to the others, whatever the fitted parameters are. A rule by
@@ -50,11 +79,5 @@ bool halved_by_halve_real(const std::string& family);
 inline constexpr const char* kHalveRealRule =
     "per family: 2M features for families whose features are real for every parameter value, M for families that "
     "can have complex features (also where their fitted parameters give real ones)";
-
-const std::vector<Family>& estimator_families();
-// The registry for output files and `kestrel estimators --json`: name, description, label, color, marker, kind.
-nlohmann::json families_json();
-const Family& find_family(const std::string& name);  // InvalidArgument listing the known names
-std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);
 
 }  // namespace kestrel

@@ -42,11 +42,7 @@ auto named(const std::string& where, F&& f, const std::string& item = "",
   }
 }
 
-std::vector<std::string> family_names() {
-  std::vector<std::string> n;
-  for (const auto& f : estimator_families()) n.push_back(f.name);
-  return n;
-}
+std::vector<std::string> family_names() { return estimator_names(); }
 
 std::vector<double> parse_positive_reals(const std::string& where, const std::string& text) {
   std::vector<double> out;
@@ -104,7 +100,7 @@ std::vector<StudyOption> make_table() {
     o.set = [](O& x, W where, W text) {
       const auto items = split_list(where, text);
       require_distinct(where, items);
-      for (const auto& e : items) named(where, [&] { find_family(e); }, e, family_names());
+      for (const auto& e : items) named(where, [&] { find_estimator_family(e); }, e, family_names());
       x.estimators = items;
     };
     o.show = [](const O& x) { return join(x.estimators); };

@@ -191,6 +191,8 @@ ClusterHrfOptions cluster_defaults(const arma::mat& X, const arma::mat& Y, bool 
 
 }  // namespace
 
+arma::uword cluster_draws_for_columns(arma::uword M) { return M / 4; }
+
 std::unique_ptr<Estimator> make_hrf_cluster(const arma::mat& X, const arma::mat& Y) {
   return std::make_unique<ClusteredHrfEstimator>("hrf-cluster", X, Y, cluster_defaults(X, Y, false));
 }

@@ -74,6 +74,8 @@ class ClusteredHrfEstimator final : public Estimator {
 
 std::unique_ptr<Estimator> make_hrf_cluster(const arma::mat& X, const arma::mat& Y);          // real diagonal
 std::unique_ptr<Estimator> make_hrf_cluster_complex(const arma::mat& X, const arma::mat& Y);  // complex diagonal
+// A budget of M real feature columns: one draw gives columns for each of the 2 x 2 centre pairs, so M/4 draws.
+arma::uword cluster_draws_for_columns(arma::uword M);
 
 // ---- Empirical MSE over all pairs (HRF Fig. 6, Table 3) ---------------------------------------------
 struct EmpiricalMseOptions {

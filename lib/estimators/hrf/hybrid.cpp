@@ -276,17 +276,39 @@ std::unique_ptr<Estimator> make_pos_hyp(const arma::mat& X, const arma::mat&) {
   return std::make_unique<PosHypEstimator>(X.n_rows);
 }
 
-std::unique_ptr<Estimator> make_hrf_angular(const arma::mat& X, const arma::mat&) {
-  return std::make_unique<HybridEstimator>("hrf-angular", X.n_rows, HybridParams{});
-}
-
-std::unique_ptr<Estimator> make_hrf_gauss(const arma::mat& X, const arma::mat& Y) {
+namespace {
+// sigma = 1, rho = 1 - exp(-2 sigma^2 r^2) on the sphere of the mean squared length (see hybrid.hpp).
+HybridParams gauss_params(const arma::mat& X, const arma::mat& Y) {
   validate_points(X, "X");
   validate_points(Y, "Y");
   HybridParams p{.lambda = LambdaKind::Gaussian};
   const double r2 = 0.5 * (arma::accu(arma::square(X)) / X.n_cols + arma::accu(arma::square(Y)) / Y.n_cols);
   p.rho = r2 > 0 ? -std::expm1(-2 * p.sigma * p.sigma * r2) : 1.0;  // all-zero sets: lambda = 0 exactly
-  return std::make_unique<HybridEstimator>("hrf-gauss", X.n_rows, p);
+  return p;
+}
+
+HybridParams at_budget(HybridParams p) {
+  p.lambda_features = kBudgetLambdaFeatures;
+  return p;
+}
+}  // namespace
+
+std::unique_ptr<Estimator> make_hrf_angular(const arma::mat& X, const arma::mat&) {
+  return std::make_unique<HybridEstimator>("hrf-angular", X.n_rows, HybridParams{});
+}
+
+std::unique_ptr<Estimator> make_hrf_gauss(const arma::mat& X, const arma::mat& Y) {
+  return std::make_unique<HybridEstimator>("hrf-gauss", X.n_rows, gauss_params(X, Y));
+}
+
+arma::uword hybrid_draws_for_columns(arma::uword M) { return M / 8; }
+
+std::unique_ptr<Estimator> make_hrf_angular_for_budget(const arma::mat& X, const arma::mat&) {
+  return std::make_unique<HybridEstimator>("hrf-angular", X.n_rows, at_budget(HybridParams{}));
+}
+
+std::unique_ptr<Estimator> make_hrf_gauss_for_budget(const arma::mat& X, const arma::mat& Y) {
+  return std::make_unique<HybridEstimator>("hrf-gauss", X.n_rows, at_budget(gauss_params(X, Y)));
 }
 
 }  // namespace kestrel

@@ -131,5 +131,11 @@ std::unique_ptr<Estimator> make_hrf_angular(const arma::mat& X, const arma::mat&
 // sigma = 1, rho = 1 - exp(-2 sigma^2 r^2) with r^2 = (mean |x|^2 + mean |y|^2) / 2 (eq. 68 on the
 // sphere of the mean squared length; lambda may leave [0, 1] off that sphere, the hybrid stays unbiased).
 std::unique_ptr<Estimator> make_hrf_gauss(const arma::mat& X, const arma::mat& Y);
+// At a fixed budget of M real feature columns (HRF Fig. 3 / Table 4, FLOP-matched): m = M/8 projections per base
+// estimator and n = 8 lambda projections, 4m(n+1) = 4.5M columns (angular), 4m(2n+1) = 8.5M (Gaussian).
+inline constexpr arma::uword kBudgetLambdaFeatures = 8;
+arma::uword hybrid_draws_for_columns(arma::uword M);  // m = M/8
+std::unique_ptr<Estimator> make_hrf_angular_for_budget(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> make_hrf_gauss_for_budget(const arma::mat& X, const arma::mat& Y);
 
 }  // namespace kestrel

@@ -193,11 +193,13 @@ LunaMap::LunaMap(LunaParams p) : p_(std::move(p)) {
   validate(p_);
   info_ = {"luna-" + to_string(p_.variant), false, false};
   d_ = p_.d();
+  fixed_features_ = p_.M();
 }
 
-Draw LunaMap::draw_hook(arma::uword M, Rng&, Sampler) const {
-  require(M == p_.M(), "estimator '{}' is a learned map with M = {} features, got M = {}", info_.name, p_.M(), M);
-  return Draw{arma::mat(p_.d(), 0), {}};
+Draw LunaMap::draw_hook(arma::uword, Rng&, Sampler) const { return Draw{arma::mat(p_.d(), 0), {}}; }
+
+std::unique_ptr<FeatureMap> make_luna_initial(LunaVariant v, arma::uword d) {
+  return std::make_unique<LunaMap>(luna_init(v, d, kLunaInitialFeatures));
 }
 
 arma::mat LunaMap::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale, bool) const {

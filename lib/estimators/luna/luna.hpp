@@ -1,10 +1,11 @@
 // LUNA: learned kernel feature maps (LUNA section 3.2 eq. 11; ablation variants of section 5.4) next to the
 // random-feature families. phi(x) = g(x) P^-1/2 [psi_c(w_p^T x + b_p)]_{p,c} with M = P C features; the kernel
 // k(x, y) = phi(x)^T phi(y) is positive definite by construction (a Gram matrix of explicit features).
-// A learned map is deterministic: it has no random draw, zero variance and a bias. As an Estimator it accepts
-// the empty Draw of draw(M) (M must equal its P C), so feature_map, approximate_kernel(_times) and attention
-// code work unchanged, and log_var_over_k2 throws (there is no variance to report; use luna_relative_mse).
+// A learned map is deterministic: it has no random draw, zero variance and a bias. As a FeatureMap (not an
+// Estimator: there is no variance to report; use luna_relative_mse) it accepts the empty Draw of draw(M) (M must
+// equal its P C), so feature_map, approximate_kernel(_times), classification and attention code work unchanged.
 #pragma once
+#include <memory>
 #include <string>
 
 #include <armadillo>
@@ -80,7 +81,7 @@ class LunaMap final : public FeatureMap {
   const LunaParams& map() const { return p_; }
 
  protected:
-  // An empty Draw (d x 0): nothing is random. M must equal the map's P C.
+  // An empty Draw (d x 0): nothing is random (the base checks that M is the map's P C).
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
   // Softmax-kernel features phi(x) exp(-target_alpha |x|^2 + log_row_scale), so that feature_map under the kernel
   // the map was trained for returns phi(x) itself (the two exponents cancel exactly). NumericalError if the
@@ -91,5 +92,9 @@ class LunaMap final : public FeatureMap {
  private:
   LunaParams p_;
 };
+
+// The registry's learned families: the map before training (luna_init, M = 16); `kestrel reproduce luna` trains.
+inline constexpr arma::uword kLunaInitialFeatures = 16;
+std::unique_ptr<FeatureMap> make_luna_initial(LunaVariant v, arma::uword d);
 
 }  // namespace kestrel
