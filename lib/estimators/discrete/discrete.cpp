@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <gsl/gsl_sf_bessel.h>
@@ -114,57 +115,153 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
   return out;
 }
 
-// GeomRF: H = sum_l (-log p - 2 t_l) + sum_l log I0(z_l), z_l = 2|t_l|/sqrt(1-p). For z_l < 6 (most coordinates)
-// u_l = I0(z_l) - 1 comes from the same 25-term power series as log_bessel_i0, evaluated for all l at once (a
-// vectorised Horner loop). The u_l of a group of 64 coordinates are multiplied as P <- P + u + P u, so that P =
-// prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
-// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps
-// absolute, 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 67.3), so a group neither overflows
-// nor underflows. Coordinates with z_l >= 6 use log_bessel_i0 (GSL's scaled I0). H >= 0 holds exactly; rounding
-// below 0 is clamped to 0.
+// g(z) = sqrt(z) e^{-z} I0(z) for z >= 6, in [0.39, 0.41]: polynomials of degree 17 in v = 24/z - 3 (6 <= z < 12) and
+// v = 24/z - 1 (z >= 12), both v in [-1, 1]; truncated Chebyshev series expanded in powers of v by
+// scripts/i0_scaled_coefficients.py (mpmath, 40 digits), which also measures Horner's rule in double: relative error
+// < 9e-17, GSL's I0_scaled (the scalar log_bessel_i0) is replaced in the O(L^2 d) loop only.
+constexpr double kI0ScaledLow[18] = {
+    0.4056863423545939,
+    0.002449811592747635,
+    8.169451704175756e-05,
+    6.850539691215889e-06,
+    9.810911184212763e-07,
+    5.703131180108651e-08,
+    -5.4571405304609445e-08,
+    -1.495856772079511e-08,
+    3.3281837873146612e-09,
+    1.2984961211829176e-09,
+    -3.8356208035664515e-10,
+    -7.191891722841089e-11,
+    4.780316411993764e-11,
+    -2.9531140672725547e-12,
+    -4.0758320469717855e-12,
+    1.2846318598090742e-12,
+    1.3904605546195574e-13,
+    -1.1935825224113423e-13};
+constexpr double kI0ScaledHigh[18] = {
+    0.4010710650668474,
+    0.0021821681721169296,
+    5.5984825333679287e-05,
+    2.7977070193488197e-06,
+    2.1716050262093787e-07,
+    2.3688428428626313e-08,
+    3.4434342412327306e-09,
+    6.481139334578011e-10,
+    1.5622948046722945e-10,
+    4.7753461886795666e-11,
+    1.872202365227829e-11,
+    1.1907965227895717e-11,
+    8.680917765051384e-12,
+    7.948350488698664e-13,
+    -4.7455346212162745e-12,
+    -2.4352128812532804e-12,
+    6.437657654024621e-13,
+    5.162440450149281e-13};
+
+// GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
+using V4 = double __attribute__((vector_size(4 * sizeof(double))));
+using M4 = long long __attribute__((vector_size(4 * sizeof(double))));
+constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
+constexpr double kZHuge = 1099511627776.0;  // 2^40: above it (or non-finite), the scalar log_bessel_i0
+
+inline __attribute__((always_inline)) bool any(M4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+
+// Columns of A copied to a zero-padded (dp x n) array, dp a multiple of kBlock: a padded coordinate has t = 0.
+std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
+  std::vector<double> out(dp * A.n_cols, 0.0);
+  for (arma::uword j = 0; j < A.n_cols; ++j) std::memcpy(out.data() + j * dp, A.colptr(j), A.n_rows * sizeof(double));
+  return out;
+}
+
+// GeomRF: H = sum_l (-log p - 2 t_l) + sum_l log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates.
+// z_l < 6 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the same 25-term power series as
+// log_bessel_i0 (Horner in registers, four vectors of 4 coordinates at a time). The u_l of a group are multiplied as
+// P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that P = prod (1 + u_l) - 1 keeps its relative
+// precision when every u_l is tiny, and the group adds log1p(P): one log per 64 coordinates, with the accuracy of
+// summing log1p(u_l) (the log of the rounded product would lose ~d eps absolute, 1e-6 of log Var at H ~ 1e-11: issue
+// #21). Each 1 + u_l lies in [1, 67.3), so a group neither overflows nor underflows.
+// 6 <= z_l < 2^40 (most coordinates of the shifted points of GeomRF+): log I0(z) = z + log(g(z) / sqrt(z)); the z are
+// summed and the factors g(z)/sqrt(z), in [3.7e-7, 0.17), multiplied in the same four chains (16 factors, >= 1e-103
+// each), so a group adds log(P0 P1) + log(P2 P3): two logs per 64 coordinates instead of one GSL call and one log per
+// coordinate. Larger or non-finite z_l use log_bessel_i0. H >= 0 holds exactly; rounding below 0 is clamped to 0.
 __attribute__((target_clones("avx2", "default")))
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const auto& c = i0_series_coefficients();
-  const arma::uword d = X.n_rows;
+  const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
   const double neg_log_p = -std::log(q.p), scale = 2.0 / std::sqrt(1.0 - q.p);
-  std::vector<double> y4(d), ser(d);
+  const std::vector<double> xs = padded_columns(X, dp), ys = padded_columns(Y, dp);
+  const V4 zero = {}, one = zero + 1, lane = {0, 1, 2, 3};
+  const M4 abs_mask = {0x7fffffffffffffffLL, 0x7fffffffffffffffLL, 0x7fffffffffffffffLL, 0x7fffffffffffffffLL};
   arma::mat out(X.n_cols, Y.n_cols);
   for (arma::uword j = 0; j < Y.n_cols; ++j) {
-    const double* y = Y.colptr(j);
+    const double* y = ys.data() + j * dp;
     for (arma::uword i = 0; i < X.n_cols; ++i) {
-      const double* x = X.colptr(i);
-      // Branch-free, vectorisable pass; four partial sums break the dependency chain of the linear part.
-      double lin4[4] = {0, 0, 0, 0};
-      int any_big = 0;
-      for (arma::uword l = 0; l < d; ++l) {
-        const double t = x[l] * y[l], z = scale * std::abs(t);
-        lin4[l % 4] += neg_log_p - 2.0 * t;
-        any_big |= z >= 6;
-        y4[l] = z < 6 ? 0.25 * z * z : 0.0;  // 0: the series gives I0 = 1 (log 1 = 0); log I0 is added below
-      }
-      const double lin = (lin4[0] + lin4[1]) + (lin4[2] + lin4[3]);
-      double big = 0;
-      if (any_big) {
-        for (arma::uword l = 0; l < d; ++l) {
-          const double z = scale * std::abs(x[l] * y[l]);
-          if (z >= 6) big += log_bessel_i0(z);
-        }
-      }
-      for (arma::uword l = 0; l < d; ++l) ser[l] = c[24];
-      for (int k = 23; k >= 1; --k)  // k outer: each pass is a vectorised loop over l
-        for (arma::uword l = 0; l < d; ++l) ser[l] = c[k] + y4[l] * ser[l];
-      double logs = 0;
-      for (arma::uword l0 = 0; l0 < d; l0 += 64) {
-        double pm[4] = {0, 0, 0, 0};  // prod (1 + u) - 1 in four chains: not one long dependency chain
-        const arma::uword l1 = std::min(d, l0 + 64);
-        for (arma::uword l = l0; l < l1; ++l) {
-          const double u = y4[l] * ser[l];
-          pm[l % 4] += u + pm[l % 4] * u;
+      const double* x = xs.data() + i * dp;
+      V4 lin = zero, zsum = zero;  // lane k: coordinates l = k mod 4, in order (the four partial sums of before)
+      double logs = 0, big = 0;
+      bool any_huge = false;
+      for (arma::uword l0 = 0; l0 < dp; l0 += 64) {
+        const arma::uword l1 = std::min(dp, l0 + 64);
+        V4 pm = zero, pb = one;
+        bool group_mid = false;
+        for (arma::uword l = l0; l < l1; l += kBlock) {
+          V4 t[4], z[4], y4[4];
+          M4 small_any = {}, mid_any = {};
+          M4 mid[4];
+          for (int b = 0; b < 4; ++b) {
+            V4 xv, yv;
+            std::memcpy(&xv, x + l + 4 * b, sizeof xv);
+            std::memcpy(&yv, y + l + 4 * b, sizeof yv);
+            t[b] = xv * yv;
+            z[b] = scale * (V4)((M4)t[b] & abs_mask);
+            const M4 valid = (lane + static_cast<double>(l + 4 * b)) < static_cast<double>(d);
+            lin += valid ? neg_log_p - 2.0 * t[b] : zero;
+            const M4 small = z[b] < 6.0;
+            mid[b] = (z[b] >= 6.0) & (z[b] < kZHuge);
+            any_huge |= any(~(small | mid[b]));
+            small_any |= small;
+            mid_any |= mid[b];
+            y4[b] = small ? 0.25 * z[b] * z[b] : zero;  // 0: the series gives I0 = 1 (log 1 = 0)
+          }
+          if (any(small_any)) {
+            V4 s[4];
+            for (int b = 0; b < 4; ++b) s[b] = zero + c[24];
+            for (int k = 23; k >= 1; --k)
+              for (int b = 0; b < 4; ++b) s[b] = c[k] + y4[b] * s[b];
+            for (int b = 0; b < 4; ++b) {
+              const V4 u = y4[b] * s[b];
+              pm += u + pm * u;
+            }
+          }
+          if (any(mid_any)) {
+            group_mid = true;
+            for (int b = 0; b < 4; ++b) {
+              if (!any(mid[b])) continue;
+              const V4 zz = mid[b] ? z[b] : zero + 12.0;  // a harmless value in the other lanes
+              const M4 low = zz < 12.0;
+              const V4 r = 24.0 / zz, v = low ? r - 3.0 : r - 1.0;
+              V4 s = low ? zero + kI0ScaledLow[17] : zero + kI0ScaledHigh[17];
+              for (int k = 16; k >= 0; --k) s = (low ? zero + kI0ScaledLow[k] : zero + kI0ScaledHigh[k]) + v * s;
+              V4 root = zero;
+              for (int k = 0; k < 4; ++k) root[k] = std::sqrt(zz[k]);
+              pb *= mid[b] ? s / root : one;
+              zsum += mid[b] ? z[b] : zero;
+            }
+          }
         }
         const double p01 = pm[0] + pm[1] + pm[0] * pm[1], p23 = pm[2] + pm[3] + pm[2] * pm[3];
         logs += std::log1p(p01 + p23 + p01 * p23);
+        if (group_mid) big += std::log(pb[0] * pb[1]) + std::log(pb[2] * pb[3]);
       }
-      out(i, j) = std::max(lin + big + logs, 0.0);
+      if (any_huge) {
+        for (arma::uword l = 0; l < d; ++l) {
+          const double z = scale * std::abs(x[l] * y[l]);
+          if (!(z < kZHuge)) big += log_bessel_i0(z);
+        }
+      }
+      big += (zsum[0] + zsum[1]) + (zsum[2] + zsum[3]);
+      const double lsum = (lin[0] + lin[1]) + (lin[2] + lin[3]);
+      out(i, j) = std::max(lsum + big + logs, 0.0);
     }
   }
   return out;
