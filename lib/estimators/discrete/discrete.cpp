@@ -180,15 +180,19 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 // precision when every u_l is tiny, and the group adds log1p(P): one log per 64 coordinates, with the accuracy of
 // summing log1p(u_l) (the log of the rounded product would lose ~d eps absolute, 1e-6 of log Var at H ~ 1e-11: issue
 // #21). Each 1 + u_l lies in [1, 67.3), so a group neither overflows nor underflows.
-// 6 <= z_l < 2^40 (most coordinates of the shifted points of GeomRF+): log I0(z) = z + log(g(z) / sqrt(z)); the z are
-// summed and the factors g(z)/sqrt(z), in [3.7e-7, 0.17), multiplied in the same four chains (16 factors, >= 1e-103
-// each), so a group adds log(P0 P1) + log(P2 P3): two logs per 64 coordinates instead of one GSL call and one log per
-// coordinate. Larger or non-finite z_l use log_bessel_i0. H >= 0 holds exactly; rounding below 0 is clamped to 0.
+// 6 <= z_l < 2^40 (most coordinates of the shifted points of GeomRF+): log I0(z) = z + log(g(z) / sqrt(z)). The
+// coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points have
+// t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The factors g(z)/sqrt(z),
+// in [3.7e-7, 0.17), are multiplied in the same four chains (16 factors, >= 1e-103 each), so a group adds
+// log(P0 P1) + log(P2 P3): two logs per 64 coordinates instead of one GSL call and one log per coordinate. Larger or
+// non-finite z_l use log_bessel_i0. H >= 0 holds exactly; rounding below 0 is clamped to 0.
 __attribute__((target_clones("avx2", "default")))
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const auto& c = i0_series_coefficients();
   const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
-  const double neg_log_p = -std::log(q.p), scale = 2.0 / std::sqrt(1.0 - q.p);
+  const double neg_log_p = -std::log(q.p), root1mp = std::sqrt(1.0 - q.p), scale = 2.0 / root1mp;
+  // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
+  const double scale_m2 = 2.0 * q.p / ((1.0 + root1mp) * root1mp), scale_p2 = scale + 2.0;
   const std::vector<double> xs = padded_columns(X, dp), ys = padded_columns(Y, dp);
   const V4 zero = {}, one = zero + 1, lane = {0, 1, 2, 3};
   const M4 abs_mask = {0x7fffffffffffffffLL, 0x7fffffffffffffffLL, 0x7fffffffffffffffLL, 0x7fffffffffffffffLL};
@@ -197,7 +201,7 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
     const double* y = ys.data() + j * dp;
     for (arma::uword i = 0; i < X.n_cols; ++i) {
       const double* x = xs.data() + i * dp;
-      V4 lin = zero, zsum = zero;  // lane k: coordinates l = k mod 4, in order (the four partial sums of before)
+      V4 lin = zero;  // lane k: coordinates l = k mod 4, in order (the four partial sums of before)
       double logs = 0, big = 0;
       bool any_huge = false;
       for (arma::uword l0 = 0; l0 < dp; l0 += 64) {
@@ -215,9 +219,11 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
             t[b] = xv * yv;
             z[b] = scale * (V4)((M4)t[b] & abs_mask);
             const M4 valid = (lane + static_cast<double>(l + 4 * b)) < static_cast<double>(d);
-            lin += valid ? neg_log_p - 2.0 * t[b] : zero;
             const M4 small = z[b] < 6.0;
             mid[b] = (z[b] >= 6.0) & (z[b] < kZHuge);
+            const V4 at = (V4)((M4)t[b] & abs_mask);
+            lin += valid ? neg_log_p + (mid[b] ? at * (t[b] >= 0.0 ? zero + scale_m2 : zero + scale_p2) : -2.0 * t[b])
+                         : zero;
             any_huge |= any(~(small | mid[b]));
             small_any |= small;
             mid_any |= mid[b];
@@ -245,7 +251,6 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
               V4 root = zero;
               for (int k = 0; k < 4; ++k) root[k] = std::sqrt(zz[k]);
               pb *= mid[b] ? s / root : one;
-              zsum += mid[b] ? z[b] : zero;
             }
           }
         }
@@ -259,7 +264,6 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
           if (!(z < kZHuge)) big += log_bessel_i0(z);
         }
       }
-      big += (zsum[0] + zsum[1]) + (zsum[2] + zsum[3]);
       const double lsum = (lin[0] + lin[1]) + (lin[2] + lin[3]);
       out(i, j) = std::max(lsum + big + logs, 0.0);
     }
