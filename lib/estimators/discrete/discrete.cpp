@@ -116,7 +116,7 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
   return out;
 }
 
-// g(z) = sqrt(z) e^{-z} I0(z) for z >= 10, in [0.3989, 0.4096]: a polynomial of degree 20 in v = 20/z - 1 in (-1, 1],
+// g(z) = sqrt(z) e^{-z} I0(z) for z >= 10, in [0.3989, 0.41]: a polynomial of degree 20 in v = 20/z - 1 in (-1, 1],
 // the truncated Chebyshev series expanded in powers of v by scripts/i0_scaled_coefficients.py (mpmath, 40 digits),
 // which also measures Horner's rule in double against mpmath: relative error < 1.3e-16. It replaces GSL's I0_scaled
 // (still used by the scalar log_bessel_i0) in the O(L^2 d) loop.
@@ -142,10 +142,10 @@ constexpr double kI0Scaled[21] = {
     -2.7656714709875805e-11,
     2.7372888173202832e-12,
     4.2372651227844825e-12};
-// q(y) = (I0(2 sqrt(y)) - 1) / y for 0 <= y < 25 (z < 10): the Taylor series 1/((k+1)!)^2 of log_bessel_i0 economised
-// to degree 16 on [0, 25] (Chebyshev truncation, same script; the dropped part is < 3.1e-18 <= 3.1e-18 q). The
-// coefficients stay positive and close to Taylor's, so u = y q(y) keeps its relative precision for tiny y (measured
-// < 4e-16 relative in double, as for the 25-term Taylor series) with 16 Horner steps instead of 23.
+// q(y) = (I0(2 sqrt(y)) - 1) / y for 0 <= y < 25 (z < 10): the Taylor series 1/((k+1)!)^2 of log_bessel_i0
+// economised to degree 16 on [0, 25] (Chebyshev truncation, same script; the dropped part is < 3.1e-18, relatively
+// less as q >= 1). The coefficients stay positive and close to Taylor's, so u = y q(y) keeps its relative precision for
+// tiny y (measured < 4e-16 relative in double, as for the 25-term Taylor series) with 16 Horner steps instead of 23.
 constexpr double kI0Series[17] = {
     1.0,
     0.24999999999999992,
@@ -192,8 +192,9 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 // coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points have
 // t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The g(z) of a group, in
 // [0.39, 0.41], and the significands m of z = m 2^e, in [1, 2), are multiplied (64 factors: in [6e-27, 2^64]), and
-// the exponents e summed exactly: a group adds log prod g - (log prod m + ln2 sum e) / 2, two logs per 64 coordinates
-// instead of one GSL call and one log per coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
+// the exponents e summed exactly: a group adds log prod g - (log prod m) / 2 and the pair - (ln2 sum e) / 2. When
+// P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
+// coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
 // H >= 0 holds exactly; rounding below 0 is clamped to 0.
 __attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
