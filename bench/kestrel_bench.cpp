@@ -235,8 +235,8 @@ void hotpath(benchmark::State& st, const std::string& what, bool plain) {
   st.counters["pairs_per_s"] = benchmark::Counter(256.0 * 256, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-const std::vector<std::string> kPairwise = {"trig", "pos",  "gerf",  "oprf",  "pois",
-                                            "geom", "aderf", "sderf", "dark", "hrf-angular"};
+const std::vector<std::string> kPairwise = {"trig", "pos",  "gerf",  "oprf",  "pois",        "geom",
+                                            "geom+", "aderf", "sderf", "dark", "hrf-angular"};  // geom+: issue #19
 const std::vector<std::string> kFit = {"oprf", "gerf", "pois", "geom", "aderf", "sderf", "dark"};
 const std::vector<std::string> kFeatures = {"pos", "oprf", "trig", "aderf"};
 

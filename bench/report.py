@@ -93,7 +93,7 @@ def main():
             csv_rows.append([r["name"], f"L={L}", r["seconds"], p["seconds"] if p else "", ratio or "", "",
                              r["pairs_per_s"]])
     md += ["", "ADERF, SDERF, DARK NumPy rows use same-shaped matrices (timing only; kestrel's fitted matrices are "
-           "not exported); hrf-angular has no NumPy peer.", ""]
+           "not exported); geom+ and hrf-angular have no NumPy peer.", ""]
 
     md += ["### Hot paths before / after issue #8 (one 256 x 256 tile, d = 64, single thread, CPU time)", "",
            "| hot path | pre-#8 plain loop ms | kestrel ms | speed-up | max abs difference |", "|---|---|---|---|---|"]

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <gsl/gsl_sf_bessel.h>
@@ -114,57 +116,193 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
   return out;
 }
 
-// GeomRF: H = sum_l (-log p - 2 t_l) + sum_l log I0(z_l), z_l = 2|t_l|/sqrt(1-p). For z_l < 6 (most coordinates)
-// u_l = I0(z_l) - 1 comes from the same 25-term power series as log_bessel_i0, evaluated for all l at once (a
-// vectorised Horner loop). The u_l of a group of 64 coordinates are multiplied as P <- P + u + P u, so that P =
-// prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
-// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps
-// absolute, 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 67.3), so a group neither overflows
-// nor underflows. Coordinates with z_l >= 6 use log_bessel_i0 (GSL's scaled I0). H >= 0 holds exactly; rounding
-// below 0 is clamped to 0.
-__attribute__((target_clones("avx2", "default")))
+// g(z) = sqrt(z) e^{-z} I0(z) for z >= 10, in [0.3989, 0.41]: a polynomial of degree 20 in v = 20/z - 1 in (-1, 1],
+// the truncated Chebyshev series expanded in powers of v by scripts/i0_scaled_coefficients.py (mpmath, 40 digits),
+// which also measures Horner's rule in double against mpmath: relative error < 1.3e-16. It replaces GSL's I0_scaled
+// (still used by the scalar log_bessel_i0) in the O(L^2 d) loop.
+constexpr double kI0Scaled[21] = {
+    0.4015097608312065,
+    0.0026458859671862067,
+    8.311327263746293e-05,
+    5.152033951115746e-06,
+    5.041257378688805e-07,
+    7.078400543122324e-08,
+    1.3635390827610584e-08,
+    3.55945128887591e-09,
+    1.278846217212222e-09,
+    6.336578247222871e-10,
+    3.767890985348601e-10,
+    1.513520394748074e-10,
+    -1.1556828766337455e-10,
+    -2.4215294661511267e-10,
+    -8.979142051200204e-11,
+    1.0151801399103754e-10,
+    7.722878887779968e-11,
+    -2.4081328837183918e-11,
+    -2.7656714709875805e-11,
+    2.7372888173202832e-12,
+    4.2372651227844825e-12};
+// q(y) = (I0(2 sqrt(y)) - 1) / y for 0 <= y < 25 (z < 10): the Taylor series 1/((k+1)!)^2 of log_bessel_i0
+// economised to degree 16 on [0, 25] (Chebyshev truncation, same script; the dropped part is < 3.1e-18, relatively
+// less as q >= 1). The coefficients stay positive and close to Taylor's, so u = y q(y) keeps its relative precision for
+// tiny y (measured < 4e-16 relative in double, as for the 25-term Taylor series) with 16 Horner steps instead of 23.
+constexpr double kI0Series[17] = {
+    1.0,
+    0.24999999999999992,
+    0.027777777777778043,
+    0.0017361111111107064,
+    6.94444444447673e-05,
+    1.9290123455228403e-06,
+    3.936759894118852e-08,
+    6.151187216571863e-10,
+    7.594060181800163e-12,
+    7.594037934855533e-14,
+    6.276259327124733e-16,
+    4.3572372793758506e-18,
+    2.5844619244483355e-20,
+    1.2964195216166434e-22,
+    6.325234908933852e-25,
+    1.5073188714454955e-27,
+    1.5159995446357626e-29};
+
+// GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
+using V4 = double __attribute__((vector_size(4 * sizeof(double))));
+using M4 = long long __attribute__((vector_size(4 * sizeof(double))));
+constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
+// z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
+constexpr double kZSeries = 10.0;
+
+inline __attribute__((always_inline)) bool any(M4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+
+// Columns of A copied to a zero-padded (dp x n) array, dp a multiple of kBlock: a padded coordinate has t = 0.
+std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
+  std::vector<double> out(dp * A.n_cols, 0.0);
+  for (arma::uword j = 0; j < A.n_cols; ++j) std::memcpy(out.data() + j * dp, A.colptr(j), A.n_rows * sizeof(double));
+  return out;
+}
+
+// GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates,
+// 16 at a time (four vectors of 4: independent Horner chains in registers).
+// z_l < 10 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the economised series kI0Series. The u_l
+// of a group are multiplied as P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that
+// P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
+// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps absolute,
+// 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 2816), so a group cannot overflow (< 1e221).
+// 10 <= z_l finite (most coordinates of the shifted points of GeomRF+): log I0(z) = z - log(z)/2 + log g(z). The
+// coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points have
+// t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The g(z) of a group, in
+// [0.39, 0.41], and the significands m of z = m 2^e, in [1, 2), are multiplied (64 factors: in [6e-27, 2^64]), and
+// the exponents e summed exactly: a group adds log prod g - (log prod m) / 2 and the pair - (ln2 sum e) / 2. When
+// P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
+// coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
+// H >= 0 holds exactly; rounding below 0 is clamped to 0.
+__attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
-  const auto& c = i0_series_coefficients();
-  const arma::uword d = X.n_rows;
-  const double neg_log_p = -std::log(q.p), scale = 2.0 / std::sqrt(1.0 - q.p);
-  std::vector<double> y4(d), ser(d);
+  const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
+  const double neg_log_p = -std::log(q.p), root1mp = std::sqrt(1.0 - q.p), scale = 2.0 / root1mp;
+  // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
+  const double scale_m2 = 2.0 * q.p / ((1.0 + root1mp) * root1mp), scale_p2 = scale + 2.0;
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
+  const std::vector<double> xs = padded_columns(X, dp), ys = padded_columns(Y, dp);
+  const V4 zero = {}, one = zero + 1, lane = {0, 1, 2, 3};
+  const M4 izero = {}, abs_mask = izero + 0x7fffffffffffffffLL, significand = izero + 0x000fffffffffffffLL,
+           exponent_zero = izero + 0x3ff0000000000000LL;
   arma::mat out(X.n_cols, Y.n_cols);
   for (arma::uword j = 0; j < Y.n_cols; ++j) {
-    const double* y = Y.colptr(j);
+    const double* y = ys.data() + j * dp;
     for (arma::uword i = 0; i < X.n_cols; ++i) {
-      const double* x = X.colptr(i);
-      // Branch-free, vectorisable pass; four partial sums break the dependency chain of the linear part.
-      double lin4[4] = {0, 0, 0, 0};
-      int any_big = 0;
-      for (arma::uword l = 0; l < d; ++l) {
-        const double t = x[l] * y[l], z = scale * std::abs(t);
-        lin4[l % 4] += neg_log_p - 2.0 * t;
-        any_big |= z >= 6;
-        y4[l] = z < 6 ? 0.25 * z * z : 0.0;  // 0: the series gives I0 = 1 (log 1 = 0); log I0 is added below
-      }
-      const double lin = (lin4[0] + lin4[1]) + (lin4[2] + lin4[3]);
-      double big = 0;
-      if (any_big) {
-        for (arma::uword l = 0; l < d; ++l) {
-          const double z = scale * std::abs(x[l] * y[l]);
-          if (z >= 6) big += log_bessel_i0(z);
-        }
-      }
-      for (arma::uword l = 0; l < d; ++l) ser[l] = c[24];
-      for (int k = 23; k >= 1; --k)  // k outer: each pass is a vectorised loop over l
-        for (arma::uword l = 0; l < d; ++l) ser[l] = c[k] + y4[l] * ser[l];
-      double logs = 0;
-      for (arma::uword l0 = 0; l0 < d; l0 += 64) {
-        double pm[4] = {0, 0, 0, 0};  // prod (1 + u) - 1 in four chains: not one long dependency chain
-        const arma::uword l1 = std::min(d, l0 + 64);
-        for (arma::uword l = l0; l < l1; ++l) {
-          const double u = y4[l] * ser[l];
-          pm[l % 4] += u + pm[l % 4] * u;
+      const double* x = xs.data() + i * dp;
+      V4 lin = zero;  // lane k: coordinates l = k mod 4, in order
+      M4 esum = izero;
+      double logs = 0, big = 0;
+      bool any_huge = false;
+      for (arma::uword l0 = 0; l0 < dp; l0 += 64) {
+        const arma::uword l1 = std::min(dp, l0 + 64);
+        V4 pm = zero, pg = one, pz = one;
+        bool group_mid = false;
+        for (arma::uword l = l0; l < l1; l += kBlock) {
+          V4 t[4], z[4], y4[4];
+          M4 mid[4], small_any = izero, mid_any = izero;
+          for (int b = 0; b < 4; ++b) {
+            V4 xv, yv;
+            std::memcpy(&xv, x + l + 4 * b, sizeof xv);
+            std::memcpy(&yv, y + l + 4 * b, sizeof yv);
+            t[b] = xv * yv;
+            const V4 at = (V4)((M4)t[b] & abs_mask);
+            z[b] = scale * at;
+            const M4 small = z[b] < kZSeries;
+            mid[b] = (z[b] >= kZSeries) & (z[b] <= DBL_MAX);
+            any_huge |= any(~(small | mid[b]));  // NaN or inf
+            small_any |= small;
+            mid_any |= mid[b];
+            const M4 valid = (lane + static_cast<double>(l + 4 * b)) < static_cast<double>(d);
+            lin += valid ? neg_log_p + (mid[b] ? at * (t[b] >= 0.0 ? zero + scale_m2 : zero + scale_p2) : -2.0 * t[b])
+                         : zero;
+            y4[b] = small ? 0.25 * z[b] * z[b] : zero;  // 0: the series gives I0 = 1 (log 1 = 0)
+          }
+          // The series and the g polynomial are independent Horner chains: a block needing both runs them in one loop
+          // (eight chains, bound by throughput rather than by the latency of four).
+          const bool has_small = any(small_any), has_mid = any(mid_any);
+          V4 s[4], g[4], zz[4], v[4];
+          for (int b = 0; b < 4; ++b) {
+            s[b] = zero + kI0Series[16];
+            g[b] = zero + kI0Scaled[20];
+            zz[b] = mid[b] ? z[b] : zero + kZSeries;  // a harmless value in the other lanes
+            v[b] = has_mid ? 20.0 / zz[b] - 1.0 : zero;
+          }
+          if (has_small && has_mid) {
+#pragma GCC unroll 20
+            for (int k = 19; k >= 0; --k) {
+              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+              if (k <= 15)
+                for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+            }
+          } else if (has_small) {
+            for (int k = 15; k >= 0; --k)
+              for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+          } else if (has_mid) {
+            for (int k = 19; k >= 0; --k)
+              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+          }
+          if (has_small) {
+            for (int b = 0; b < 4; ++b) {
+              const V4 u = y4[b] * s[b];
+              pm += u + pm * u;
+            }
+          }
+          if (has_mid) {
+            group_mid = true;
+            for (int b = 0; b < 4; ++b) {
+              const M4 bits = (M4)zz[b];
+              pg *= mid[b] ? g[b] : one;
+              pz *= mid[b] ? (V4)((bits & significand) | exponent_zero) : one;
+              esum += mid[b] ? (bits >> 52) - 1023 : izero;
+            }
+          }
         }
         const double p01 = pm[0] + pm[1] + pm[0] * pm[1], p23 = pm[2] + pm[3] + pm[2] * pm[3];
-        logs += std::log1p(p01 + p23 + p01 * p23);
+        const double P = p01 + p23 + p01 * p23;
+        const double G = group_mid ? (pg[0] * pg[1]) * (pg[2] * pg[3]) : 1.0;
+        const double Z = group_mid ? (pz[0] * pz[1]) * (pz[2] * pz[3]) : 1.0;
+        if (P >= 1.0) {
+          // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
+          // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
+          logs += std::log((1.0 + P) * G / std::sqrt(Z));
+        } else {
+          logs += std::log1p(P);
+          if (group_mid) big += std::log(G) - 0.5 * std::log(Z);
+        }
       }
-      out(i, j) = std::max(lin + big + logs, 0.0);
+      if (any_huge) {
+        for (arma::uword l = 0; l < d; ++l) {
+          const double z = scale * std::abs(x[l] * y[l]);
+          if (!(z <= DBL_MAX)) big += log_bessel_i0(z);
+        }
+      }
+      const double e = static_cast<double>((esum[0] + esum[1]) + (esum[2] + esum[3]));
+      big -= 0.5 * (e * ln2_hi + e * ln2_lo);
+      const double lsum = (lin[0] + lin[1]) + (lin[2] + lin[3]);
+      out(i, j) = std::max(lsum + big + logs, 0.0);
     }
   }
   return out;
