@@ -13,7 +13,9 @@
 #include "core/logmath.hpp"
 #include "data/regimes.hpp"
 #include "estimators/derf/derf.hpp"
+#include "estimators/derf/objective.hpp"
 #include "estimators/gerf/gerf.hpp"
+#include "estimators/gerf/objective.hpp"
 #include "estimators/registry.hpp"
 #include "test_util.hpp"
 

@@ -12,6 +12,7 @@
 #include "core/parse.hpp"
 #include "io/provenance.hpp"
 #include "io/study_options.hpp"
+#include "convert.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -91,8 +92,6 @@ StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char*
   return v;
 }
 
-py::object from_json(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
-
 std::string call_text(const char* function, const py::kwargs& kw, const std::string& first = "") {
   std::string s = fmt::format("python: kestrel.{}({}", function, first);
   for (const auto& [k, v] : kw)
@@ -113,7 +112,7 @@ std::string options_doc(StudyCommand c) {
 
 }  // namespace
 
-void bind_study(py::module_& m) {
+void kestrel::python::bind_study(py::module_& m) {
   m.def(
       "variance_study",
       [](const py::kwargs& kw) {

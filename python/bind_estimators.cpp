@@ -1,0 +1,207 @@
+// Python bindings of the estimators: kestrel.fit, kestrel.estimators and the Estimator/Draw classes (fit, draw,
+// features, exact variance).
+#include <string>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "analysis/pairwise.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+#include "estimators/registry.hpp"
+#include "convert.hpp"
+
+namespace kestrel::python {
+
+void bind_estimators(py::module_& m) {
+  py::class_<Draw>(m, "Draw", "M random objects omega_1..omega_M (d x M) and, for the cos form, phases (M)")
+      .def(py::init([](const py::object& omega, const py::object& phase) {
+             Draw w;
+             w.omega = *mat_in(omega, "omega");
+             validate_points(w.omega, "omega");
+             if (!phase.is_none()) {
+               const auto ph = py::array_t<double, py::array::forcecast>::ensure(phase);
+               require(ph && ph.ndim() == 1 && ph.size() == static_cast<py::ssize_t>(w.count()),
+                       "phase must be a 1-D array of {} numbers", w.count());
+               w.phase = arma::rowvec(w.count());
+               for (arma::uword i = 0; i < w.count(); ++i) w.phase(i) = ph.at(i);
+               require(w.phase.is_finite(), "phase must be finite");
+             }
+             return w;
+           }),
+           py::arg("omega"), py::arg("phase") = py::none(), "A draw from given projections (copied)")
+      .def_property_readonly("omega", [](py::object self) { return member_view(self.cast<Draw&>().omega, self); },
+                             "d x M projections (a view into the draw, no copy)")
+      .def_property_readonly("phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
+                             "M phases (TrigRF cos form), else empty (a view, no copy)")
+      .def_property_readonly("count", &Draw::count)
+      .def("__repr__", [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
+
+  py::class_<Estimator>(m, "Estimator",
+                        "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)")
+      .def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
+      .def_property_readonly("complex", [](const Estimator& e) { return e.info().complex; },
+                             "a feature is Re(f1 f2) of complex f: two real columns per omega")
+      .def_property_readonly("positive", [](const Estimator& e) { return e.info().positive; })
+      .def_property_readonly("dim", &Estimator::dim)
+      .def("params", [](const Estimator& e) { return from_json(e.params()); }, "Fitted parameters as a dict")
+      .def(
+          "log_var_over_k2",
+          [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+            require(features > 0, "number of features M must be > 0, got {}", features);
+            validate_pair(*x, *y, e.dim());
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = features == 1 ? e.log_var_over_k2(*x, *y) : e.log_var_over_k2_m(*x, *y, features);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("X"), py::arg("Y"), py::arg("features") = 1,
+          "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
+      .def(
+          "log_variance",
+          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
+             arma::uword features) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+            const Kernel k = kernel_of(kernel);
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = log_variance(e, k, *x, *y, features);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          "log Var of the M-feature estimate of K^(alpha)(x_i, y_j): Lx x Ly")
+      .def(
+          "summarize_variance",
+          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
+             arma::uword features) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+            const Kernel k = kernel_of(kernel);
+            validate_pair(*x, *y, e.dim());
+            require(features > 0, "number of features M must be > 0, got {}", features);
+            PairwiseSummary s;
+            {
+              py::gil_scoped_release nogil;
+              s = summarize_exact_variance(e, k, *x, *y, 256, features);
+            }
+            return summary_dict(s);
+          },
+          py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact and left "
+          "out of the means; when every pair is exact the means are -inf)")
+      .def(
+          "draw",
+          [](const Estimator& e, arma::uword features, std::uint64_t seed, const std::string& sampler,
+             std::uint64_t index) {
+            const Sampler s = parse_sampler(sampler);
+            py::gil_scoped_release nogil;
+            Rng rng(seed, Stream::Features, index);
+            return e.draw(features, rng, s);
+          },
+          py::arg("features"), py::arg("seed"), py::arg("sampler") = "iid", py::arg("index") = 0,
+          "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, structured, halton")
+      .def(
+          "features",
+          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side) {
+            const MatIn x = mat_in(X, "X");
+            const Side s = side_of(side);
+            check_draw(e, w, *x, "X");
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = e.features(w, *x, s);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("draw"), py::arg("X"), py::arg("side") = "query",
+          "Softmax-kernel features f(w_m, x_i)/sqrt(M): L x M, or L x 2M [Re, Im] for complex estimators")
+      .def(
+          "feature_map",
+          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side, const py::object& kernel) {
+            const MatIn x = mat_in(X, "X");
+            const Side s = side_of(side);
+            const Kernel k = kernel_of(kernel);
+            check_draw(e, w, *x, "X");
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = feature_map(e, w, *x, s, k);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("draw"), py::arg("X"), py::arg("side") = "query", py::arg("kernel") = "softmax",
+          "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)")
+      .def(
+          "approximate_kernel",
+          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& kernel) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+            const Kernel k = kernel_of(kernel);
+            check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = approximate_kernel(e, w, *x, *y, k);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax",
+          "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
+      .def(
+          "approximate_kernel_times",
+          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& C,
+             const py::object& kernel) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), c = mat_in(C, "C");
+            const Kernel k = kernel_of(kernel);
+            check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
+            require(c->is_finite(), "C must be finite");
+            arma::mat r;
+            {
+              py::gil_scoped_release nogil;
+              r = approximate_kernel_times(e, w, *x, *y, *c, k);
+            }
+            return mat_out(std::move(r));
+          },
+          py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
+          "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n")
+      .def("__repr__", [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+
+  m.def(
+      "estimators",
+      [] {
+        py::dict d;
+        for (const auto& f : estimator_families()) d[py::str(f.name)] = f.description;
+        return d;
+      },
+      "The estimator names (as `kestrel estimators`) with their descriptions");
+  m.def(
+      "fit",
+      [](const std::string& name, const py::object& X, const py::object& Y, const py::object& layout) {
+        const std::string how = layout.is_none() ? "" : layout.cast<std::string>();
+        require(how.empty() || how == "columns" || how == "rows", "layout must be 'columns' or 'rows', got '{}'", how);
+        MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+        find_estimator_family(name);
+        if (how == "rows") x.m = arma::mat(x->t()), y.m = arma::mat(y->t());
+        require(x->n_rows == y->n_rows,
+                "X is {} x {} and Y is {} x {}: points are columns (d x L), so X and Y need the same number of rows d; "
+                "if your points are rows (L x d), pass X.T and Y.T",
+                x->n_rows, x->n_cols, y->n_rows, y->n_cols);
+        // More dimensions than points is what rows-as-samples arrays look like: say which one is meant.
+        require(!how.empty() || (x->n_rows <= x->n_cols && y->n_rows <= y->n_cols),
+                "X is {} x {} and Y is {} x {}: more rows (d) than columns (points); if your points are rows, pass "
+                "layout='rows' (or X.T, Y.T), if d > L is intended, pass layout='columns'",
+                x->n_rows, x->n_cols, y->n_rows, y->n_cols);
+        py::gil_scoped_release nogil;
+        return make_estimator(name, *x, *y);
+      },
+      py::arg("name"), py::arg("X"), py::arg("Y"), py::arg("layout") = py::none(),
+      "Fits the named estimator's parameters on the pair of sets X, Y (d x L each, points are columns) and returns "
+      "it. layout='rows' takes L x d arrays; an array with more rows than columns needs layout= to say which it is");
+
+}
+
+}  // namespace kestrel::python

@@ -1,0 +1,46 @@
+// Python bindings of the paper reproductions: kestrel.experiments and kestrel.reproduce (as `kestrel reproduce`).
+#include <string>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/error.hpp"
+#include "experiment.hpp"
+#include "convert.hpp"
+
+namespace kestrel::python {
+
+void bind_reproduce(py::module_& m) {
+  m.def(
+      "experiments",
+      [] {
+        py::dict d;
+        for (const auto& e : experiments::all_experiments()) d[py::str(e.name)] = e.title;
+        return d;
+      },
+      "The reproductions (as `kestrel reproduce`) with their titles");
+  m.def(
+      "reproduce",
+      [](const std::string& name, const std::string& out, bool quick, std::uint64_t seed, const std::string& data_dir,
+         const std::string& preprocess) {
+        const auto& e = experiments::find_experiment(name);
+        experiments::Options o;
+        o.quick = quick, o.seed = seed;
+        o.regime_options.data_dir = data_dir;
+        o.regime_options.preprocess = parse_preprocess(preprocess);
+        const std::string cmd = fmt::format("python: kestrel.reproduce('{}', '{}', quick={}, seed={})", name, out,
+                                            quick ? "True" : "False", seed);
+        nlohmann::json claims = nlohmann::json::array();
+        {
+          py::gil_scoped_release nogil;
+          for (const auto& c : experiments::reproduce(e, o, out, cmd)) claims.push_back(experiments::to_json(c));
+        }
+        return from_json(claims);
+      },
+      py::arg("name"), py::arg("out"), py::arg("quick") = false, py::arg("seed") = 1, py::arg("data_dir") = "",
+      py::arg("preprocess") = "raw",
+      "Runs one reproduction into directory `out` (NAME.h5, NAME.claims.json/.md, NAME.png) and returns its claims");
+}
+
+}  // namespace kestrel::python

@@ -1,0 +1,119 @@
+// Python <-> library conversions; see convert.hpp.
+#include "convert.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+
+namespace kestrel::python {
+
+MatIn mat_in(const py::handle& obj, const char* name) {
+  MatIn r;
+  py::array a;
+  if (py::isinstance<py::array_t<double>>(obj)) a = py::reinterpret_borrow<py::array>(obj);
+  constexpr int kAligned = 0x0100;  // NPY_ARRAY_ALIGNED
+  if (!a || !(a.flags() & py::array::f_style) || !(a.flags() & kAligned) || a.ndim() != 2) a = FArray::ensure(obj);
+  if (!a) throw InvalidArgument(fmt::format("{} must be convertible to a float64 array", name));
+  if (a.ndim() != 2)
+    throw InvalidArgument(fmt::format("{} must be a 2-D array (d x L, points are columns), got {} dimensions", name,
+                                      a.ndim()));
+  r.keep = a;
+  // copy_aux_mem = false, strict = true: Armadillo uses the NumPy buffer and never reallocates it. The
+  // library takes it as const, so a read-only array is fine.
+  r.m.emplace(const_cast<double*>(static_cast<const double*>(a.data())), a.shape(0), a.shape(1), false, true);
+  return r;
+}
+
+// Moves m to the heap; the returned array views its memory and owns it through a capsule.
+py::array mat_out(arma::mat&& m) {
+  auto* p = new arma::mat(std::move(m));
+  py::capsule owner(p, [](void* q) { delete static_cast<arma::mat*>(q); });
+  const auto r = static_cast<py::ssize_t>(p->n_rows), c = static_cast<py::ssize_t>(p->n_cols);
+  return py::array_t<double>({r, c}, {py::ssize_t(sizeof(double)), py::ssize_t(sizeof(double)) * r}, p->memptr(),
+                             owner);
+}
+
+// "softmax", "gaussian", "scaled:<alpha>", or a number alpha.
+Kernel kernel_of(const py::object& k) {
+  if (py::isinstance<py::str>(k)) return Kernel::parse(k.cast<std::string>());
+  if (py::isinstance<py::float_>(k) || py::isinstance<py::int_>(k)) {
+    const double alpha = k.cast<double>();
+    require(std::isfinite(alpha), "kernel alpha must be finite, got {}", alpha);
+    return Kernel{alpha};
+  }
+  throw InvalidArgument("kernel must be 'softmax', 'gaussian', 'scaled:<alpha>' or a number alpha");
+}
+
+Side side_of(const std::string& s) {
+  if (s == "query") return Side::Query;
+  if (s == "key") return Side::Key;
+  throw InvalidArgument(fmt::format("side must be 'query' or 'key', got '{}'", s));
+}
+
+// The binding is a public boundary: the library's feature maps check only the dimension of X.
+void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
+  validate_points(X, name);
+  require(X.n_rows == e.dim(), "{} has dimension {}, estimator '{}' was fitted for {}", name, X.n_rows, e.info().name,
+          e.dim());
+  require(w.omega.n_rows == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0",
+          w.omega.n_rows, w.count(), e.info().name, e.dim());
+  Rng probe(0);
+  const bool phased = e.draw(1, probe, Sampler::Iid).phase.n_elem > 0;
+  require(w.phase.n_elem == (phased ? w.count() : 0), "estimator '{}' needs {} phases in its draw, got {}",
+          e.info().name, phased ? w.count() : 0, w.phase.n_elem);
+}
+
+py::object from_json(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+py::dict moments_dict(EntryMoments&& m) {
+  py::dict d;
+  d["exact"] = mat_out(std::move(m.exact));
+  d["mean"] = mat_out(std::move(m.mean));
+  d["variance"] = mat_out(std::move(m.variance));
+  d["se_mean"] = mat_out(std::move(m.se_mean));
+  d["se_variance"] = mat_out(std::move(m.se_variance));
+  return d;
+}
+
+RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
+                             arma::uword clusters, double cluster_radius, const std::string& x_file,
+                             const std::string& y_file) {
+  RegimeOptions o;
+  o.data_dir = data_dir;
+  o.preprocess = parse_preprocess(preprocess);
+  o.spectrum = spectrum;
+  o.clusters = clusters;
+  o.cluster_radius = cluster_radius;
+  o.x_file = x_file;
+  o.y_file = y_file;
+  return o;
+}
+
+// A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).
+py::array member_view(const arma::mat& m, py::handle owner) {
+  const auto r = static_cast<py::ssize_t>(m.n_rows), c = static_cast<py::ssize_t>(m.n_cols);
+  return py::array_t<double>({r, c}, {py::ssize_t(sizeof(double)), py::ssize_t(sizeof(double)) * r}, m.memptr(),
+                             owner);
+}
+
+py::array member_view(const arma::rowvec& v, py::handle owner) {
+  return py::array_t<double>({static_cast<py::ssize_t>(v.n_elem)}, {py::ssize_t(sizeof(double))}, v.memptr(), owner);
+}
+
+// log Var of pairs where the estimator is exact is -inf: a summary over pairs that are all exact has mean -inf
+// (and n_exact = n_pairs), never the 0.0 of an empty mean.
+py::dict summary_dict(const PairwiseSummary& s) {
+  const bool all_exact = s.log_var.n == 0 && s.n_exact > 0;
+  py::dict d;
+  d["mean_log_var"] = all_exact ? -kInf : s.log_var.mean;
+  d["std_log_var"] = s.log_var.stddev();
+  d["mean_log_rel_var"] = all_exact ? -kInf : s.log_rel_var.mean;
+  d["std_log_rel_var"] = s.log_rel_var.stddev();
+  d["mean_log_kernel"] = s.log_kernel.mean;
+  d["n_pairs"] = s.log_kernel.n;
+  d["n_exact"] = s.n_exact;
+  return d;
+}
+
+}  // namespace kestrel::python

@@ -1,0 +1,64 @@
+// Conversions between NumPy/Python values and the library's types, shared by the binding files (bind_*.cpp).
+// Copies: an F-contiguous float64 input is viewed in place (arma::mat over the NumPy buffer, no copy); any other
+// array-like is copied once into Fortran order. Results are moved into a heap arma::mat owned by a capsule that is
+// the base of the returned array (no copy).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <armadillo>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "analysis/montecarlo.hpp"
+#include "analysis/pairwise.hpp"
+#include "data/regimes.hpp"
+#include "estimators/estimator.hpp"
+#include "kernels/kernel.hpp"
+
+namespace kestrel::python {
+
+namespace py = pybind11;
+
+using FArray = py::array_t<double, py::array::f_style | py::array::forcecast>;
+
+// A d x L matrix over a NumPy array: in place when the array is F-contiguous float64, else over a
+// Fortran-order copy that this object keeps alive. Build it with the GIL held; use it without.
+struct MatIn {
+  py::array keep;
+  std::optional<arma::mat> m;
+  const arma::mat& operator*() const { return *m; }
+  const arma::mat* operator->() const { return &*m; }
+};
+
+MatIn mat_in(const py::handle& obj, const char* name);
+// Moves m to the heap; the returned array views its memory and owns it through a capsule.
+py::array mat_out(arma::mat&& m);
+// "softmax", "gaussian", "scaled:<alpha>", or a number alpha.
+Kernel kernel_of(const py::object& k);
+Side side_of(const std::string& s);
+// The binding is a public boundary: checks X and the draw against the estimator.
+void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name);
+py::object from_json(const nlohmann::json& j);
+py::dict moments_dict(EntryMoments&& m);
+RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
+                             arma::uword clusters, double cluster_radius, const std::string& x_file,
+                             const std::string& y_file);
+// A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).
+py::array member_view(const arma::mat& m, py::handle owner);
+py::array member_view(const arma::rowvec& v, py::handle owner);
+// log Var of pairs where the estimator is exact is -inf: a summary over pairs that are all exact has mean -inf
+// (and n_exact = n_pairs), never the 0.0 of an empty mean.
+py::dict summary_dict(const PairwiseSummary& s);
+
+// The binding of each area (bind_*.cpp), called by PYBIND11_MODULE in kestrel_py.cpp.
+void bind_estimators(py::module_& m);
+void bind_kernels(py::module_& m);  // kernels and the Monte Carlo simulator
+void bind_data(py::module_& m);
+void bind_study(py::module_& m);
+void bind_reproduce(py::module_& m);
+
+}  // namespace kestrel::python
