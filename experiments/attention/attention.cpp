@@ -42,13 +42,98 @@ double best_time(int reps, Fn&& fn) {  // minimum over reps: the least load-depe
   return best;
 }
 
-}  // namespace
+// The experiment's sizes (paper settings, or --quick).
+struct Setup {
+  arma::uword d, L, dv;
+  std::vector<double> Ms;
+  std::size_t trials;
+  arma::uword weight_rows;  // queries whose L attention weights are counted
+};
 
-void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
-  const arma::uword d = 64, L = opt.quick ? 128 : 1024, dv = 64;
-  const std::vector<double> Ms = opt.quick ? std::vector<double>{64, 256} : std::vector<double>{16, 32, 64, 128, 256};
-  const std::size_t trials = opt.quick ? 2 : 10;
-  const arma::uword weight_rows = std::min<arma::uword>(L, 128);  // queries whose L attention weights are counted
+Setup setup_of(const Options& opt) {
+  const arma::uword L = opt.quick ? 128 : 1024;
+  return {64, L, 64, opt.quick ? std::vector<double>{64, 256} : std::vector<double>{16, 32, 64, 128, 256},
+          opt.quick ? std::size_t{2} : std::size_t{10}, std::min<arma::uword>(L, 128)};
+}
+
+// Per input and estimator, at each M (means over trials): relative error of Y and of the normaliser, share of
+// negative attention weights; and the count of non-positive normalisers of the positive estimators.
+struct Accuracy {
+  std::map<std::string, std::map<std::string, std::vector<double>>> err_y, err_a1, negw;
+  double positive_nonpositive = 0;
+};
+
+// Wall time of exact vs approximate (OPRF) attention as L grows, d = dv = 64, isotropic inputs.
+struct Timing {
+  std::vector<double> Ls, t_exact;
+  std::vector<std::vector<double>> t_approx;  // per timing M
+  std::vector<double> crossover_fit;
+};
+
+// One input: queries, keys (and their d^-1/4-scaled versions the estimators are fitted on), values, exact result.
+struct Problem {
+  const arma::mat &Q, &K, &Qs, &Ks, &V;
+  const ExactAttention& exact;
+};
+
+// One estimator's curves over M (means over trials, with standard errors) written to group ge.
+struct Curves {
+  std::vector<double> ey, en, negw;
+  double positive_nonpositive = 0;  // non-positive normalisers, counted for positive estimators only
+};
+
+Curves estimator_curves(const Options& opt, const Setup& s, const std::string& name, const Problem& pb, H5Writer& h5,
+                        const std::string& ge) {
+  const auto& [d, L, dv, Ms, trials, weight_rows] = s;
+  // Every estimator gets a budget of about M real feature columns, the cost of linear attention; the registry
+  // says how each family spends it (draws_for_budget, make_estimator_for_budget).
+  const auto e = make_estimator_for_budget(name, pb.Qs, pb.Ks);
+  Curves c;
+  std::vector<double> ey_se, en_se, nonpos, cols;
+  for (double Md : Ms) {
+    const arma::uword M = static_cast<arma::uword>(Md), P = draws_for_budget(name, M);
+    arma::vec ry(trials), rn(trials);
+    double np = 0, nw = 0;
+    arma::uword width = 0;
+    for (std::size_t t = 0; t < trials; ++t) {
+      Rng rng(opt.seed, Stream::Features, 1000 * M + t);
+      const Draw w = e->draw(P, rng, Sampler::Iid);
+      const ApproxAttention a = approximate_attention(*e, w, pb.Q, pb.K, pb.V);
+      ry(t) = relative_error(a.Y, pb.exact.Y);
+      rn(t) = normaliser_relative_error(a, pb.exact);
+      np += arma::accu(a.normaliser <= 0.0);
+      if (!e->info().positive) {
+        const arma::mat Pf = e->features(w, pb.Qs.cols(0, weight_rows - 1), Side::Query);
+        const arma::mat Sf = e->features(w, pb.Ks, Side::Key);
+        nw += arma::accu((Pf * Sf.t()) < 0.0);
+        width = Pf.n_cols;
+      } else {
+        width = e->features(w, pb.Qs.cols(0, 0), Side::Query).n_cols;
+      }
+    }
+    const double sq = std::sqrt(static_cast<double>(trials));
+    c.ey.push_back(arma::mean(ry)), ey_se.push_back(trials > 1 ? arma::stddev(ry) / sq : 0.0);
+    c.en.push_back(arma::mean(rn)), en_se.push_back(trials > 1 ? arma::stddev(rn) / sq : 0.0);
+    nonpos.push_back(np / static_cast<double>(trials * L));
+    c.negw.push_back(nw / static_cast<double>(trials * weight_rows * L));
+    cols.push_back(static_cast<double>(width));
+    if (e->info().positive) c.positive_nonpositive += np;
+  }
+  h5.write(ge + "/features", Ms);
+  h5.write(ge + "/feature_columns", cols);
+  h5.write(ge + "/rel_error_Y", c.ey);
+  h5.write(ge + "/rel_error_Y_se", ey_se);
+  h5.write(ge + "/rel_error_normaliser", c.en);
+  h5.write(ge + "/rel_error_normaliser_se", en_se);
+  h5.write(ge + "/frac_nonpositive_normaliser", nonpos);
+  h5.write(ge + "/frac_negative_weights", c.negw);
+  h5.write_text(ge + "/params", e->params().dump());
+  h5.attr(ge, "positive", static_cast<std::int64_t>(e->info().positive));
+  return c;
+}
+
+Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
+  const auto& [d, L, dv, Ms, trials, weight_rows] = s;
   // aniso: mean eigenvalue 1 as iso-1, condition 100, sigma 0.5 so that lambda_max of the scaled
   // second moment is 0.14 < 1/2 (DARK's Sigma* exists) and < 1/6 (PosRF's expected variance is finite,
   // DARK Thm 3.2 / dark.hpp). Images: centred pixels, scaled so that lambda_max of the scaled pooled
@@ -72,9 +157,8 @@ void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
                       "scaled by d^-1/4; estimators are fitted on the scaled sets. Projections iid. Wall times "
                       "depend on the machine and its load."));
 
-  // err[input][estimator] = relative error of Y at each M (means over trials), for the claims.
-  std::map<std::string, std::map<std::string, std::vector<double>>> err_y, err_a1_all, negw;
-  double positive_nonpositive = 0;
+  Accuracy out;
+  auto& [err_y, err_a1_all, negw, positive_nonpositive] = out;
   for (const auto& in : inputs) {
     RegimeOptions ro = opt.regime_options;
     ro.preprocess = in.preprocess;
@@ -110,58 +194,19 @@ void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
     input_list += (input_list.empty() ? "" : " ") + in.name;
     for (const auto& name : ests) {
       opt.say(fmt::format("attention: {} {}", in.name, name));
-      // Every estimator gets a budget of about M real feature columns, the cost of linear attention; the registry
-      // says how each family spends it (draws_for_budget, make_estimator_for_budget).
-      const auto e = make_estimator_for_budget(name, Qs, Ks);
-      std::vector<double> ey, ey_se, en, en_se, nonpos, negw_frac, cols;
-      for (double Md : Ms) {
-        const arma::uword M = static_cast<arma::uword>(Md), P = draws_for_budget(name, M);
-        arma::vec ry(trials), rn(trials);
-        double np = 0, nw = 0;
-        arma::uword width = 0;
-        for (std::size_t t = 0; t < trials; ++t) {
-          Rng rng(opt.seed, Stream::Features, 1000 * M + t);
-          const Draw w = e->draw(P, rng, Sampler::Iid);
-          const ApproxAttention a = approximate_attention(*e, w, Q, K, V);
-          ry(t) = relative_error(a.Y, ex.Y);
-          rn(t) = normaliser_relative_error(a, ex);
-          np += arma::accu(a.normaliser <= 0.0);
-          if (!e->info().positive) {
-            const arma::mat Pf = e->features(w, Qs.cols(0, weight_rows - 1), Side::Query);
-            const arma::mat Sf = e->features(w, Ks, Side::Key);
-            nw += arma::accu((Pf * Sf.t()) < 0.0);
-            width = Pf.n_cols;
-          } else {
-            width = e->features(w, Qs.cols(0, 0), Side::Query).n_cols;
-          }
-        }
-        const double sq = std::sqrt(static_cast<double>(trials));
-        ey.push_back(arma::mean(ry)), ey_se.push_back(trials > 1 ? arma::stddev(ry) / sq : 0.0);
-        en.push_back(arma::mean(rn)), en_se.push_back(trials > 1 ? arma::stddev(rn) / sq : 0.0);
-        nonpos.push_back(np / static_cast<double>(trials * L));
-        negw_frac.push_back(nw / static_cast<double>(trials * weight_rows * L));
-        cols.push_back(static_cast<double>(width));
-        if (e->info().positive) positive_nonpositive += np;
-      }
-      const std::string ge = g + "/" + name;
-      h5.write(ge + "/features", Ms);
-      h5.write(ge + "/feature_columns", cols);
-      h5.write(ge + "/rel_error_Y", ey);
-      h5.write(ge + "/rel_error_Y_se", ey_se);
-      h5.write(ge + "/rel_error_normaliser", en);
-      h5.write(ge + "/rel_error_normaliser_se", en_se);
-      h5.write(ge + "/frac_nonpositive_normaliser", nonpos);
-      h5.write(ge + "/frac_negative_weights", negw_frac);
-      h5.write_text(ge + "/params", e->params().dump());
-      h5.attr(ge, "positive", static_cast<std::int64_t>(e->info().positive));
-      err_y[in.name][name] = ey;
-      err_a1_all[in.name][name] = en;
-      negw[in.name][name] = negw_frac;
+      const Curves c = estimator_curves(opt, s, name, {Q, K, Qs, Ks, V, ex}, h5, g + "/" + name);
+      err_y[in.name][name] = c.ey;
+      err_a1_all[in.name][name] = c.en;
+      negw[in.name][name] = c.negw;
+      positive_nonpositive += c.positive_nonpositive;
     }
   }
   h5.attr("/", "inputs", input_list);
+  return out;
+}
 
-  // Wall time of exact vs approximate (OPRF) attention as L grows, d = dv = 64, isotropic inputs.
+Timing timing_study(const Options& opt, const Setup& s, H5Writer& h5) {
+  const arma::uword d = s.d, dv = s.dv;
   const std::vector<double> Ls = opt.quick ? std::vector<double>{128, 256, 512}
                                            : std::vector<double>{256, 512, 1024, 2048, 4096, 8192};
   const std::vector<double> timing_Ms = {64, 256};
@@ -212,7 +257,14 @@ void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
     h5.write(fmt::format("/timing/approx_seconds_M{}", timing_Ms[k]), t_approx[k]);
   h5.write("/timing/crossover_L_fit", crossover_fit);
   h5.write("/timing/crossover_L_grid", crossover_grid);
+  return {Ls, t_exact, t_approx, crossover_fit};
+}
 
+void attention_claims(const Setup& s, const Accuracy& acc, const Timing& tm, std::vector<Claim>& claims) {
+  const auto& [d, L, dv, Ms, trials, weight_rows] = s;
+  const auto& [Ls, t_exact, t_approx, crossover_fit] = tm;
+  auto err_y = acc.err_y, err_a1_all = acc.err_a1, negw = acc.negw;
+  const double positive_nonpositive = acc.positive_nonpositive;
   // Claims. Ratios of mean relative errors of Y at the largest M.
   const std::size_t top = Ms.size() - 1;
   const std::string at = fmt::format("d = {}, L = {}, M = {}, {} draws", d, L, Ms[top], trials);
@@ -261,6 +313,15 @@ void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
                     fmt::format("crossover L (fit t_exact = a L^2, t_approx = b L): {:.0f} for M = 64, {:.0f} for "
                                 "M = 256; machine- and load-dependent",
                                 crossover_fit[0], crossover_fit[1])});
+}
+
+}  // namespace
+
+void run_attention(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
+  const Setup s = setup_of(opt);
+  const Accuracy acc = accuracy_study(opt, s, h5);
+  const Timing tm = timing_study(opt, s, h5);
+  attention_claims(s, acc, tm, claims);
 }
 
 }  // namespace kestrel::experiments
