@@ -287,6 +287,7 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
       {"datasets --data-dir " + D + "/nonexistent", "nonexistent"},
       {"datasets --bogus", "--bogus"},
       {"varaince --dim 4", "did you mean 'variance'"},
+      {"--config " + D + "/x.toml sweep --out " + D + "/c.h5", "options go after it"},
       {"--threads abc variance --quiet", "abc"},
       {"estimators --all", "--all"},
   };

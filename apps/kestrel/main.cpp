@@ -111,8 +111,15 @@ int main(int argc, char** argv) {
     }
     if (w.rfind("-", 0) == 0) continue;
     if (std::find(names.begin(), names.end(), w) == names.end()) {
-      std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
-                               kestrel::did_you_mean(w, names), fmt::join(names, ", "));
+      // `kestrel --config FILE sweep`: the word after a subcommand's option is its value, not a subcommand.
+      const std::string prev = i > 1 ? argv[i - 1] : "";
+      if (prev.rfind("--", 0) == 0 && prev != "--version" && prev != "--help")
+        std::cerr << fmt::format("kestrel: error: '{}' comes before the subcommand: options go after it, as in "
+                                 "`kestrel SUBCOMMAND {} {}` (subcommands: {})\n",
+                                 prev, prev, w, fmt::join(names, ", "));
+      else
+        std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
+                                 kestrel::did_you_mean(w, names), fmt::join(names, ", "));
       return 2;
     }
     break;
