@@ -3,6 +3,7 @@
 // from the one table in lib/io/study_options.hpp, so names, defaults and validation equal the command line's.
 // An unknown keyword is a TypeError naming the nearest option; a bad value a ValueError naming it.
 #include <algorithm>
+#include <functional>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -131,7 +132,11 @@ void kestrel::python::bind_study(py::module_& m) {
           .c_str());
   m.def(
       "sweep",
-      [](const std::string& out, const py::kwargs& kw) {
+      [](const std::string& out, const py::kwargs& options) {
+        // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
+        py::kwargs kw = options;
+        const bool show = kw.contains("progress") && py::cast<bool>(kw["progress"]);
+        if (kw.contains("progress")) PyDict_DelItemString(kw.ptr(), "progress");
         SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
         o.out = out;
         validate(o);
@@ -140,7 +145,13 @@ void kestrel::python::bind_study(py::module_& m) {
         nlohmann::json rows = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
-          for (const auto& r : run_sweep(o, prov).rows) {
+          const auto say = [](const std::string& line) {
+            py::gil_scoped_acquire gil;
+            py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
+          };
+          const std::function<void(const std::string&)> progress = show ? std::function<void(const std::string&)>(say)
+                                                                          : nullptr;
+          for (const auto& r : run_sweep(o, prov, progress).rows) {
             nlohmann::json e = r.result;
             e["dim"] = r.dim, e["points"] = r.points, e["features"] = r.features;
             rows.push_back(e);
@@ -151,7 +162,7 @@ void kestrel::python::bind_study(py::module_& m) {
       py::arg("out"),
       ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
        "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
-       "`kestrel sweep --json`. Options:" +
+       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
        options_doc(StudyCommand::Sweep))
           .c_str());
 }

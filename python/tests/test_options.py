@@ -81,6 +81,16 @@ def test_sweep_bad_inputs_create_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_sweep_progress_goes_to_stderr(tmp_path, capsys):
+    grid = dict(sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf"])
+    quiet = kestrel.sweep(str(tmp_path / "q.h5"), **grid)
+    assert capsys.readouterr().err == ""
+    loud = kestrel.sweep(str(tmp_path / "p.h5"), progress=True, **grid)
+    err = capsys.readouterr().err
+    assert "grid point 1/2" in err and "grid point 2/2" in err and "ETA" in err
+    assert loud == quiet
+
+
 def write_points(tmp_path, X, Y):
     np.savetxt(tmp_path / "x.csv", X.T, delimiter=",")
     np.save(tmp_path / "y.npy", Y.T)
