@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the "
                "softmax and Gaussian kernels"};
+  app.name("kestrel");  // usage lines say `kestrel`, not the path it was started by
   app.require_subcommand(1);
   app.fallthrough();  // global options (--threads, --quiet) may follow the subcommand
   std::string threads;
