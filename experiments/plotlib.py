@@ -31,8 +31,9 @@ def attr_str(f, name):
 
 
 def band(ax, x, mean, std, name, label=None):
-    c = COLORS.get(name)
-    ax.plot(x, mean, "-o", ms=3, color=c, label=label or LABELS.get(name, name))
+    c = COLORS.get(name)  # colour, marker and line from the registry, so families that share a colour stay apart
+    ax.plot(x, mean, ls=LINES.get(name, "-"), marker=MARKERS.get(name, "o"), ms=3, color=c,
+            label=label or LABELS.get(name, name))
     ax.fill_between(x, mean - std, mean + std, color=c, alpha=0.15)
 
 

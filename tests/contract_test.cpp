@@ -4,9 +4,10 @@
 // variants agree, and results do not depend on the thread count. Learned maps (kind Learned: deterministic,
 // no variance) run the parts that apply to a feature map and skip the variance parts, saying so.
 //
-// False-failure rate: the Monte Carlo test makes 2 (M = 1, 3) x 16 entries x 2 (mean, variance) = 64
-// checks per family at P(|Z| > 4.5) = 6.8e-6 each: 4.4e-4 per family, under 1e-2 for the whole
-// registry (union bound); the seeds are fixed, so a run is deterministic and a failure reproduces.
+// False-failure rate: the Monte Carlo test makes 3 (M = 1, 2, 3: odd and even, for families that pair their
+// draws) x 16 entries x 2 (mean, variance) = 96 checks per family at P(|Z| > 4.5) = 6.8e-6 each: 6.5e-4 per
+// family, about 1.2e-2 for the 19 families with a variance (union bound); the seeds are fixed, so a run is
+// deterministic and a failure reproduces.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -101,7 +102,7 @@ TEST_P(Contract, FiniteLogVariancesOnASmallGrid) {
 TEST_P(Contract, UnbiasedWithTheExactVariance) {
   if (learned()) GTEST_SKIP() << GetParam() << " is a learned deterministic map: no variance, and biased";
   const auto e = fitted();
-  for (arma::uword M : {1u, 3u}) {
+  for (arma::uword M : {1u, 2u, 3u}) {
     const MonteCarloResult r = simulate(*e, Kernel::softmax(), X, Y, {20000, M, 7 + M, Sampler::Iid});
     // The 4.5-SE rule plus a rounding floor (64 ulp of K), for families exact at some pairs (variance 0).
     const arma::mat exact_var = arma::exp(log_variance(*e, Kernel::softmax(), X, Y, M));
