@@ -3,7 +3,7 @@
 # and the NumPy peer (bench/numpy_peer.py) on identical data, and writes bench/results/ (results.md, results.csv,
 # scaling.png, the raw JSON). Timing is not part of the test suite.
 # usage: bash bench/run.sh [--e2e] [--quick] [--no-large]
-#   --e2e    also time `kestrel reproduce crt-fig2` and `crt-table1` (when registered) at paper settings (~30+ min)
+#   --e2e    also time every `kestrel reproduce NAME` at paper settings (bench/reproductions.sh; ~10-25 min)
 #   --quick  smoke run: short benchmark repetitions, NumPy peer at L = 1024 only, no L = 65536 memory run
 #   --no-large  skip the L = 65536 memory run (PosRF pairwise variance, ~4.3e9 pairs: minutes even on a quiet machine)
 # env: KESTREL_BENCH_BUILD (build dir, default build/), KESTREL_THREADS (default: all cores)
@@ -77,12 +77,11 @@ EOF
 echo "variance_study $(wall "$TMP/time_variance.txt")" > "$TMP/wall.txt"
 
 if [ "$E2E" = 1 ]; then
-  names=$("$KESTREL" reproduce --help | tr ',' '\n' | grep -oE 'crt-(fig2|table1)\b' | sort -u || true)
-  for n in $names; do
-    echo "[bench] end to end: kestrel reproduce $n (paper settings)"
-    /usr/bin/time -v -o "$TMP/time_e2e_$n.txt" "$KESTREL" reproduce "$n" --out "$TMP/e2e" > "$TMP/e2e_$n.log"
-    echo "e2e_$n $(wall "$TMP/time_e2e_$n.txt")" >> "$TMP/wall.txt"
-  done
+  # Every reproduction at paper settings, one after another (bench/reproductions.sh: wall time and load before each,
+  # table in $TMP/reproductions/times.md; bench/results/reproductions.md quotes it).
+  echo "[bench] end to end: every kestrel reproduce NAME at paper settings"
+  KESTREL_BENCH_BUILD=$BUILD bash "$ROOT/bench/reproductions.sh" --out "$TMP/reproductions"
+  tail -n +2 "$TMP/reproductions/times.tsv" | awk -F'\t' '{ print "e2e_" $1, $2 }' >> "$TMP/wall.txt"
 fi
 cut -d' ' -f1-3 /proc/loadavg > "$TMP/load_after.txt"
 

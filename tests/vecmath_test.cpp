@@ -93,6 +93,31 @@ TEST(VecMath, SpecialValuesAndPositionIndependence) {
   });
 }
 
+// The AVX-512 exp writes 0 for lanes below -746 itself instead of letting libmvec send them to libm's underflow handler
+// (issue #19): the results must be the ones libm gives, 0 below the subnormal range, the subnormals themselves
+// unchanged, also for a vector mixing both and for NaN.
+TEST(VecMath, ExpUnderflowLanesMatchLibm) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for_each_isa([&] {
+    std::vector<double> x = {-1e308, -inf, -800.0, -746.5, -746.0, -745.2, -745.1, -744.0, -740.0, -708.5, -1.0, 0.5,
+                             -750.0, -3.0, 2.0, -745.13};
+    std::vector<double> e = x;
+    simd::exp(e.data(), e.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      SCOPED_TRACE(x[i]);
+      const double ref = std::exp(x[i]);
+      if (ref == 0.0 || ref < std::numeric_limits<double>::min())
+        EXPECT_EQ(e[i], ref);  // exact 0 and subnormals (libmvec falls back to libm for them)
+      else
+        EXPECT_LE(ulps(e[i], ref), 4.0);
+    }
+    double n[8] = {std::nan(""), -800.0, 0, 0, 0, 0, 0, 0};
+    simd::exp(n, 8);
+    EXPECT_TRUE(std::isnan(n[0]));
+    EXPECT_EQ(n[1], 0.0);
+  });
+}
+
 TEST(VecMath, VarianceTransformsMatchReferences) {
   const double inf = std::numeric_limits<double>::infinity();
   for_each_isa([&] {

@@ -8,6 +8,9 @@
 namespace kestrel {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+// exp(x) is exactly +0 in double for x below this (the smallest subnormal is e^-744.44; exp rounds to 0 below
+// -745.13): callers may write 0 there and skip libm's slow underflow path (same bits).
+inline constexpr double kExpUnderflow = -746.0;
 
 // log(1 - e^x) for x <= 0, accurate near 0 and for very negative x.
 inline double log1mexp(double x) {

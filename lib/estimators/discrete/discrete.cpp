@@ -6,6 +6,7 @@
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -400,7 +401,7 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   simd::exp(F.memptr(), F.n_elem);
   for (arma::uword k = 0; k < F.n_elem; ++k) {
     if (zeros(k) > 0.5) F(k) = 0.0;
-    else if (std::fmod(parity(k), 2.0) == 1.0) F(k) = -F(k);
+    else if (static_cast<std::uint64_t>(parity(k)) & 1u) F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
   }
   return F;
 }
