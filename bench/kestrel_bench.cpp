@@ -235,7 +235,7 @@ void hotpath(benchmark::State& st, const std::string& what, bool plain) {
   st.counters["pairs_per_s"] = benchmark::Counter(256.0 * 256, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-const std::vector<std::string> kPairwise = {"trig", "pos",  "gerf",  "oprf",  "pois",        "geom",
+const std::vector<std::string> kPairwise = {"trig",  "pos",   "gerf",  "oprf", "pois",       "geom",
                                             "geom+", "aderf", "sderf", "dark", "hrf-angular"};  // geom+: issue #19
 const std::vector<std::string> kFit = {"oprf", "gerf", "pois", "geom", "aderf", "sderf", "dark"};
 const std::vector<std::string> kFeatures = {"pos", "oprf", "trig", "aderf"};
@@ -244,12 +244,20 @@ void register_all() {
   using benchmark::RegisterBenchmark;
   for (const auto& n : kPairwise)
     RegisterBenchmark(("pairwise/" + n).c_str(), pairwise, n)
-        ->ArgNames({"L", "d"})->Args({1024, 64})->Args({4096, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->ArgNames({"L", "d"})
+        ->Args({1024, 64})
+        ->Args({4096, 64})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   // Memory check, registered only with KESTREL_BENCH_LARGE=1 (run.sh runs it alone under /usr/bin/time):
   // L = 65536 streams in 256 x 256 tiles, never an L x L matrix.
   if (std::getenv("KESTREL_BENCH_LARGE"))
     RegisterBenchmark("pairwise_large/pos", pairwise, std::string("pos"))
-        ->ArgNames({"L", "d"})->Args({65536, 64})->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+        ->ArgNames({"L", "d"})
+        ->Args({65536, 64})
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
   for (const auto& w : {"sq_norm_sum", "pois", "geom"}) {
     RegisterBenchmark((std::string("hotpath/") + w + "/plain_pre8").c_str(), hotpath, std::string(w), true);
     RegisterBenchmark((std::string("hotpath/") + w + "/kestrel").c_str(), hotpath, std::string(w), false);
@@ -266,13 +274,22 @@ void register_all() {
   }
   for (const auto& n : kFeatures) {
     RegisterBenchmark(("feature_map/" + n).c_str(), feature_map_bench, n)
-        ->ArgNames({"L", "d", "M"})->Args({16384, 64, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->ArgNames({"L", "d", "M"})
+        ->Args({16384, 64, 256})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     RegisterBenchmark(("kernel_times_rf/" + n).c_str(), kernel_times_rf, n)
-        ->ArgNames({"L", "d", "M", "n"})->Args({16384, 64, 256, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->ArgNames({"L", "d", "M", "n"})
+        ->Args({16384, 64, 256, 64})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   for (const auto& n : {"pos", "trig"})
     RegisterBenchmark((std::string("monte_carlo/") + n).c_str(), monte_carlo, std::string(n))
-        ->ArgNames({"L", "d", "M", "R"})->Args({512, 64, 256, 32})->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->ArgNames({"L", "d", "M", "R"})
+        ->Args({512, 64, 256, 32})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   RegisterBenchmark("dgemm", dgemm)->ArgName("n")->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
   // Scaling (log-log slopes in bench/report.py): exact vs random-feature K C in L, M, d; pairwise variance in L, d.
   {
@@ -280,7 +297,8 @@ void register_all() {
     for (int L = 1024; L <= 8192; L *= 2) ex->Args({L, 64, 64});
     for (int d = 16; d <= 256; d *= 2) ex->Args({4096, d, 64});
     ex->Unit(benchmark::kMillisecond)->UseRealTime();
-    auto* rf = RegisterBenchmark("scale_rf_kc/oprf", kernel_times_rf, std::string("oprf"))->ArgNames({"L", "d", "M", "n"});
+    auto* rf =
+        RegisterBenchmark("scale_rf_kc/oprf", kernel_times_rf, std::string("oprf"))->ArgNames({"L", "d", "M", "n"});
     for (int L = 1024; L <= 16384; L *= 2) rf->Args({L, 64, 256, 64});
     for (int M = 64; M <= 1024; M *= 2) rf->Args({8192, 64, M, 64});
     for (int d = 16; d <= 256; d *= 2) rf->Args({8192, d, 256, 64});
@@ -292,7 +310,10 @@ void register_all() {
   }
   for (const auto& n : {"exact", "pos", "oprf"})
     RegisterBenchmark((std::string("nw_banknote/") + n).c_str(), nw, std::string(n))
-        ->ArgName("seeds")->Arg(50)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->ArgName("seeds")
+        ->Arg(50)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
 }
 
 void save_raw(const arma::mat& A, const std::filesystem::path& p) {

@@ -6,10 +6,10 @@
 namespace kestrel::experiments {
 
 const std::vector<Benchmark>& classification_benchmarks() {
-  static const std::vector<Benchmark> list = {
-      {"abalone", Encoding::OneHot}, {"banknote", Encoding::OneHot}, {"car", Encoding::OneHot},
-      {"yeast", Encoding::OneHot},   {"cmc", Encoding::OneHot},      {"nursery", Encoding::OneHot},
-      {"wifi", Encoding::OneHot},    {"chess", Encoding::Ordinal}};
+  static const std::vector<Benchmark> list = {{"abalone", Encoding::OneHot}, {"banknote", Encoding::OneHot},
+                                              {"car", Encoding::OneHot},     {"yeast", Encoding::OneHot},
+                                              {"cmc", Encoding::OneHot},     {"nursery", Encoding::OneHot},
+                                              {"wifi", Encoding::OneHot},    {"chess", Encoding::Ordinal}};
   return list;
 }
 

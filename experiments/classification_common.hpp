@@ -21,8 +21,8 @@ LabeledSplit load_benchmark(const Options& opt, const Benchmark& b);
 // Creates /<name> with the split's attributes n_train, n_validation, n_test, d, n_classes, encoding; returns its path.
 std::string write_benchmark_group(H5Writer& h5, const Benchmark& b, const LabeledSplit& s);
 
-// Writes /<group>/{sigmas, validation_accuracy, no_signal, overflow, test_accuracy} and attributes best_sigma, test_mean,
-// test_std, M, omegas.
+// Writes /<group>/{sigmas, validation_accuracy, no_signal, overflow, test_accuracy} and attributes best_sigma,
+// test_mean, test_std, M, omegas.
 void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r);
 
 }  // namespace kestrel::experiments

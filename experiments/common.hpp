@@ -14,7 +14,8 @@ std::vector<VarianceResult> variance_panel(H5Writer& h5, const std::string& pane
                                            const Options& opt);
 
 // Mean log Var (or log Var/K with relative = true) of an estimator at sigma.
-double mean_log(const std::vector<VarianceResult>& r, const std::string& estimator, double sigma, bool relative = false);
+double mean_log(const std::vector<VarianceResult>& r, const std::string& estimator, double sigma,
+                bool relative = false);
 
 // sigma grid 0.1, 0.2, ..., 1.0 (quick: 0.1, 0.5, 1.0)
 std::vector<double> sigma_grid(bool quick);

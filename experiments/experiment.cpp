@@ -27,10 +27,9 @@ std::string Claim::verdict() const {
 }
 
 nlohmann::json to_json(const Claim& c) {
-  return {{"source", c.source},     {"statement", c.statement}, {"quantity", c.quantity},
-          {"relation", c.relation}, {"claimed", c.claimed},     {"measured", c.measured},
-          {"tolerance", c.tolerance}, {"settings", c.settings}, {"note", c.note},
-          {"holds", c.holds()}, {"verdict", c.verdict()}};
+  return {{"source", c.source},   {"statement", c.statement}, {"quantity", c.quantity},   {"relation", c.relation},
+          {"claimed", c.claimed}, {"measured", c.measured},   {"tolerance", c.tolerance}, {"settings", c.settings},
+          {"note", c.note},       {"holds", c.holds()},       {"verdict", c.verdict()}};
 }
 
 const Experiment& find_experiment(const std::string& name) {
@@ -64,8 +63,10 @@ void write_text(const std::string& path, const std::string& text) {
 std::string cell(std::string s) {
   std::string out;
   for (char ch : s) {
-    if (ch == '|') out += "\\|";
-    else out += (ch == '\n' || ch == '\r') ? ' ' : ch;
+    if (ch == '|')
+      out += "\\|";
+    else
+      out += (ch == '\n' || ch == '\r') ? ' ' : ch;
   }
   return out;
 }
@@ -73,8 +74,9 @@ std::string cell(std::string s) {
 std::string markdown(const Experiment& e, const std::vector<Claim>& claims, const Options& opt) {
   std::string md = fmt::format("# {}: {}\n\n{} run, seed {}, git {}.\n\n", e.name, e.title,
                                opt.quick ? "Quick (reduced)" : "Paper-settings", opt.seed, git_revision());
-  md += "| source | claim | quantity | claimed | measured | verdict | settings | note |\n"
-        "|---|---|---|---|---|---|---|---|\n";
+  md +=
+      "| source | claim | quantity | claimed | measured | verdict | settings | note |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : claims) {
     const std::string claimed = c.relation == "~" ? fmt::format("{:.4g} +- {:.2g}", c.claimed, c.tolerance)
                                                   : fmt::format("{} {:.4g}", c.relation, c.claimed);
@@ -117,8 +119,8 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
     h5.attr("/", "claims", cj.dump());
     h5.commit();
   }
-  nlohmann::json summary = {{"experiment", e.name}, {"title", e.title}, {"provenance", prov},
-                            {"claims", nlohmann::json::array()}};
+  nlohmann::json summary = {
+      {"experiment", e.name}, {"title", e.title}, {"provenance", prov}, {"claims", nlohmann::json::array()}};
   for (const auto& c : claims) summary["claims"].push_back(to_json(c));
   write_text(stem + ".claims.json", summary.dump(2) + "\n");
   write_text(stem + ".claims.md", markdown(e, claims, opt));

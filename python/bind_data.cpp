@@ -5,11 +5,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "convert.hpp"
 #include "core/error.hpp"
 #include "data/catalog.hpp"
 #include "data/points_file.hpp"
 #include "data/regimes.hpp"
-#include "convert.hpp"
 
 namespace kestrel::python {
 
@@ -20,7 +20,8 @@ const char* kRegimeDoc =
 }  // namespace
 
 void bind_data(py::module_& m) {
-  m.def("regimes", [] { return regime_names(); }, "The regime names");
+  m.def(
+      "regimes", [] { return regime_names(); }, "The regime names");
   m.def(
       "draw_regime",
       [](const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
@@ -29,7 +30,8 @@ void bind_data(py::module_& m) {
          const std::string& y_file) {
         validate_regime(name);
         require(std::isfinite(sigma) && sigma > 0, "sigma must be > 0, got {}", sigma);
-        const RegimeOptions o = regime_options(data_dir, preprocess, spectrum, clusters, cluster_radius, x_file, y_file);
+        const RegimeOptions o =
+            regime_options(data_dir, preprocess, spectrum, clusters, cluster_radius, x_file, y_file);
         SetPair sp;
         {
           py::gil_scoped_release nogil;
@@ -45,7 +47,6 @@ void bind_data(py::module_& m) {
       "load_points_file", [](const std::string& path) { return mat_out(load_points_file(path)); }, py::arg("path"),
       "Points from a numeric text file (one point per row, comma or whitespace separated): d x n");
   m.def("default_data_dir", &default_data_dir, "$KESTREL_DATA_DIR or the repository's datasets/");
-
 }
 
 }  // namespace kestrel::python

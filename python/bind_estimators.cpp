@@ -7,10 +7,10 @@
 #include <pybind11/stl.h>
 
 #include "analysis/pairwise.hpp"
+#include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "estimators/registry.hpp"
-#include "convert.hpp"
 
 namespace kestrel::python {
 
@@ -31,21 +31,26 @@ void bind_estimators(py::module_& m) {
              return w;
            }),
            py::arg("omega"), py::arg("phase") = py::none(), "A draw from given projections (copied)")
-      .def_property_readonly("omega", [](py::object self) { return member_view(self.cast<Draw&>().omega, self); },
-                             "d x M projections (a view into the draw, no copy)")
-      .def_property_readonly("phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
-                             "M phases (TrigRF cos form), else empty (a view, no copy)")
+      .def_property_readonly(
+          "omega", [](py::object self) { return member_view(self.cast<Draw&>().omega, self); },
+          "d x M projections (a view into the draw, no copy)")
+      .def_property_readonly(
+          "phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
+          "M phases (TrigRF cos form), else empty (a view, no copy)")
       .def_property_readonly("count", &Draw::count)
-      .def("__repr__", [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
+      .def("__repr__",
+           [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
 
   py::class_<Estimator>(m, "Estimator",
                         "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)")
       .def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
-      .def_property_readonly("complex", [](const Estimator& e) { return e.info().complex; },
-                             "a feature is Re(f1 f2) of complex f: two real columns per omega")
+      .def_property_readonly(
+          "complex", [](const Estimator& e) { return e.info().complex; },
+          "a feature is Re(f1 f2) of complex f: two real columns per omega")
       .def_property_readonly("positive", [](const Estimator& e) { return e.info().positive; })
       .def_property_readonly("dim", &Estimator::dim)
-      .def("params", [](const Estimator& e) { return from_json(e.params()); }, "Fitted parameters as a dict")
+      .def(
+          "params", [](const Estimator& e) { return from_json(e.params()); }, "Fitted parameters as a dict")
       .def(
           "log_var_over_k2",
           [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
@@ -122,7 +127,8 @@ void bind_estimators(py::module_& m) {
           "Softmax-kernel features f(w_m, x_i)/sqrt(M): L x M, or L x 2M [Re, Im] for complex estimators")
       .def(
           "feature_map",
-          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side, const py::object& kernel) {
+          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side,
+             const py::object& kernel) {
             const MatIn x = mat_in(X, "X");
             const Side s = side_of(side);
             const Kernel k = kernel_of(kernel);
@@ -168,7 +174,8 @@ void bind_estimators(py::module_& m) {
           },
           py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
           "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n")
-      .def("__repr__", [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+      .def("__repr__",
+           [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
 
   m.def(
       "estimators",
@@ -201,7 +208,6 @@ void bind_estimators(py::module_& m) {
       py::arg("name"), py::arg("X"), py::arg("Y"), py::arg("layout") = py::none(),
       "Fits the named estimator's parameters on the pair of sets X, Y (d x L each, points are columns) and returns "
       "it. layout='rows' takes L x d arrays; an array with more rows than columns needs layout= to say which it is");
-
 }
 
 }  // namespace kestrel::python

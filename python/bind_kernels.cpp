@@ -6,8 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "analysis/montecarlo.hpp"
-#include "core/error.hpp"
 #include "convert.hpp"
+#include "core/error.hpp"
 
 namespace kestrel::python {
 
@@ -53,7 +53,6 @@ void bind_kernels(py::module_& m) {
       py::arg("features") = 1, py::arg("seed") = 0, py::arg("sampler") = "iid", py::arg("C") = py::none(),
       "Monte Carlo: R draws of M features; per entry of K_hat (and K_hat C) the exact value, empirical mean and "
       "variance and their standard errors (dict of Lx x Ly arrays). Identical for any thread count.");
-
 }
 
 }  // namespace kestrel::python

@@ -5,9 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "convert.hpp"
 #include "core/error.hpp"
 #include "experiment.hpp"
-#include "convert.hpp"
 
 namespace kestrel::python {
 

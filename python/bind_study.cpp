@@ -9,11 +9,11 @@
 #include <pybind11/stl.h>
 
 #include "analysis/sweep.hpp"
+#include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "io/provenance.hpp"
 #include "io/study_options.hpp"
-#include "convert.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -66,19 +66,18 @@ StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char*
     for (const auto& o : study_options())
       if (o.name == name) opt = &o;
     if (!opt || k.find('-') != std::string::npos)
-      throw py::type_error(fmt::format("{}() got an unexpected keyword argument '{}'{}", function, k,
-                                       did_you_mean(k, names)));
+      throw py::type_error(
+          fmt::format("{}() got an unexpected keyword argument '{}'{}", function, k, did_you_mean(k, names)));
     const std::string where = k;
     std::string text;
-    const bool sequence = py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) ||
-                          (py::hasattr(value, "ndim") && py::hasattr(value, "tolist") &&
-                           py::getattr(value, "ndim").cast<int>() > 0);
+    const bool sequence =
+        py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) ||
+        (py::hasattr(value, "ndim") && py::hasattr(value, "tolist") && py::getattr(value, "ndim").cast<int>() > 0);
     if (sequence) {
       require(takes_list(*opt, c), "{}: takes one value in kestrel.{}(), got a list", where, function);
       const py::object obj = py::reinterpret_borrow<py::object>(value);
-      const py::list items = py::hasattr(obj, "tolist") && !py::isinstance<py::list>(obj)
-                                 ? py::list(obj.attr("tolist")())
-                                 : py::list(obj);
+      const py::list items =
+          py::hasattr(obj, "tolist") && !py::isinstance<py::list>(obj) ? py::list(obj.attr("tolist")()) : py::list(obj);
       require(!items.empty(), "{}: the list is empty", where);
       for (const auto& item : items) {
         const std::string s = scalar_text(item, *opt, where);
@@ -117,7 +116,8 @@ void kestrel::python::bind_study(py::module_& m) {
   m.def(
       "variance_study",
       [](const py::kwargs& kw) {
-        const VarianceStudyOptions o = variance_options(values_from_kwargs(kw, StudyCommand::Variance, "variance_study"));
+        const VarianceStudyOptions o =
+            variance_options(values_from_kwargs(kw, StudyCommand::Variance, "variance_study"));
         nlohmann::json results = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
@@ -140,8 +140,8 @@ void kestrel::python::bind_study(py::module_& m) {
         SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
         o.out = out;
         validate(o);
-        const nlohmann::json prov = provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()),
-                                               to_json(o));
+        const nlohmann::json prov =
+            provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
         nlohmann::json rows = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
@@ -149,8 +149,8 @@ void kestrel::python::bind_study(py::module_& m) {
             py::gil_scoped_acquire gil;
             py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
           };
-          const std::function<void(const std::string&)> progress = show ? std::function<void(const std::string&)>(say)
-                                                                          : nullptr;
+          const std::function<void(const std::string&)> progress =
+              show ? std::function<void(const std::string&)>(say) : nullptr;
           for (const auto& r : run_sweep(o, prov, progress).rows) {
             nlohmann::json e = r.result;
             e["dim"] = r.dim, e["points"] = r.points, e["features"] = r.features;

@@ -16,8 +16,8 @@ MatIn mat_in(const py::handle& obj, const char* name) {
   if (!a || !(a.flags() & py::array::f_style) || !(a.flags() & kAligned) || a.ndim() != 2) a = FArray::ensure(obj);
   if (!a) throw InvalidArgument(fmt::format("{} must be convertible to a float64 array", name));
   if (a.ndim() != 2)
-    throw InvalidArgument(fmt::format("{} must be a 2-D array (d x L, points are columns), got {} dimensions", name,
-                                      a.ndim()));
+    throw InvalidArgument(
+        fmt::format("{} must be a 2-D array (d x L, points are columns), got {} dimensions", name, a.ndim()));
   r.keep = a;
   // copy_aux_mem = false, strict = true: Armadillo uses the NumPy buffer and never reallocates it. The
   // library takes it as const, so a read-only array is fine.
@@ -93,8 +93,7 @@ RegimeOptions regime_options(const std::string& data_dir, const std::string& pre
 // A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).
 py::array member_view(const arma::mat& m, py::handle owner) {
   const auto r = static_cast<py::ssize_t>(m.n_rows), c = static_cast<py::ssize_t>(m.n_cols);
-  return py::array_t<double>({r, c}, {py::ssize_t(sizeof(double)), py::ssize_t(sizeof(double)) * r}, m.memptr(),
-                             owner);
+  return py::array_t<double>({r, c}, {py::ssize_t(sizeof(double)), py::ssize_t(sizeof(double)) * r}, m.memptr(), owner);
 }
 
 py::array member_view(const arma::rowvec& v, py::handle owner) {

@@ -8,10 +8,10 @@
 #include <string>
 #include <utility>
 
-#include <armadillo>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <armadillo>
 
 #include "analysis/montecarlo.hpp"
 #include "analysis/pairwise.hpp"

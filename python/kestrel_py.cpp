@@ -46,13 +46,12 @@ PYBIND11_MODULE(kestrel, m) {
         return reinterpret_cast<std::uintptr_t>(x->memptr());
       },
       "Address of the buffer the library sees for X (equal to X.ctypes.data when X is used without a copy)");
-  m.def(
-      "_raise", [](const std::string& kind, const std::string& message) {
-        if (kind == "invalid") throw InvalidArgument(message);
-        if (kind == "numerical") throw NumericalError(message);
-        if (kind == "io") throw IoError(message);
-        throw InvalidArgument(fmt::format("unknown error kind '{}'", kind));
-      });
+  m.def("_raise", [](const std::string& kind, const std::string& message) {
+    if (kind == "invalid") throw InvalidArgument(message);
+    if (kind == "numerical") throw NumericalError(message);
+    if (kind == "io") throw IoError(message);
+    throw InvalidArgument(fmt::format("unknown error kind '{}'", kind));
+  });
 
   bind_estimators(m);
   bind_kernels(m);

@@ -7,7 +7,7 @@ PKGS=(g++ cmake make pkg-config git
       libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-scipy python3-h5py python3-matplotlib python3-pil python3-nbclient python3-nbformat
       python3-ipykernel pybind11-dev python3-dev python3-pytest
-      clang libclang-rt-14-dev libssl-dev
+      clang clang-format libclang-rt-14-dev libssl-dev
       libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -185,12 +185,12 @@ TEST(Attention, PositiveEstimatorsNeverGiveNonPositiveNormalisers) {
 
 TEST(Attention, BadInputsThrow) {
   const arma::mat Q = points(3, 4, 1.0, 1), K = points(3, 5, 1.0, 2), V = values(5, 2, 3);
-  EXPECT_THROW(exact_attention(Q, points(4, 5, 1.0, 2), V), InvalidArgument);      // dims differ
-  EXPECT_THROW(exact_attention(arma::mat(3, 0), K, V), InvalidArgument);           // L = 0
+  EXPECT_THROW(exact_attention(Q, points(4, 5, 1.0, 2), V), InvalidArgument);  // dims differ
+  EXPECT_THROW(exact_attention(arma::mat(3, 0), K, V), InvalidArgument);       // L = 0
   EXPECT_THROW(exact_attention(Q, arma::mat(3, 0), arma::mat(0, 2)), InvalidArgument);
-  EXPECT_THROW(exact_attention(Q, K, values(4, 2, 3)), InvalidArgument);           // V rows != keys
-  EXPECT_THROW(exact_attention(Q, K, arma::mat(5, 0)), InvalidArgument);           // dv = 0
-  EXPECT_THROW(exact_attention(Q, K, V, 0), InvalidArgument);                      // block = 0
+  EXPECT_THROW(exact_attention(Q, K, values(4, 2, 3)), InvalidArgument);  // V rows != keys
+  EXPECT_THROW(exact_attention(Q, K, arma::mat(5, 0)), InvalidArgument);  // dv = 0
+  EXPECT_THROW(exact_attention(Q, K, V, 0), InvalidArgument);             // block = 0
   arma::mat Qnan = Q, Vnan = V;
   Qnan(1, 2) = std::nan("");
   Vnan(0, 1) = std::numeric_limits<double>::infinity();
@@ -198,7 +198,7 @@ TEST(Attention, BadInputsThrow) {
   EXPECT_THROW(exact_attention(Q, K, Vnan), InvalidArgument);
   const auto e = fit_attention_estimator("oprf", Q, K);
   Rng rng(1);
-  EXPECT_THROW(e->draw(0, rng, Sampler::Iid), InvalidArgument);                    // M = 0
+  EXPECT_THROW(e->draw(0, rng, Sampler::Iid), InvalidArgument);  // M = 0
   const Draw w = e->draw(4, rng, Sampler::Iid);
   EXPECT_THROW(approximate_attention(*e, w, Qnan, K, V), InvalidArgument);
   EXPECT_THROW(approximate_attention(*e, w, Q, K, Vnan), InvalidArgument);

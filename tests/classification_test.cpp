@@ -176,8 +176,7 @@ TEST(Classification, StabilisedPredictionsEqualTheArgmaxOfTheScores) {
     const auto e = fit_for_classification(n, 0.8 * s.test, 0.8 * s.train);
     Rng rng(8, Stream::Features, 0);
     const Draw w = e->draw(16, rng, Sampler::Orthogonal);
-    const arma::uvec direct =
-        argmax_rows_per_column(nw_scores_rf(*e, w, s.train, s.train_labels, 2, s.test, 0.8));
+    const arma::uvec direct = argmax_rows_per_column(nw_scores_rf(*e, w, s.train, s.train_labels, 2, s.test, 0.8));
     EXPECT_TRUE(arma::all(nw_predict_rf(*e, w, s.train, s.train_labels, 2, s.test, 0.8) == direct)) << n;
   }
   // ... and at sigma = 100, where ADERF's features exceed double range (log-features ~ 1e4), it still predicts without

@@ -14,8 +14,8 @@
 #include <hdf5_hl.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
 #include "cli_run.hpp"
+#include "core/error.hpp"
 #include "io/hdf5.hpp"
 
 namespace fs = std::filesystem;
@@ -24,8 +24,9 @@ using kestrel::test::CliRun;
 using kestrel::test::fmt_name;
 using kestrel::test::run;
 
-constexpr const char* kSmall = "variance --regime normal --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --seed 3 "
-                               "--estimators trig,pos,gerf,oprf --quiet";
+constexpr const char* kSmall =
+    "variance --regime normal --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --seed 3 "
+    "--estimators trig,pos,gerf,oprf --quiet";
 
 TEST(Cli, JsonSummaryHasTheStableKeys) {
   const CliRun r = run(std::string(kSmall) + " --json");
@@ -95,12 +96,19 @@ TEST(Hdf5, LargeJsonGoesToAStringDatasetAndAttributesRefuseIt) {
 
 TEST(Cli, BadInputGivesOneLineErrorAndNoFile) {
   const fs::path out = fs::temp_directory_path() / (fmt_name("kestrel_bad") + ".h5");
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--estimators trig,bogus", "bogus"}, {"--sigma -1", "sigma"},   {"--sigma 0", "sigma"},
-      {"--sigma nan", "sigma"},             {"--dim 0", "--dim"},     {"--points 0", "--points"},
-      {"--regime moon", "moon"},            {"--kernel laplace", "laplace"}, {"--sampler sobol", "sobol"},
-      {"--pairs 0", "--pairs"},           {"--mc 2", "at least 4"},
-      {"--dim abc", "abc"},                 {"--features 0", "--features"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{"--estimators trig,bogus", "bogus"},
+                                                                  {"--sigma -1", "sigma"},
+                                                                  {"--sigma 0", "sigma"},
+                                                                  {"--sigma nan", "sigma"},
+                                                                  {"--dim 0", "--dim"},
+                                                                  {"--points 0", "--points"},
+                                                                  {"--regime moon", "moon"},
+                                                                  {"--kernel laplace", "laplace"},
+                                                                  {"--sampler sobol", "sobol"},
+                                                                  {"--pairs 0", "--pairs"},
+                                                                  {"--mc 2", "at least 4"},
+                                                                  {"--dim abc", "abc"},
+                                                                  {"--features 0", "--features"}};
   for (const auto& [args, word] : cases) {
     std::string base = "variance --quiet";
     for (const char* def : {"--dim 4", "--points 8", "--pairs 1"})
@@ -153,8 +161,9 @@ TEST(Cli, HelpOnEverySubcommand) {
 TEST(Cli, SweepResumesAfterInterruptionWithIdenticalResults) {
   const fs::path dir = fs::temp_directory_path() / fmt_name("kestrel_sweep");
   fs::create_directories(dir);
-  const std::string grid = "sweep --sigma 0.5,1 --dim 4,8 --points 32 --features 1,4 --pairs 2 --estimators oprf,trig "
-                           "--json --quiet --out ";
+  const std::string grid =
+      "sweep --sigma 0.5,1 --dim 4,8 --points 32 --features 1,4 --pairs 2 --estimators oprf,trig "
+      "--json --quiet --out ";
   const CliRun whole = run(grid + (dir / "whole.h5").string() + " --threads 1");
   ASSERT_EQ(whole.code, 0) << whole.err;
   const CliRun stopped = run(grid + (dir / "resumed.h5").string() + " --stop-after 5");
@@ -181,11 +190,12 @@ TEST(Cli, SweepReadsATomlConfig) {
   fs::create_directories(dir);
   {
     std::ofstream c(dir / "sweep.toml");
-    c << "[sweep]\nregime = \"sphere\"\nsigma = [0.5, 1.0]\ndim = [4]\npoints = [16]\npairs = 1\nestimators = [\"pos\", "
+    c << "[sweep]\nregime = \"sphere\"\nsigma = [0.5, 1.0]\ndim = [4]\npoints = [16]\npairs = 1\nestimators = "
+         "[\"pos\", "
          "\"oprf\"]\n";
   }
-  const CliRun r = run("sweep --config " + (dir / "sweep.toml").string() + " --json --quiet --out " +
-                       (dir / "s.h5").string());
+  const CliRun r =
+      run("sweep --config " + (dir / "sweep.toml").string() + " --json --quiet --out " + (dir / "s.h5").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["results"].size(), 4u);

@@ -46,7 +46,6 @@ arma::mat sqrtm_sym(const arma::mat& A) {
   return V * arma::diagmat(arma::sqrt(e)) * V.t();
 }
 
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
@@ -190,7 +189,8 @@ TEST(DarkMahalanobis, ExactVarianceMatchesSimulation) {
         const double Rd = static_cast<double>(R);
         const double se_m = std::sqrt(var / Rd), se_v = std::sqrt((m4 - var * var * (Rd - 3) / (Rd - 1)) / Rd);
         EXPECT_LT(std::abs(m - K(i, j)), test::kSigmas * se_m) << "rank " << prf.rank() << " (" << i << "," << j << ")";
-        EXPECT_LT(std::abs(var - V(i, j)), test::kSigmas * se_v) << "rank " << prf.rank() << " (" << i << "," << j << ")";
+        EXPECT_LT(std::abs(var - V(i, j)), test::kSigmas * se_v)
+            << "rank " << prf.rank() << " (" << i << "," << j << ")";
       }
   }
 }
@@ -247,7 +247,8 @@ TEST(DarkExpected, ClosedFormAgreesWithJointGaussianAndSpecialCases) {
   const arma::uword d = lam.n_elem;
   const arma::mat I = arma::eye(d, d);
   const OptimalProposal o = optimal_proposal(L);
-  for (const arma::mat& Sigma : {arma::mat(I), o.Sigma, arma::mat(1.3 * I), with_spectrum({0.8, 1.1, 1.4, 2.0, 3.0}, 12)}) {
+  for (const arma::mat& Sigma :
+       {arma::mat(I), o.Sigma, arma::mat(1.3 * I), with_spectrum({0.8, 1.1, 1.4, 2.0, 3.0}, 12)}) {
     const ExpectedVariance ev = dark_expected_variance(L, Sigma);
     ASSERT_TRUE(ev.finite);
     EXPECT_NEAR(ev.log_second_moment, dark_log_joint_moment(L, Sigma, 1), 1e-10);
@@ -270,7 +271,7 @@ TEST(DarkExpected, ClosedFormMatchesAveragedPairFormulaAndFullMonteCarlo) {
   // The joint 8th moment of f1 f2 is finite (per eigendirection, commuting case) iff
   // (1 + 8 l)(8 sigma - 7) > 64 l sigma: l < 1/120 for Sigma = I, l < 0.01108 for Sigma*; so these
   // checks are confined to small Lambda (the closed forms themselves hold up to l < 1/2, see above).
-  const arma::mat Ls = with_spectrum({0.002, 0.004, 0.006, 0.008}, 13);  // PosRF's moments finite
+  const arma::mat Ls = with_spectrum({0.002, 0.004, 0.006, 0.008}, 13);   // PosRF's moments finite
   const arma::mat Lb = with_spectrum({0.003, 0.006, 0.009, 0.0105}, 14);  // only Sigma*'s are
   const arma::uword d = 4;
   struct Case {

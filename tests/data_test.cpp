@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> dims, std::size_t data_bytes) {
   std::vector<std::uint8_t> b = {0, 0, 8, static_cast<std::uint8_t>(dims.size())};
-  for (auto v : dims) b.insert(b.end(), {std::uint8_t(v >> 24), std::uint8_t(v >> 16), std::uint8_t(v >> 8), std::uint8_t(v)});
+  for (auto v : dims)
+    b.insert(b.end(), {std::uint8_t(v >> 24), std::uint8_t(v >> 16), std::uint8_t(v >> 8), std::uint8_t(v)});
   for (std::size_t i = 0; i < data_bytes; ++i) b.push_back(static_cast<std::uint8_t>(i));
   return b;
 }
@@ -49,7 +50,11 @@ TEST(Idx, ParsesAndRejectsMalformedFiles) {
   auto bad_nd = idx_bytes({2}, 2);
   bad_nd[3] = 9;
   expect_io_error([&] { parse_idx(bad_nd, "f"); }, "number of dimensions is 9");
-  expect_io_error([] { parse_idx(idx_bytes({4, 4}, 15), "f"); }, "truncated: header declares 16 data bytes, file has 15");
+  expect_io_error(
+      [] {
+        parse_idx(idx_bytes({4, 4}, 15), "f");
+      },
+      "truncated: header declares 16 data bytes, file has 15");
   expect_io_error([] { parse_idx(idx_bytes({4}, 6), "f"); }, "2 unexpected bytes");
   expect_io_error([] { parse_idx(idx_bytes({100000, 100000, 100000}, 0), "f"); }, "exceeds");
 }
@@ -72,8 +77,8 @@ TEST(Cifar, ParsesAndRejectsMalformedFiles) {
 TEST(Uci, ShippedDataSetsHaveTheirDocumentedShape) {
   // Rows and classes as documented by UCI (datasets/uci/INDEX.txt, the PROVENANCE files).
   const std::map<std::string, std::pair<arma::uword, std::size_t>> expected = {
-      {"abalone", {4177, 28}}, {"banknote", {1372, 2}}, {"car", {1728, 4}},     {"yeast", {1484, 10}},
-      {"cmc", {1473, 3}},      {"nursery", {12960, 5}}, {"wifi", {2000, 4}},    {"chess", {28056, 18}},
+      {"abalone", {4177, 28}}, {"banknote", {1372, 2}}, {"car", {1728, 4}},  {"yeast", {1484, 10}},
+      {"cmc", {1473, 3}},      {"nursery", {12960, 5}}, {"wifi", {2000, 4}}, {"chess", {28056, 18}},
       {"wine", {178, 3}},      {"boston", {506, 0}}};
   for (const auto& [name, shape] : expected) {
     const UciData d = load_uci(default_data_dir(), name);
@@ -111,10 +116,12 @@ TEST(Uci, CrlfAndLfFilesParseIdentically) {
 
 TEST(Uci, BadInputNamesFileLineAndProblem) {
   const UciSpec spec{"t", "t.csv", ',', {Column::Numeric, Column::Categorical, Column::Class}};
-  expect_io_error([&] { parse_uci("1,a,x\n2,b\n", spec, Encoding::OneHot, "t.csv"); }, "t.csv: line 2: 2 fields, expected 3");
+  expect_io_error([&] { parse_uci("1,a,x\n2,b\n", spec, Encoding::OneHot, "t.csv"); },
+                  "t.csv: line 2: 2 fields, expected 3");
   expect_io_error([&] { parse_uci("1,a,x\nzz,b,y\n", spec, Encoding::OneHot, "t.csv"); },
                   "t.csv: line 2: field 1 is not a finite number: 'zz'");
-  expect_io_error([&] { parse_uci("1,a,x\n2,?,y\n", spec, Encoding::OneHot, "t.csv"); }, "line 2: field 2 is a missing value");
+  expect_io_error([&] { parse_uci("1,a,x\n2,?,y\n", spec, Encoding::OneHot, "t.csv"); },
+                  "line 2: field 2 is a missing value");
   expect_io_error([&] { parse_uci("1,a,x\n2,,y\n", spec, Encoding::OneHot, "t.csv"); }, "line 2: field 2 is empty");
   expect_io_error([&] { parse_uci("1,a,x\n", spec, Encoding::OneHot, "t.csv"); }, "1 data rows");
   expect_io_error([&] { parse_uci("1,a,x\ninf,b,y\n", spec, Encoding::OneHot, "t.csv"); }, "not a finite number");
@@ -193,7 +200,8 @@ TEST(Regimes, ImageRegimesDrawDisjointSetsAndPreprocess) {
     const SetPair p = draw_regime(r, 64, 300, 0.5, 1, 0);
     EXPECT_EQ(p.X.n_cols, 300u);
     for (arma::uword i = 0; i < p.X.n_cols; ++i)
-      for (arma::uword j = 0; j < p.Y.n_cols; ++j) ASSERT_FALSE(arma::approx_equal(p.X.col(i), p.Y.col(j), "absdiff", 0.0)) << r;
+      for (arma::uword j = 0; j < p.Y.n_cols; ++j)
+        ASSERT_FALSE(arma::approx_equal(p.X.col(i), p.Y.col(j), "absdiff", 0.0)) << r;
     EXPECT_GE(p.X.min(), 0.0);
     EXPECT_LE(p.X.max(), 0.5);  // raw pixels in [0, 1] times sigma
   }
@@ -243,9 +251,9 @@ TEST(Regimes, ClusteredAndFileRegimes) {
   o.x_file = f.string();
   const SetPair q = draw_regime("file", 3, 20, 2.0, 3, 0, o);
   EXPECT_EQ(q.X.n_cols, 20u);
-  EXPECT_EQ(arma::accu(q.X.row(0) + q.X.row(1)), 0.0);  // rows (i, -i, i/2) times sigma
-  EXPECT_THROW(draw_regime("file", 4, 20, 1.0, 3, 0, o), InvalidArgument);   // d mismatch
-  EXPECT_THROW(draw_regime("file", 3, 21, 1.0, 3, 0, o), InvalidArgument);   // 42 > 40 rows
+  EXPECT_EQ(arma::accu(q.X.row(0) + q.X.row(1)), 0.0);                      // rows (i, -i, i/2) times sigma
+  EXPECT_THROW(draw_regime("file", 4, 20, 1.0, 3, 0, o), InvalidArgument);  // d mismatch
+  EXPECT_THROW(draw_regime("file", 3, 21, 1.0, 3, 0, o), InvalidArgument);  // 42 > 40 rows
   fs::remove(f);
   EXPECT_THROW(draw_regime("moon", 3, 2, 1.0, 1, 0), InvalidArgument);
   EXPECT_THROW(parse_preprocess("whiten"), InvalidArgument);

@@ -78,7 +78,6 @@ double exact_objective(const DerfParams& p, const arma::mat& X, const arma::mat&
   return shifted_log_variance_objective(DerfEstimator("perturbed", p, {}, tol), X, Y);
 }
 
-
 }  // namespace
 
 TEST(Derf, Eq9RewriteEqualsPrintedFormula) {
@@ -113,8 +112,8 @@ TEST(Derf, FeaturesEqualTheDefinitionEntryByEntry) {
     for (arma::uword i = 0; i < X.n_cols; ++i)
       for (arma::uword m = 0; m < w.count(); ++m) {
         const arma::vec om = w.omega.col(m), x = X.col(i);
-        const double ref = std::exp(p.log_D + arma::as_scalar(om.t() * p.A * om + om.t() * B * x + x.t() * C * x)) /
-                           std::sqrt(7.0);
+        const double ref =
+            std::exp(p.log_D + arma::as_scalar(om.t() * p.A * om + om.t() * B * x + x.t() * C * x)) / std::sqrt(7.0);
         EXPECT_NEAR(F(i, m), ref, 1e-12 * ref);
       }
   }
@@ -252,8 +251,7 @@ TEST(Derf, OptimaAreNotImprovedByValidPerturbations) {
       // SADERF: Psi -> Psi exp(h g), A -> A + delta.
       const arma::vec psi = sa.psi % arma::exp(h * rng.normal_matrix(d, 1));
       const double a3 = sa.gerf.A.real() + h * std::max(std::abs(sa.gerf.A.real()), 0.01) * rng.normal();
-      const double f3 =
-          exact_objective(derf_from_a_b1(a3 * I, std::sqrt(1 - 4 * a3) * arma::diagmat(psi)), X, Y);
+      const double f3 = exact_objective(derf_from_a_b1(a3 * I, std::sqrt(1 - 4 * a3) * arma::diagmat(psi)), X, Y);
       EXPECT_GE(f3, fsa - slack(fsa)) << name << " SADERF perturbation " << k;
       worse_sa += f3 > fsa + slack(fsa);
     }
@@ -422,17 +420,17 @@ TEST(Derf, BadInput) {
     return p;
   };
   EXPECT_THROW(validate(broken([](DerfParams& p) { p.A = 0.125 * arma::eye(3, 3); })), InvalidArgument);  // 8A = I
-  EXPECT_THROW(validate(broken([](DerfParams& p) { p.A(0, 1) += 0.01; })), InvalidArgument);  // not symmetric
-  EXPECT_THROW(validate(broken([](DerfParams& p) { p.B2 *= 1.0001; })), InvalidArgument);     // B1^T P B2 != I
-  EXPECT_THROW(validate(broken([](DerfParams& p) { p.C1(0, 0) += 1e-4; })), InvalidArgument); // C1 wrong
-  EXPECT_THROW(validate(broken([](DerfParams& p) { p.C2(2, 2) -= 1e-4; })), InvalidArgument); // C2 wrong
-  EXPECT_THROW(validate(broken([](DerfParams& p) { p.log_D += 1e-4; })), InvalidArgument);    // D wrong
+  EXPECT_THROW(validate(broken([](DerfParams& p) { p.A(0, 1) += 0.01; })), InvalidArgument);   // not symmetric
+  EXPECT_THROW(validate(broken([](DerfParams& p) { p.B2 *= 1.0001; })), InvalidArgument);      // B1^T P B2 != I
+  EXPECT_THROW(validate(broken([](DerfParams& p) { p.C1(0, 0) += 1e-4; })), InvalidArgument);  // C1 wrong
+  EXPECT_THROW(validate(broken([](DerfParams& p) { p.C2(2, 2) -= 1e-4; })), InvalidArgument);  // C2 wrong
+  EXPECT_THROW(validate(broken([](DerfParams& p) { p.log_D += 1e-4; })), InvalidArgument);     // D wrong
   EXPECT_THROW(validate(broken([](DerfParams& p) { p.B1(1, 1) = arma::datum::nan; })), InvalidArgument);
   EXPECT_THROW(validate(broken([](DerfParams& p) { p.C1 = arma::eye(2, 2); })), InvalidArgument);  // size
-  EXPECT_THROW(validate(DerfParams{}), InvalidArgument);                                            // d = 0
+  EXPECT_THROW(validate(DerfParams{}), InvalidArgument);                                           // d = 0
   EXPECT_THROW(validate(good, 0.0), InvalidArgument);
   EXPECT_THROW(DerfEstimator("x", broken([](DerfParams& p) { p.B2 *= 2; })), InvalidArgument);
-  EXPECT_THROW(derf_from_a_b1(arma::eye(3, 3), arma::eye(3, 3)), InvalidArgument);  // 8A >= I
+  EXPECT_THROW(derf_from_a_b1(arma::eye(3, 3), arma::eye(3, 3)), InvalidArgument);      // 8A >= I
   EXPECT_THROW(derf_from_a_b1(arma::zeros(3, 3), arma::zeros(3, 3)), InvalidArgument);  // B1 singular
   EXPECT_THROW(derf_objective(good, derf_stats(test::points(4, 3, 1, 1), test::points(4, 3, 1, 2))), InvalidArgument);
   EXPECT_THROW(gerf_shifted_objective({cplx(0.01, 0.02), 1}, homogeneity_stats(X, X)), InvalidArgument);

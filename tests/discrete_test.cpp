@@ -33,7 +33,6 @@ std::vector<std::unique_ptr<Estimator>> all_cases(const arma::mat& X, const arma
   return v;
 }
 
-
 // Small inputs with entries of magnitude ~0.3-0.6, one exact zero (0^0 = 1 path) and mixed signs.
 std::pair<arma::mat, arma::mat> small_sets() {
   arma::mat X = test::points(3, 3, 0.45, 31), Y = test::points(3, 3, 0.45, 32);
@@ -179,13 +178,13 @@ TEST(DiscreteClosedForm, LogVarianceMatches50DigitReference) {
   };
   const std::vector<Case> cases = {
       {kPois07, {0.3, -0.5, 0.0}, {0.6, 0.4, -0.2}},
-      {{DiscreteKind::Poisson, 0.25, 0.5}, {0.5, 0.5 + 1e-4, 1.0}, {0.5, 0.5, 0.25}},   // tiny: x_l y_l ~ lambda
+      {{DiscreteKind::Poisson, 0.25, 0.5}, {0.5, 0.5 + 1e-4, 1.0}, {0.5, 0.5, 0.25}},  // tiny: x_l y_l ~ lambda
       {{DiscreteKind::Poisson, 1.5, 0.5}, {6.0, -5.0, 4.0}, {5.0, 6.0, 3.0}},          // huge
       {kGeom03, {0.3, -0.5, 0.0}, {0.6, 0.4, -0.2}},
-      {{DiscreteKind::Geometric, 1.0, 0.9}, {0.01, 0.02, 0.0}, {0.01, -0.01, 0.5}},    // small
+      {{DiscreteKind::Geometric, 1.0, 0.9}, {0.01, 0.02, 0.0}, {0.01, -0.01, 0.5}},         // small
       {{DiscreteKind::Geometric, 1.0, 0.5}, {9.0, -8.0, 7.0, 6.0}, {8.0, 9.0, 7.0, -6.0}},  // huge
-      {{DiscreteKind::Geometric, 1.0, 1e-6}, {3.0, 3.0}, {3.0, 3.0}},                  // p near 0
-      {{DiscreteKind::Geometric, 1.0, 1.0 - 1e-9}, {0.1, 0.2}, {0.1, -0.2}},           // p near 1
+      {{DiscreteKind::Geometric, 1.0, 1e-6}, {3.0, 3.0}, {3.0, 3.0}},                       // p near 0
+      {{DiscreteKind::Geometric, 1.0, 1.0 - 1e-9}, {0.1, 0.2}, {0.1, -0.2}},                // p near 1
   };
   int n_huge = 0;
   for (const auto& c : cases) {

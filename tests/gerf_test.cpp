@@ -25,8 +25,8 @@ TEST(Gerf, KnownVariancesOfTrigAndPos) {
     EXPECT_NEAR(gerf_log_var_over_k2({cplx(0, 0), -1}, 7, S), trig_ref, 1e-12 * std::max(1.0, std::abs(trig_ref)));
     EXPECT_NEAR(gerf_log_var_over_k2({cplx(0, 0), 1}, 7, S), pos_ref, 1e-12 * std::max(1.0, std::abs(pos_ref)));
   }
-  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), 1}, 7, 0.0), -kInf);  // PosRF is exact at x = -y
-  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), -1}, 7, 0.0), -kInf); // TrigRF is exact at x = y
+  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), 1}, 7, 0.0), -kInf);   // PosRF is exact at x = -y
+  EXPECT_EQ(gerf_log_var_over_k2({cplx(0, 0), -1}, 7, 0.0), -kInf);  // TrigRF is exact at x = y
 }
 
 TEST(Gerf, SpecialBranchesAgreeWithGeneralComplexFormula) {

@@ -55,8 +55,11 @@ HybridEstimator angular(arma::uword d, arma::uword n = 0, bool shared = false) {
 }
 HybridEstimator gauss(arma::uword d, arma::uword n = 0, bool shared = false, double sigma = 0.8, double rho = 0.6) {
   return HybridEstimator("hrf-gauss", d,
-                         HybridParams{.lambda = LambdaKind::Gaussian, .lambda_features = n,
-                                      .shared_projections = shared, .sigma = sigma, .rho = rho});
+                         HybridParams{.lambda = LambdaKind::Gaussian,
+                                      .lambda_features = n,
+                                      .shared_projections = shared,
+                                      .sigma = sigma,
+                                      .rho = rho});
 }
 
 }  // namespace
@@ -100,7 +103,8 @@ TEST(HrfCexp, VarianceCheckHasPowerAgainstA25PercentError) {
 TEST(HrfCexp, ComplexDiagonalIsExactAtTheCentres) {
   // eq. (17)/(85)-(87): A_ij ri + A_ij^-1 rj = 0, so the variance is 0 at (ri, rj): log = -inf, and every
   // draw returns K exactly. In floating point u = a ri + rj / a is ~1e-16 |r|, so Var/K^2 ~ |u|^2
-  // ~ e^-70 instead of 0: the check is log(Var/K^2) < -60. The real diagonal (eq. 88) has l(A) = 4 sum_{same sign} ri rj.
+  // ~ e^-70 instead of 0: the check is log(Var/K^2) < -60. The real diagonal (eq. 88) has l(A) = 4 sum_{same sign} ri
+  // rj.
   const arma::mat C = test::points(6, 2, 1.0, 221);
   const arma::vec ri = C.col(0), rj = C.col(1);
   const arma::cx_vec a = cexp_complex_diagonal(ri, rj);
@@ -127,7 +131,8 @@ TEST(HrfLemma22, ClosedFormsEqualTheEstimatorsAndMonteCarlo) {
   const PosHypEstimator pos(3);
   const GerfEstimator trig("trig", 3, GerfParams{0.0, -1});
   for (arma::uword m : {1u, 7u}) {
-    const arma::mat lp = log_variance(pos, Kernel::softmax(), X, Y, m), lt = log_variance(trig, Kernel::softmax(), X, Y, m);
+    const arma::mat lp = log_variance(pos, Kernel::softmax(), X, Y, m),
+                    lt = log_variance(trig, Kernel::softmax(), X, Y, m);
     for (arma::uword i = 0; i < 3; ++i)
       for (arma::uword j = 0; j < 3; ++j) {
         EXPECT_NEAR(lemma22_log_mse_pos(X.col(i), Y.col(j), m), lp(i, j), 1e-10);
@@ -166,7 +171,8 @@ TEST(HrfThm31, SharedProjectionsMatchMonteCarloAndDifferFromIndependent) {
     }
   EXPECT_EQ(checks, 72);
   // The two variants' formulas differ where |x| != |y| (and agree where the term vanishes).
-  const arma::mat ind = angular(3, 2, false).log_var_over_k2_m(X, Y, 2), sh = angular(3, 2, true).log_var_over_k2_m(X, Y, 2);
+  const arma::mat ind = angular(3, 2, false).log_var_over_k2_m(X, Y, 2),
+                  sh = angular(3, 2, true).log_var_over_k2_m(X, Y, 2);
   EXPECT_TRUE(arma::all(arma::vectorise(sh <= ind + 1e-12)));
   EXPECT_GT(arma::max(arma::vectorise(ind - sh)), 0.05);
 }
@@ -196,7 +202,8 @@ TEST(HrfThm31, AngularOnTheSphereAtD64MatchesMonteCarlo) {
       const auto [x, y] = sphere_pair(64, 0.4, t);
       const HybridEstimator e = angular(64, n);
       checks += expect_mc_matches(e, x, y, m, 20000, 500 + static_cast<std::uint64_t>(10 * t) + m);
-      EXPECT_NEAR(std::exp(0.5 * e.log_var_over_k2_m(x, y, m)(0, 0)) / angular_hybrid_rel_error(t, 0.4, m, n), 1.0, 1e-9);
+      EXPECT_NEAR(std::exp(0.5 * e.log_var_over_k2_m(x, y, m)(0, 0)) / angular_hybrid_rel_error(t, 0.4, m, n), 1.0,
+                  1e-9);
     }
   EXPECT_EQ(checks, 20);
 }
@@ -224,8 +231,10 @@ TEST(HrfLemma32, LambdaMomentsMatchMonteCarlo) {
           const double e1 = s1(i, j) / R, e2 = s2(i, j) / R;
           const double se1 = std::sqrt(std::max(e2 - e1 * e1, 0.0) / R);
           const double se2 = std::sqrt(std::max(s4(i, j) / R - e2 * e2, 0.0) / R);
-          EXPECT_LE(std::abs(e1 - m1), test::kSigmas * se1 + 1e-15) << kind << " n=" << n << " (" << i << "," << j << ")";
-          EXPECT_LE(std::abs(e2 - m2), test::kSigmas * se2 + 1e-15) << kind << " n=" << n << " (" << i << "," << j << ")";
+          EXPECT_LE(std::abs(e1 - m1), test::kSigmas * se1 + 1e-15)
+              << kind << " n=" << n << " (" << i << "," << j << ")";
+          EXPECT_LE(std::abs(e2 - m2), test::kSigmas * se2 + 1e-15)
+              << kind << " n=" << n << " (" << i << "," << j << ")";
           checks += 2;
         }
       // n = 1 angular: lambda_hat is 0 or 1, so E l(1-l) = 0 exactly (eq. 24 gives t(1-t)(1-1/n)).

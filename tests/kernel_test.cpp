@@ -27,8 +27,8 @@ TEST(Kernel, GaussianKernelOfEMinus300IsExactInLog) {
   arma::mat X(2, 1, arma::fill::zeros), Y(2, 1, arma::fill::zeros);
   X(0, 0) = 1e6;
   Y(0, 0) = 1e6 + std::sqrt(600.0);
-  const double ref = -0.5 * static_cast<double>(boost::multiprecision::cpp_bin_float_50(Y(0, 0) - X(0, 0)) *
-                                                 (Y(0, 0) - X(0, 0)));
+  const double ref =
+      -0.5 * static_cast<double>(boost::multiprecision::cpp_bin_float_50(Y(0, 0) - X(0, 0)) * (Y(0, 0) - X(0, 0)));
   EXPECT_NEAR(log_kernel(Kernel::gaussian(), X, Y)(0, 0), ref, 1e-12 * 300);
 }
 

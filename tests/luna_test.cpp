@@ -3,13 +3,13 @@
 // objectives deterministically, exact JSON/HDF5 round trips, the Estimator adapter, and bad inputs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <type_traits>
-#include <unistd.h>
 
 #include "core/error.hpp"
 #include "estimators/luna/fit.hpp"
@@ -94,8 +94,9 @@ int fd_mismatches(const LunaObjective& o, const arma::vec& theta, const arma::ve
     const double tol = 10.0 * (std::abs(fd2 - fd1) / 3.0 + 4 * kEps * std::abs(f0) / h) + 1e-7 * gscale;
     if (std::abs(g(k) - fd1) > tol) {
       ++bad;
-      if (report) ADD_FAILURE() << what << " coordinate " << k << " of " << theta.n_elem << ": autodiff " << g(k)
-                                << ", finite differences " << fd1 << ", tolerance " << tol;
+      if (report)
+        ADD_FAILURE() << what << " coordinate " << k << " of " << theta.n_elem << ": autodiff " << g(k)
+                      << ", finite differences " << fd1 << ", tolerance " << tol;
     }
   }
   return bad;
@@ -220,8 +221,8 @@ TEST(Luna, BadInputsThrowNamingTheValue) {
   X(1, 2) = arma::datum::nan;
   EXPECT_THROW(luna_features(p, X), InvalidArgument);
   const arma::mat Z = test::points(3, 10, 1.0, 9);
-  EXPECT_THROW(LunaObjective::kernel_fit(p, Z, arma::umat(2, 1, arma::fill::zeros)), InvalidArgument);   // self pair
-  EXPECT_THROW(LunaObjective::kernel_fit(p, Z, arma::umat(arma::uvec{0, 10})), InvalidArgument);  // out of range
+  EXPECT_THROW(LunaObjective::kernel_fit(p, Z, arma::umat(2, 1, arma::fill::zeros)), InvalidArgument);  // self pair
+  EXPECT_THROW(LunaObjective::kernel_fit(p, Z, arma::umat(arma::uvec{0, 10})), InvalidArgument);        // out of range
   EXPECT_THROW(LunaObjective::task_fit(p, Z, arma::uvec(10, arma::fill::value(3)), 3), InvalidArgument);
   LunaParams bad = p;
   bad.b.resize(3);
@@ -234,8 +235,8 @@ TEST(Luna, BadInputsThrowNamingTheValue) {
 }
 
 TEST(Luna, CliVarianceRejectsLearnedMapsClearly) {
-  const std::string cmd = std::string(KESTREL_CLI) +
-                          " variance --dim 4 --points 8 --pairs 1 --quiet --estimators luna-ungated 2>&1";
+  const std::string cmd =
+      std::string(KESTREL_CLI) + " variance --dim 4 --points 8 --pairs 1 --quiet --estimators luna-ungated 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -28,7 +28,6 @@ std::vector<std::unique_ptr<Estimator>> all_cases(const arma::mat& X, const arma
   return v;
 }
 
-
 }  // namespace
 
 TEST(MonteCarlo, ExactVarianceMatchesSimulationSoftmax) {

@@ -33,9 +33,8 @@ struct CliRun {
 };
 
 fs::path temp_dir(const char* stem) {
-  const fs::path d = fs::temp_directory_path() /
-                     (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const fs::path d = fs::temp_directory_path() / (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
+                                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -69,8 +68,8 @@ std::string csv_points(int n, int d) {
 
 // The same points (one per row) as a little-endian float64 .npy file in C order.
 void write_npy(const fs::path& p, const arma::mat& rows) {
-  std::string header = fmt::format("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}), }}", rows.n_rows,
-                                   rows.n_cols);
+  std::string header =
+      fmt::format("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}), }}", rows.n_rows, rows.n_cols);
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
   std::ofstream f(p, std::ios::binary);
@@ -86,8 +85,9 @@ void write_npy(const fs::path& p, const arma::mat& rows) {
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> s;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    s[e.path().string()] = e.is_regular_file() ? fmt::format("{} {}", e.file_size(), e.last_write_time().time_since_epoch().count())
-                                               : "dir";
+    s[e.path().string()] = e.is_regular_file()
+                               ? fmt::format("{} {}", e.file_size(), e.last_write_time().time_since_epoch().count())
+                               : "dir";
   return s;
 }
 
@@ -125,9 +125,10 @@ TEST(StudyOptions, TableDefaultsAreTheStructDefaults) {
   EXPECT_EQ(o.estimators, d.estimators);
   EXPECT_EQ(o.seed, d.seed);
   // Every option of `variance` is in the table, hence in `sweep` and Python.
-  for (const char* name : {"regime", "sigma", "dim", "points", "pairs", "seed", "estimators", "kernel", "features",
-                           "mc", "mc-points", "sampler", "halve-real", "data-dir", "preprocess", "spectrum", "clusters",
-                           "cluster-radius", "x-file", "y-file"})
+  for (const char* name :
+       {"regime",     "sigma",    "dim",      "points",         "pairs",   "seed",       "estimators",
+        "kernel",     "features", "mc",       "mc-points",      "sampler", "halve-real", "data-dir",
+        "preprocess", "spectrum", "clusters", "cluster-radius", "x-file",  "y-file"})
     EXPECT_NO_THROW(find_study_option(name)) << name;
   const auto s = sweep_options({{"dim", {"4,8", "--dim"}}, {"sigma", {"0.5,2", "--sigma"}}});
   EXPECT_EQ(s.dims, (std::vector<arma::uword>{4, 8}));
@@ -150,14 +151,14 @@ TEST(StudyOptions, TomlIsReadStrictly) {
   EXPECT_EQ(s.base.mc_points, 8u);
   EXPECT_EQ(read_study_toml((dir / "ok.toml").string(), StudyCommand::Variance).at("sigma").text, "0.25");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"[sweep]\nsigma = [0.5,\n", "bad.toml:2:"},                 // syntax: file:line:column
-      {"[sweep]\nsigmaa = [0.5]\n", "did you mean 'sigma'"},       // unknown key
-      {"[swep]\nsigma = [0.5]\n", "did you mean 'sweep'"},         // misspelled section
+      {"[sweep]\nsigma = [0.5,\n", "bad.toml:2:"},            // syntax: file:line:column
+      {"[sweep]\nsigmaa = [0.5]\n", "did you mean 'sigma'"},  // unknown key
+      {"[swep]\nsigma = [0.5]\n", "did you mean 'sweep'"},    // misspelled section
       {"[sweep]\nhalve_real = true\n", "did you mean 'halve-real'"},
       {"sigma = [0.5]\n", "outside a section"},
       {"[sweep]\ndim = \"abc\"\n", "abc"},
       {"[sweep]\nhalve-real = 1\n", "true or false"},
-      {"[variance]\ndim = [4, 8]\n", "takes one value"},            // checked even when running sweep
+      {"[variance]\ndim = [4, 8]\n", "takes one value"},  // checked even when running sweep
       {"[sweep]\nout = \"x.h5\"\n", "command-line option"},
       {"[sweep]\nsigma = []\n", "empty"},
       {"[sweep]\n[sweep.grid]\nsigma = 1\n", "unknown option 'grid'"}};
@@ -297,14 +298,15 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
     std::string line = args;
     if (args.rfind("variance", 0) == 0 || args.rfind("sweep", 0) == 0)
       for (const char* def : {"--dim 4", "--points 8", "--pairs 1"})
-        if (args.find(std::string(def).substr(0, 6)) == std::string::npos && args.find("--regime file") == std::string::npos)
+        if (args.find(std::string(def).substr(0, 6)) == std::string::npos &&
+            args.find("--regime file") == std::string::npos)
           line += std::string(" ") + def;
     const CliRun r = run(line, dir);
     EXPECT_EQ(r.code, 2) << line << " -> " << r.err;
     EXPECT_NE(r.err.find(word), std::string::npos) << line << " -> " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << line << " -> " << r.err;
     EXPECT_LT(r.err.size(), 400u) << line << " -> " << r.err;  // no 300-digit numbers
-    EXPECT_EQ(snapshot(dir), before) << line;                   // nothing created or changed
+    EXPECT_EQ(snapshot(dir), before) << line;                  // nothing created or changed
   }
   // A bare `kestrel` prints the usage and exits 2.
   const CliRun bare = run("", dir);
@@ -329,9 +331,10 @@ TEST(Cli, TomlConfigEqualsTheCommandLine) {
         "[variance]\nregime = \"sphere\"\nsigma = [0.5, 1.0]\ndim = 4\npoints = 16\npairs = 1\nseed = 7\n"
         "estimators = [\"pos\", \"oprf\"]\nhalve-real = true\nmc = 8\nmc-points = 4\n");
   const CliRun a = run("variance --quiet --json --config " + (dir / "v.toml").string(), dir);
-  const CliRun b = run("variance --quiet --json --regime sphere --sigma 0.5,1 --dim 4 --points 16 --pairs 1 --seed 7 "
-                       "--estimators pos,oprf --halve-real --mc 8 --mc-points 4",
-                       dir);
+  const CliRun b =
+      run("variance --quiet --json --regime sphere --sigma 0.5,1 --dim 4 --points 16 --pairs 1 --seed 7 "
+          "--estimators pos,oprf --halve-real --mc 8 --mc-points 4",
+          dir);
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(nlohmann::json::parse(a.out)["results"], nlohmann::json::parse(b.out)["results"]);
@@ -357,10 +360,10 @@ TEST(Cli, SweepOverOwnDataInEveryFormatAndExtension) {
   }
   const std::string grid = " --sigma 0.5,1 --features 1,4 --pairs 2 --estimators oprf,trig --quiet --json --out ";
   std::vector<nlohmann::json> results;
-  for (const std::string& files : {"--x-file " + (dir / "x.csv").string() + " --y-file " + (dir / "y.csv").string(),
-                                   "--x-file " + (dir / "x.npy").string() + " --y-file " + (dir / "y.csv").string(),
-                                   "--x-file " + (dir / "xy.h5").string() + ":/X --y-file " + (dir / "xy.h5").string() +
-                                       ":/Y"}) {
+  for (const std::string& files :
+       {"--x-file " + (dir / "x.csv").string() + " --y-file " + (dir / "y.csv").string(),
+        "--x-file " + (dir / "x.npy").string() + " --y-file " + (dir / "y.csv").string(),
+        "--x-file " + (dir / "xy.h5").string() + ":/X --y-file " + (dir / "xy.h5").string() + ":/Y"}) {
     const fs::path out = dir / fmt::format("s{}.h5", results.size());
     const CliRun r = run("sweep --regime file " + files + grid + out.string(), dir);
     ASSERT_EQ(r.code, 0) << files << ": " << r.err;
@@ -374,9 +377,9 @@ TEST(Cli, SweepOverOwnDataInEveryFormatAndExtension) {
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
   // One file: X and Y are disjoint halves; --points subsamples with the seed.
-  const CliRun one = run("sweep --regime file --x-file " + (dir / "x.csv").string() + " --points 5" + grid +
-                             (dir / "one.h5").string(),
-                         dir);
+  const CliRun one =
+      run("sweep --regime file --x-file " + (dir / "x.csv").string() + " --points 5" + grid + (dir / "one.h5").string(),
+          dir);
   ASSERT_EQ(one.code, 0) << one.err;
   EXPECT_EQ(nlohmann::json::parse(one.out)["results"][0]["L"], 5);
 

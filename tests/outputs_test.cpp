@@ -14,8 +14,8 @@
 
 #include <hdf5.h>
 #include <hdf5_hl.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
 #include "core/error.hpp"
@@ -69,7 +69,8 @@ TEST(Outputs, ExistingFileIsReplacedOnlyWithForce) {
   // The same for sweep and reproduce.
   const std::string sweep_out = dir / "s.h5";
   { std::ofstream(sweep_out) << "precious"; }
-  const CliRun sweep = run("sweep --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --out " + sweep_out);
+  const CliRun sweep =
+      run("sweep --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --out " + sweep_out);
   EXPECT_EQ(sweep.code, 2) << sweep.err;
   EXPECT_EQ(slurp(sweep_out), "precious");
   EXPECT_FALSE(fs::exists(sweep_out + ".parts"));
@@ -101,9 +102,11 @@ TEST(Outputs, OnlyRegularFilesOrNewPathsAreWritten) {
 TEST(Outputs, SigintRemovesTemporaryFiles) {
   TempDir dir("kestrel_sigint");
   // Long enough to be interrupted while its temporary HDF5 file exists (created before computing).
-  const CliRun r = run("variance --sigma 0.5,1,1.5,2 --dim 64 --points 4096 --pairs 50 --estimators trig,pos,oprf,gerf "
-                       "--quiet --out " + (dir / "x.h5"),
-                       "timeout -s INT 2 ");
+  const CliRun r =
+      run("variance --sigma 0.5,1,1.5,2 --dim 64 --points 4096 --pairs 50 --estimators trig,pos,oprf,gerf "
+          "--quiet --out " +
+              (dir / "x.h5"),
+          "timeout -s INT 2 ");
   EXPECT_NE(r.code, 0) << "the run finished before the signal; make it longer";
   EXPECT_FALSE(fs::exists(dir / "x.h5"));
   EXPECT_FALSE(any_temp_left(dir.path));
@@ -127,13 +130,16 @@ TEST(Outputs, ConcurrentSweepOnTheSameOutputFails) {
   const std::string out = dir / "s.h5";
   const std::string sweep = std::string(KESTREL_CLI) +
                             " sweep --sigma 0.5,1,1.5,2 --dim 64 --points 2048 --pairs 20 --estimators trig,oprf "
-                            "--quiet --out " + out;
+                            "--quiet --out " +
+                            out;
   ASSERT_EQ(std::system((sweep + " >/dev/null 2>&1 & echo $! > " + (dir / "pid")).c_str()), 0);
   const auto t0 = std::chrono::steady_clock::now();
   while (!fs::exists(out + ".parts/lock") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const CliRun second = run("sweep --sigma 0.5,1,1.5,2 --dim 64 --points 2048 --pairs 20 --estimators trig,oprf "
-                            "--quiet --out " + out);
+  const CliRun second =
+      run("sweep --sigma 0.5,1,1.5,2 --dim 64 --points 2048 --pairs 20 --estimators trig,oprf "
+          "--quiet --out " +
+          out);
   EXPECT_NE(second.code, 0);
   EXPECT_NE(second.err.find("another kestrel process"), std::string::npos) << second.err;
   std::system(("kill " + slurp(dir / "pid") + " 2>/dev/null; sleep 0.5").c_str());
@@ -142,8 +148,10 @@ TEST(Outputs, ConcurrentSweepOnTheSameOutputFails) {
 TEST(Outputs, UndefinedDarkIsARecordedResultAndTheSweepCompletes) {
   TempDir dir("kestrel_undefined");
   const std::string out = dir / "s.h5";
-  const CliRun r = run("sweep --sigma 0.1,0.5,0.8,1 --dim 16 --points 256 --estimators oprf,dark --pairs 1 --json "
-                       "--out " + out);
+  const CliRun r =
+      run("sweep --sigma 0.1,0.5,0.8,1 --dim 16 --points 256 --estimators oprf,dark --pairs 1 --json "
+          "--out " +
+          out);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("2 of 8 results undefined"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("grid point 4/4"), std::string::npos) << r.err;  // progress i/N
@@ -188,16 +196,18 @@ TEST(Outputs, HeavyTailedMonteCarloIsFlagged) {
   // sigma = 0.2 it is well behaved. Which side each lands on is deterministic (fixed seed); the
   // trusted side passes the 90% rule with ~99.7% expected within 3 SE, so it cannot flip by chance
   // unless the SE model is wrong.
-  const CliRun r = run("variance --sigma 0.2,1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
-                       "--mc-points 16 --json --quiet");
+  const CliRun r =
+      run("variance --sigma 0.2,1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
+          "--mc-points 16 --json --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out)["results"];
   EXPECT_TRUE(j[0]["mc"]["trusted"].get<bool>()) << j[0]["mc"];
   EXPECT_FALSE(j[1]["mc"]["trusted"].get<bool>()) << j[1]["mc"];
   EXPECT_NE(r.err.find("heavy-tailed"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  const CliRun table = run("variance --sigma 1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
-                           "--mc-points 16 --quiet");
+  const CliRun table =
+      run("variance --sigma 1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 "
+          "--mc-points 16 --quiet");
   EXPECT_NE(table.out.find("MC UNTRUSTED"), std::string::npos) << table.out;
 }
 
@@ -223,7 +233,8 @@ TEST(Outputs, EveryDatasetDescribesItselfAndCountsAreIntegers) {
   TempDir dir("kestrel_describe");
   for (const std::string sub : {"variance --mc 8 --mc-points 4", "sweep"}) {
     const std::string out = dir / (sub.substr(0, 5) + ".h5");
-    const CliRun r = run(sub + " --sigma 0.5,1 --dim 4 --points 16 --pairs 2 --estimators oprf,trig --quiet --out " + out);
+    const CliRun r =
+        run(sub + " --sigma 0.5,1 --dim 4 --points 16 --pairs 2 --estimators oprf,trig --quiet --out " + out);
     ASSERT_EQ(r.code, 0) << r.err;
     const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     ASSERT_GE(f, 0);
@@ -257,8 +268,8 @@ TEST(Outputs, ClaimsTablesAreValidMarkdownAndSayNotContradicted) {
     if (line.empty() || line[0] != '|') continue;
     // Every row has 8 cells: 9 pipes that are not escaped.
     static const std::regex unescaped_pipe(R"((^|[^\\])\|)");
-    const auto pipes = std::distance(std::sregex_iterator(line.begin(), line.end(), unescaped_pipe),
-                                     std::sregex_iterator());
+    const auto pipes =
+        std::distance(std::sregex_iterator(line.begin(), line.end(), unescaped_pipe), std::sregex_iterator());
     EXPECT_EQ(pipes, 9) << line;
     ++rows;
   }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include <hdf5.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <tbb/global_control.h>
 
@@ -97,8 +97,9 @@ TEST(Reproduce, AttentionQuick) {
   ASSERT_GE(f, 0);
   Walk w;
   H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
-  for (const char* path : {"/iso-1/oprf/rel_error_Y", "/aniso/dark/rel_error_normaliser", "/mnist/trig/frac_negative_weights",
-                           "/timing/exact_seconds", "/timing/approx_seconds_M256", "/timing/crossover_L_fit"})
+  for (const char* path :
+       {"/iso-1/oprf/rel_error_Y", "/aniso/dark/rel_error_normaliser", "/mnist/trig/frac_negative_weights",
+        "/timing/exact_seconds", "/timing/approx_seconds_M256", "/timing/crossover_L_fit"})
     EXPECT_GT(H5Lexists(f, path, H5P_DEFAULT), 0) << path;
   H5Fclose(f);
   EXPECT_EQ(w.non_finite, 0u) << "first non-finite dataset " << w.first_bad;
@@ -136,8 +137,9 @@ TEST(Reproduce, LunaQuickIsDeterministicAndItsMapsLoadBack) {
     EXPECT_EQ(claims.size(), 4u);
   }
   const kestrel::H5Reader a(files[0]), b(files[1]);
-  for (const std::string ds : {"/banknote/kernel_log_rel_mse", "/banknote/accuracy", "/banknote/task_fit_objective_final",
-                               "/banknote/maps/task/ungated/M16/W", "/banknote/maps/kernel/gated/M16/coef"}) {
+  for (const std::string ds :
+       {"/banknote/kernel_log_rel_mse", "/banknote/accuracy", "/banknote/task_fit_objective_final",
+        "/banknote/maps/task/ungated/M16/W", "/banknote/maps/kernel/gated/M16/coef"}) {
     const arma::mat x = a.read_mat(ds);
     EXPECT_TRUE(arma::approx_equal(x, b.read_mat(ds), "absdiff", 0.0)) << ds;
   }

@@ -200,13 +200,14 @@ TEST(Sampler, MarginalMeanZeroAndIdentityCovariance) {
         const auto [m, se] = mean_se(x);
         const auto [v, se_v] = mean_se(x2);  // E w^2 = 1 with mean 0 known: no centring needed
         EXPECT_LT(std::abs(m), test::kSigmas * se) << to_string(s) << " d=" << d << " entry (" << i << "," << j << ")";
-        EXPECT_LT(std::abs(v - 1), test::kSigmas * se_v) << to_string(s) << " d=" << d << " entry (" << i << "," << j
-                                                         << "): E w^2 = " << v;
+        EXPECT_LT(std::abs(v - 1), test::kSigmas * se_v)
+            << to_string(s) << " d=" << d << " entry (" << i << "," << j << "): E w^2 = " << v;
       }
       std::vector<double> c(N);
       for (int r = 0; r < N; ++r) c[r] = draws[r](0, j) * draws[r](1, j);
       const auto [m, se] = mean_se(c);
-      EXPECT_LT(std::abs(m), test::kSigmas * se) << to_string(s) << " d=" << d << " column " << j << ": E w0 w1 = " << m;
+      EXPECT_LT(std::abs(m), test::kSigmas * se)
+          << to_string(s) << " d=" << d << " column " << j << ": E w0 w1 = " << m;
     }
   }
 }
@@ -312,8 +313,8 @@ TEST(Sampler, HaarTrapPosRfUnbiasedForAxisAlignedInput) {
   const EntryMoments mp = run(plain, Sampler::Orthogonal, d);
   EXPECT_GT(std::abs(mp.mean(0) - mp.exact(0)), 0.05 * mp.exact(0) + 20 * mp.se_mean(0))
       << "plain QR: mean " << mp.mean(0) << " vs K " << mp.exact(0) << ": the test has no power";
-  std::printf("[ haar trap ] K = %.4f; mean/K: orthogonal-fixed %.4f, structured %.4f, plain QR %.4f\n",
-              mp.exact(0), run(*pos, Sampler::Orthogonal, d).mean(0) / mp.exact(0), ms.mean(0) / ms.exact(0),
+  std::printf("[ haar trap ] K = %.4f; mean/K: orthogonal-fixed %.4f, structured %.4f, plain QR %.4f\n", mp.exact(0),
+              run(*pos, Sampler::Orthogonal, d).mean(0) / mp.exact(0), ms.mean(0) / ms.exact(0),
               mp.mean(0) / mp.exact(0));
 }
 

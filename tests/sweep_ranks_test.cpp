@@ -84,9 +84,8 @@ nlohmann::json rows(const SweepReport& rep) {
 }
 
 fs::path temp_dir(const char* stem) {
-  const fs::path d = fs::temp_directory_path() /
-                     (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const fs::path d = fs::temp_directory_path() / (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
+                                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -1,7 +1,7 @@
 // Shared helpers for the tests: small point sets and the Monte Carlo threshold convention.
 #pragma once
-#include <armadillo>
 #include <gtest/gtest.h>
+#include <armadillo>
 
 #include "analysis/montecarlo.hpp"
 #include "core/rng.hpp"

@@ -99,8 +99,8 @@ TEST(VecMath, SpecialValuesAndPositionIndependence) {
 TEST(VecMath, ExpUnderflowLanesMatchLibm) {
   const double inf = std::numeric_limits<double>::infinity();
   for_each_isa([&] {
-    std::vector<double> x = {-1e308, -inf, -800.0, -746.5, -746.0, -745.2, -745.1, -744.0, -740.0, -708.5, -1.0, 0.5,
-                             -750.0, -3.0, 2.0, -745.13};
+    std::vector<double> x = {-1e308, -inf,   -800.0, -746.5, -746.0, -745.2, -745.1, -744.0,
+                             -740.0, -708.5, -1.0,   0.5,    -750.0, -3.0,   2.0,    -745.13};
     std::vector<double> e = x;
     simd::exp(e.data(), e.size());
     for (std::size_t i = 0; i < x.size(); ++i) {

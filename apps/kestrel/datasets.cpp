@@ -24,12 +24,13 @@ Action add_datasets(CLI::App& app, const Global&) {
     const std::string dir = a->dir.empty() ? default_data_dir() : a->dir;
     require(a->dir.empty() || std::filesystem::is_directory(a->dir), "--data-dir: '{}' is not a directory", a->dir);
     const auto sets = data_status(dir, !a->no_verify);
-    std::cout << fmt::format("data directory: {}\n{:<22} {:>6} {:>12}  {}\n", dir, "data set", "files", "bytes", "status");
+    std::cout << fmt::format("data directory: {}\n{:<22} {:>6} {:>12}  {}\n", dir, "data set", "files", "bytes",
+                             "status");
     std::string bad;
     for (const auto& s : sets) {
       std::uintmax_t bytes = 0;
       for (const auto& f : s.files) bytes += f.bytes;
-      std::string status = !s.installed()  ? "not installed (scripts/install-data.sh)"
+      std::string status = !s.installed() ? "not installed (scripts/install-data.sh)"
                            : a->no_verify ? "installed (not verified)"
                            : s.verified() ? "installed, sha256 OK"
                                           : "CHECKSUM MISMATCH";

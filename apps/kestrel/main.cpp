@@ -72,19 +72,22 @@ int main(int argc, char** argv) {
   Global g;
   for (int i = 0; i < argc; ++i) g.command_line += (i ? " " : "") + std::string(argv[i]);
 
-  CLI::App app{"kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the "
-               "softmax and Gaussian kernels"};
+  CLI::App app{
+      "kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the "
+      "softmax and Gaussian kernels"};
   app.name("kestrel");  // usage lines say `kestrel`, not the path it was started by
   app.require_subcommand(1);
   app.fallthrough();  // global options (--threads, --quiet) may follow the subcommand
   std::string threads;
-  app.add_option("--threads", threads, "Worker threads (0 = all cores); results do not depend on it")
-      ->default_str("0");
+  app.add_option("--threads", threads, "Worker threads (0 = all cores); results do not depend on it")->default_str("0");
   app.add_flag("--quiet", g.quiet, "No progress messages on stderr");
-  app.add_flag_callback("--version", [] {
-    print_version();
-    throw CLI::Success();
-  }, "Print the version, git revision and library versions");
+  app.add_flag_callback(
+      "--version",
+      [] {
+        print_version();
+        throw CLI::Success();
+      },
+      "Print the version, git revision and library versions");
 
   std::map<CLI::App*, Action> actions;
   std::vector<std::string> names;
@@ -115,9 +118,10 @@ int main(int argc, char** argv) {
       // `kestrel --config FILE sweep`: the word after a subcommand's option is its value, not a subcommand.
       const std::string prev = i > 1 ? argv[i - 1] : "";
       if (prev.rfind("--", 0) == 0 && prev != "--version" && prev != "--help")
-        std::cerr << fmt::format("kestrel: error: '{}' comes before the subcommand: options go after it, as in "
-                                 "`kestrel SUBCOMMAND {} {}` (subcommands: {})\n",
-                                 prev, prev, w, fmt::join(names, ", "));
+        std::cerr << fmt::format(
+            "kestrel: error: '{}' comes before the subcommand: options go after it, as in "
+            "`kestrel SUBCOMMAND {} {}` (subcommands: {})\n",
+            prev, prev, w, fmt::join(names, ", "));
       else
         std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
                                  kestrel::did_you_mean(w, names), fmt::join(names, ", "));

@@ -49,8 +49,7 @@ class MpiGroup : public SweepGroup {
     check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
     std::exclusive_scan(lens.begin(), lens.end(), offsets.begin(), 0);
     std::string all(static_cast<std::size_t>(offsets.back() + lens.back()), '\0');
-    check(MPI_Allgatherv(msg.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR,
-                         MPI_COMM_WORLD),
+    check(MPI_Allgatherv(msg.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
           "MPI_Allgatherv");
     std::vector<std::string> out;
     for (int r = 0; r < size_; ++r) out.push_back(all.substr(offsets[r], lens[r]));
@@ -73,9 +72,10 @@ SweepGroup& process_group() {
 #endif
   // `srun -n N` without an MPI plugin would start N independent copies of the whole sweep.
   if (const char* n = std::getenv("SLURM_STEP_NUM_TASKS"); n && std::atoi(n) > 1)
-    throw InvalidArgument(fmt::format("srun started {} tasks but no MPI launcher is visible to this kestrel (use srun "
-                                      "--mpi=pmix and a build with KESTREL_MPI); refusing to run {} copies of the sweep",
-                                      n, n));
+    throw InvalidArgument(
+        fmt::format("srun started {} tasks but no MPI launcher is visible to this kestrel (use srun "
+                    "--mpi=pmix and a build with KESTREL_MPI); refusing to run {} copies of the sweep",
+                    n, n));
   static SweepGroup one;
   return one;
 }

@@ -74,19 +74,19 @@ Action add_reproduce(CLI::App& app, const Global& g) {
                                 : ""));
       const auto claims = experiments::reproduce(*e, a->opt, a->out, g.command_line);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::cout << fmt::format("== {}: {} ({:.0f} s) -> {}/{}.{{h5,png,claims.md}}\n", e->name, e->title, secs,
-                               a->out, e->name);
+      std::cout << fmt::format("== {}: {} ({:.0f} s) -> {}/{}.{{h5,png,claims.md}}\n", e->name, e->title, secs, a->out,
+                               e->name);
       for (const auto& c : claims) {
         failed += !c.holds();
         const std::string v = c.verdict();
         const std::string claimed = c.relation == "~" ? fmt::format("~{:.3g}+-{:.2g}", c.claimed, c.tolerance)
                                                       : fmt::format("{}{:.3g}", c.relation, c.claimed);
-        std::cout << fmt::format("  [{}] {}: {} = {:.3f} (claimed {}){}\n", v, c.source,
-                                 c.quantity, c.measured, claimed, c.note.empty() ? "" : "  " + c.note);
+        std::cout << fmt::format("  [{}] {}: {} = {:.3f} (claimed {}){}\n", v, c.source, c.quantity, c.measured,
+                                 claimed, c.note.empty() ? "" : "  " + c.note);
       }
     }
-    std::cout << fmt::format("{} claims not reproduced (differs or contradicted; see the claims.md files for settings and notes)\n",
-                             failed);
+    std::cout << fmt::format(
+        "{} claims not reproduced (differs or contradicted; see the claims.md files for settings and notes)\n", failed);
   };
 }
 

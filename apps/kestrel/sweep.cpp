@@ -8,9 +8,9 @@
 
 #include "analysis/sweep.hpp"
 #include "commands.hpp"
-#include "study_cli.hpp"
-#include "mpi.hpp"
 #include "io/provenance.hpp"
+#include "mpi.hpp"
+#include "study_cli.hpp"
 
 namespace kestrel::cli {
 
@@ -29,9 +29,9 @@ Action add_sweep(CLI::App& app, const Global& g) {
                "Replace an existing --out file (not needed to extend a finished sweep by grid values)");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
-      ->group("");  // hidden
+      ->group("");                                                                                  // hidden
   app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
-  app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");        // hidden
+  app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");         // hidden
   return [a, study, &g] {
     const SweepOptions hooks = a->opt;
     a->opt = sweep_options(study_values(*study));
@@ -43,7 +43,8 @@ Action add_sweep(CLI::App& app, const Global& g) {
     nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
     prov["mpi_ranks"] = group.size();
     const std::string who = group.size() > 1 ? fmt::format("rank {}/{}: ", group.rank(), group.size()) : "";
-    const SweepReport rep = run_sweep(a->opt, prov, [&](const std::string& m) { progress(g, who + m); }, group);
+    const SweepReport rep = run_sweep(
+        a->opt, prov, [&](const std::string& m) { progress(g, who + m); }, group);
     if (group.rank() != 0) return;  // rank 0 reports for all
     progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
                             group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
@@ -64,10 +65,11 @@ Action add_sweep(CLI::App& app, const Global& g) {
                                    r.result["reason"].get<std::string>());
           continue;
         }
-        std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} mean log Var {:10.4f}  mean "
-                                 "log(Var/K) {:10.4f}\n",
-                                 r.estimator, r.dim, r.points, r.features, r.sigma,
-                                 r.result["mean_log_var"].get<double>(), r.result["mean_log_rel_var"].get<double>());
+        std::cout << fmt::format(
+            "{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} mean log Var {:10.4f}  mean "
+            "log(Var/K) {:10.4f}\n",
+            r.estimator, r.dim, r.points, r.features, r.sigma, r.result["mean_log_var"].get<double>(),
+            r.result["mean_log_rel_var"].get<double>());
       }
     }
   };

@@ -8,11 +8,11 @@
 
 #include "analysis/variance_study.hpp"
 #include "commands.hpp"
-#include "study_cli.hpp"
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
+#include "study_cli.hpp"
 
 namespace kestrel::cli {
 
@@ -27,20 +27,22 @@ struct Args {
 void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
                 const nlohmann::json& prov) {
   write_provenance(h5, prov);
-  h5.attr("/", "layout", "variance/<estimator>/<column>[row]: one row per sigma (natural logs, softmax-family kernel "
-                         "named in options.kernel), each column with its description; rows whose status is not 0 (ok) "
-                         "say why in reason");
+  h5.attr("/", "layout",
+          "variance/<estimator>/<column>[row]: one row per sigma (natural logs, softmax-family kernel "
+          "named in options.kernel), each column with its description; rows whose status is not 0 (ok) "
+          "say why in reason");
   write_h5(h5, "/variance", results, opt);
 }
 
 void print_table(const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
-  std::cout << fmt::format("regime={} d={} L={} pairs={} kernel={} M={}{} seed={}{}  (natural logs, mean +- std over "
-                           "all pairs)\n",
-                           opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features,
-                           opt.halve_real ? " (x2 for real)" : "", opt.seed,
-                           opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
-                               ? " preprocess=" + to_string(opt.regime_options.preprocess)
-                               : "");
+  std::cout << fmt::format(
+      "regime={} d={} L={} pairs={} kernel={} M={}{} seed={}{}  (natural logs, mean +- std over "
+      "all pairs)\n",
+      opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features,
+      opt.halve_real ? " (x2 for real)" : "", opt.seed,
+      opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
+          ? " preprocess=" + to_string(opt.regime_options.preprocess)
+          : "");
   std::cout << fmt::format("{:<10} {:>6} {:>22} {:>22}", "estimator", "sigma", "log Var", "log(Var/K)");
   if (opt.mc_reps) std::cout << fmt::format(" {:>12} {:>12} {:>8}", "MC log Var", "exact(sub)", "in 3se");
   std::cout << '\n';
@@ -67,15 +69,17 @@ void warn(const Global& g, const std::vector<VarianceResult>& results, const Var
   std::string untrusted;
   for (const auto& r : results) {
     rows.push_back(to_json(r, opt));
-    if (r.mc && !r.mc->trusted()) untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
+    if (r.mc && !r.mc->trusted())
+      untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
   }
   if (const std::string u = undefined_summary(rows); !u.empty()) progress(g, u);
   if (!untrusted.empty())
-    std::cerr << fmt::format("[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries "
-                             "lie within 3 SE of the exact variance. The estimate is heavy-tailed there, so its "
-                             "sample variance (and its SE, which needs the fourth moment) is dominated by rare "
-                             "huge values; trust the exact column.\n",
-                             untrusted, 100 * McSummary::kMcTrustedShare);
+    std::cerr << fmt::format(
+        "[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries "
+        "lie within 3 SE of the exact variance. The estimate is heavy-tailed there, so its "
+        "sample variance (and its SE, which needs the fourth moment) is dominated by rare "
+        "huge values; trust the exact column.\n",
+        untrusted, 100 * McSummary::kMcTrustedShare);
 }
 
 }  // namespace

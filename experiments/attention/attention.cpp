@@ -52,8 +52,12 @@ struct Setup {
 
 Setup setup_of(const Options& opt) {
   const arma::uword L = opt.quick ? 128 : 1024;
-  return {64, L, 64, opt.quick ? std::vector<double>{64, 256} : std::vector<double>{16, 32, 64, 128, 256},
-          opt.quick ? std::size_t{2} : std::size_t{10}, std::min<arma::uword>(L, 128)};
+  return {64,
+          L,
+          64,
+          opt.quick ? std::vector<double>{64, 256} : std::vector<double>{16, 32, 64, 128, 256},
+          opt.quick ? std::size_t{2} : std::size_t{10},
+          std::min<arma::uword>(L, 128)};
 }
 
 // Per input and estimator, at each M (means over trials): relative error of Y and of the normaliser, share of
@@ -145,8 +149,8 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
                                      {"mnist", "mnist", 1.0, Preprocess::Center},
                                      {"cifar10", "cifar10", 1.0, Preprocess::Center}};
   constexpr double kImageLambda = 0.25;
-  const std::vector<std::string> ests = {"pos",      "oprf",        "sderf",     "saderf",     "dark",
-                                         "trig",     "trig-real",   "hrf-angular", "hrf-gauss", "hrf-cluster"};
+  const std::vector<std::string> ests = {"pos",  "oprf",      "sderf",       "saderf",    "dark",
+                                         "trig", "trig-real", "hrf-angular", "hrf-gauss", "hrf-cluster"};
   std::string est_list, input_list;
   for (const auto& n : ests) est_list += (est_list.empty() ? "" : " ") + n;
   h5.attr("/", "estimators", est_list);
@@ -165,8 +169,7 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
     ro.spectrum = "geometric:100";
     SetPair sp = draw_regime(in.regime, d, L, in.sigma, opt.seed, 0, ro);
     double sigma = in.sigma;
-    const double lambda_max =
-        arma::eig_sym(pooled_second_moment(attention_scaled(sp.X), attention_scaled(sp.Y))).max();
+    const double lambda_max = arma::eig_sym(pooled_second_moment(attention_scaled(sp.X), attention_scaled(sp.Y))).max();
     if (in.preprocess != Preprocess::Raw) {
       const double f = std::sqrt(kImageLambda / lambda_max);
       sigma *= f, sp.X *= f, sp.Y *= f;
@@ -207,8 +210,8 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
 
 Timing timing_study(const Options& opt, const Setup& s, H5Writer& h5) {
   const arma::uword d = s.d, dv = s.dv;
-  const std::vector<double> Ls = opt.quick ? std::vector<double>{128, 256, 512}
-                                           : std::vector<double>{256, 512, 1024, 2048, 4096, 8192};
+  const std::vector<double> Ls =
+      opt.quick ? std::vector<double>{128, 256, 512} : std::vector<double>{256, 512, 1024, 2048, 4096, 8192};
   const std::vector<double> timing_Ms = {64, 256};
   std::vector<double> t_exact;
   std::vector<std::vector<double>> t_approx(timing_Ms.size());
@@ -273,14 +276,13 @@ void attention_claims(const Setup& s, const Accuracy& acc, const Timing& tm, std
   };
   auto err_a1 = [&](const std::string& in, const std::string& e) { return err_a1_all[in][e][top]; };
   for (const std::string in : {"iso-0.5", "iso-1", "mnist"})
-    claims.push_back({"CRT 3.3, 5.3", "OPRF (FAVOR++) approximates softmax attention better than PosRF (FAVOR+)",
-                      fmt::format("rel. error of Y, OPRF / PosRF ({})", in), "<", 1.0, ratio(in, "oprf", "pos"), 0,
-                      at,
-                      fmt::format("normaliser errors: OPRF {:.3g}, PosRF {:.3g}{}", err_a1(in, "oprf"),
-                                  err_a1(in, "pos"),
-                                  in == "iso-1" ? "; at iso-1 (mean |q'|^2 = 8) every estimator's error of Y exceeds 1, "
-                                                  "dominated by rare large features"
-                                                : "")});
+    claims.push_back(
+        {"CRT 3.3, 5.3", "OPRF (FAVOR++) approximates softmax attention better than PosRF (FAVOR+)",
+         fmt::format("rel. error of Y, OPRF / PosRF ({})", in), "<", 1.0, ratio(in, "oprf", "pos"), 0, at,
+         fmt::format("normaliser errors: OPRF {:.3g}, PosRF {:.3g}{}", err_a1(in, "oprf"), err_a1(in, "pos"),
+                     in == "iso-1" ? "; at iso-1 (mean |q'|^2 = 8) every estimator's error of Y exceeds 1, "
+                                     "dominated by rare large features"
+                                   : "")});
   for (const std::string est : {"sderf", "saderf"})
     for (const std::string in : {"mnist", "cifar10"})
       claims.push_back({"DERF 5", "FAVOR# (SDERF / SADERF) is at least as accurate as FAVOR++ (OPRF)",
@@ -289,21 +291,22 @@ void attention_claims(const Setup& s, const Accuracy& acc, const Timing& tm, std
                         "the paper's '<=' tested as < 1.01: all estimators share the random projections, and SADERF's "
                         "Psi = (sum y_l^2 / sum x_l^2)^(1/4) is close to I when queries and keys come from one "
                         "distribution, so SADERF ties with OPRF"});
-  claims.push_back({"DARK Thm 3.2, 6", "importance-sampled PRFs (DARK, Sigma* from data) beat isotropic PRFs on "
-                                       "anisotropic queries and keys",
+  claims.push_back({"DARK Thm 3.2, 6",
+                    "importance-sampled PRFs (DARK, Sigma* from data) beat isotropic PRFs on "
+                    "anisotropic queries and keys",
                     "rel. error of Y, DARK / PosRF (aniso, geometric spectrum, condition 100)", "<", 1.0,
                     ratio("aniso", "dark", "pos"), 0, at, ""});
   const std::size_t m64 = std::find(Ms.begin(), Ms.end(), 64.0) - Ms.begin();
   for (const std::string h : {"hrf-angular", "hrf-gauss"})
-    claims.push_back({"HRF 4.2, Fig. 3", "hybrid estimators give fewer negative attention-weight estimates than TrigRF",
-                      fmt::format("fraction of negative weights, {} / trig (iso-0.5)", h), "<", 1.0,
-                      negw["iso-0.5"][h][m64] / negw["iso-0.5"]["trig"][m64], 0,
-                      fmt::format("d = {}, {} queries x {} keys, M = 64 budget (hybrid: m = 8, n = 8)", d,
-                                  weight_rows, L),
-                      fmt::format("trig fraction {:.3f}, {} {:.3f} (iso-1: {:.3f} vs {:.3f}, both near 1/2: the "
-                                  "weights are below the noise); paper (PTB): trig 0.257, angular 0.152, gaussian 0.155",
-                                  negw["iso-0.5"]["trig"][m64], h, negw["iso-0.5"][h][m64], negw["iso-1"]["trig"][m64],
-                                  negw["iso-1"][h][m64])});
+    claims.push_back(
+        {"HRF 4.2, Fig. 3", "hybrid estimators give fewer negative attention-weight estimates than TrigRF",
+         fmt::format("fraction of negative weights, {} / trig (iso-0.5)", h), "<", 1.0,
+         negw["iso-0.5"][h][m64] / negw["iso-0.5"]["trig"][m64], 0,
+         fmt::format("d = {}, {} queries x {} keys, M = 64 budget (hybrid: m = 8, n = 8)", d, weight_rows, L),
+         fmt::format("trig fraction {:.3f}, {} {:.3f} (iso-1: {:.3f} vs {:.3f}, both near 1/2: the "
+                     "weights are below the noise); paper (PTB): trig 0.257, angular 0.152, gaussian 0.155",
+                     negw["iso-0.5"]["trig"][m64], h, negw["iso-0.5"][h][m64], negw["iso-1"]["trig"][m64],
+                     negw["iso-1"][h][m64])});
   claims.push_back({"CRT 2.3", "positive random features never give a non-positive normaliser",
                     "count of normalisers <= 0 over all positive estimators, inputs, M and draws", "~", 0.0,
                     positive_nonpositive, 0, at, ""});

@@ -31,7 +31,8 @@ void run_crt_fig1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
         u *= std::sqrt(S(k)) / arma::norm(u);
         const arma::mat y = u - x;
         const auto po = make_oprf(x, y), pp = make_pos(x, y);
-        const double v = log_variance(*po, Kernel::gaussian(), x, y)(0, 0) - log_variance(*pp, Kernel::gaussian(), x, y)(0, 0);
+        const double v =
+            log_variance(*po, Kernel::gaussian(), x, y)(0, 0) - log_variance(*pp, Kernel::gaussian(), x, y)(0, 0);
         max_check_err = std::max(max_check_err, std::abs(v - util(a, k)));
       }
     }

@@ -18,12 +18,10 @@ void run_crt_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     std::string name, regime;
     Preprocess pre;
   };
-  const std::vector<Panel> panels = {{"normal", "normal", Preprocess::Raw},
-                                     {"sphere", "sphere", Preprocess::Raw},
-                                     {"heterogen", "heterogen", Preprocess::Raw},
-                                     {"mnist", "mnist", Preprocess::Raw},
-                                     {"mnist-center", "mnist", Preprocess::Center},
-                                     {"mnist-standardize", "mnist", Preprocess::Standardize}};
+  const std::vector<Panel> panels = {
+      {"normal", "normal", Preprocess::Raw},         {"sphere", "sphere", Preprocess::Raw},
+      {"heterogen", "heterogen", Preprocess::Raw},   {"mnist", "mnist", Preprocess::Raw},
+      {"mnist-center", "mnist", Preprocess::Center}, {"mnist-standardize", "mnist", Preprocess::Standardize}};
   std::map<std::string, std::vector<VarianceResult>> res;
   for (const auto& p : panels) {
     VarianceStudyOptions vo;
@@ -47,16 +45,21 @@ void run_crt_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     if (panel == "mnist-standardize") return "standardised pixels";
     return "";
   };
-  auto paper_name = [](const std::string& panel) { return panel.rfind("mnist", 0) == 0 ? std::string("mnist") : panel; };
-  const std::string settings = opt.quick ? "quick: d=64, L=64, 2 set pairs, sigma=1" : "d=64, L=1024, 5 set pairs, sigma=1";
+  auto paper_name = [](const std::string& panel) {
+    return panel.rfind("mnist", 0) == 0 ? std::string("mnist") : panel;
+  };
+  const std::string settings =
+      opt.quick ? "quick: d=64, L=64, 2 set pairs, sigma=1" : "d=64, L=1024, 5 set pairs, sigma=1";
   auto gap = [&](const std::string& panel, const std::string& a, const std::string& b) {
     return mean_log(res[panel], a, 1.0) - mean_log(res[panel], b, 1.0);
   };
   const std::vector<std::pair<std::string, double>> trig_gerf = {
       {"normal", 80}, {"heterogen", 125}, {"mnist", 10}, {"mnist-center", 10}, {"mnist-standardize", 10}};
   for (const auto& [panel, c] : trig_gerf)
-    claims.push_back({"CRT 5.1", fmt::format("GERF gives more than e^{} times variance reduction compared to TrigRF "
-                                             "in {} when sigma = 1", c, paper_name(panel)),
+    claims.push_back({"CRT 5.1",
+                      fmt::format("GERF gives more than e^{} times variance reduction compared to TrigRF "
+                                  "in {} when sigma = 1",
+                                  c, paper_name(panel)),
                       "mean log Var(TrigRF) - mean log Var(GERF)", ">", c, gap(panel, "trig", "gerf"), 0, settings,
                       note(panel)});
   const std::vector<std::pair<std::string, double>> pos_gap = {
@@ -65,7 +68,8 @@ void run_crt_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     for (const auto& [panel, c] : pos_gap)
       claims.push_back({"CRT 5.1",
                         fmt::format("{} gives more than e^{} times variance reduction compared to PosRF in {} when "
-                                    "sigma = 1", est == std::string("oprf") ? "OPRF" : "GeomRF+", c, paper_name(panel)),
+                                    "sigma = 1",
+                                    est == std::string("oprf") ? "OPRF" : "GeomRF+", c, paper_name(panel)),
                         fmt::format("mean log Var(PosRF) - mean log Var({})", est), ">", c, gap(panel, "pos", est), 0,
                         settings, note(panel)});
 }

@@ -65,10 +65,10 @@ void run_crt_table1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
   // sqrt(sum_i p_i (1 - p_i) / n_i) / n_sets; "~" claims allow 3 such SEs (plus nothing for the feature noise, which
   // the 50 seeds average out).
   const arma::rowvec avg = arma::mean(mean, 0), paper_avg = arma::mean(ref, 0);
-  const std::string settings =
-      fmt::format("{} UCI sets, 90/5/5 split (seed {}), standardised on train, sigma in {{{}}} tuned on validation, {} "
-                  "seeds, M = 128 real / 64 complex, orthogonal Gaussian omegas",
-                  nd, opt.seed, fmt::join(no.sigmas, ", "), no.seeds);
+  const std::string settings = fmt::format(
+      "{} UCI sets, 90/5/5 split (seed {}), standardised on train, sigma in {{{}}} tuned on validation, {} "
+      "seeds, M = 128 real / 64 complex, orthogonal Gaussian omegas",
+      nd, opt.seed, fmt::join(no.sigmas, ", "), no.seeds);
   auto per_set = [&](std::size_t j) {
     std::string s;
     for (std::size_t i = 0; i < nd; ++i) s += fmt::format("{} {:.1f}/{:.1f}; ", names[i], mean(i, j), ref(i, j));

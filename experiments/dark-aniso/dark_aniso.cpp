@@ -76,7 +76,8 @@ void run_dark_aniso(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
       const double lbar = arma::trace(Lambda) / d;
       rel_pos.push_back(mean_rel_var(MahalanobisPrf::from_sigma(I), Lambda, rel_samples, opt.seed).first);
       rel_white.push_back(
-          mean_rel_var(MahalanobisPrf::from_sigma(lbar * arma::inv_sympd(Lambda)), Lambda, rel_samples, opt.seed).first);
+          mean_rel_var(MahalanobisPrf::from_sigma(lbar * arma::inv_sympd(Lambda)), Lambda, rel_samples, opt.seed)
+              .first);
     }
     const std::string g = fmt::format("/d{}", d);
     h5.write(g + "/kappa", kappas);
@@ -92,17 +93,16 @@ void run_dark_aniso(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
     h5.write(g + "/expected_rel_var_whitened_kernel", rel_white);
     h5.attr(g, "lambda_max", lmax);
     for (std::size_t k = 0; k < kappas.size(); ++k) {
-      claims.push_back({"DARK Thm 3.2", fmt::format("Sigma* minimises the expected variance (d = {}, kappa = {})", d,
-                                                    kappas[k]),
+      claims.push_back({"DARK Thm 3.2",
+                        fmt::format("Sigma* minimises the expected variance (d = {}, kappa = {})", d, kappas[k]),
                         "log E[Var](Sigma*) - log E[Var](best tau I)", "<", 1e-9, ev_opt[k] - ev_tau[k], 0,
                         fmt::format("q, k ~ N(0, Lambda), geometric spectrum, lambda_max = {}", lmax),
                         fmt::format("reduction against Sigma = I: {:.3f} nats", ev_iso[k] - ev_opt[k])});
       if (reliable[k] > 0) {
         const double z = (mc_opt[k] - std::exp(ev_opt[k])) / mc_opt_se[k];
-        claims.push_back({"consistency", fmt::format("exact E[Var](Sigma*) equals Monte Carlo (d = {}, kappa = {})", d,
-                                                     kappas[k]),
-                          "(MC - exact) / SE", "~", 0.0, z, 4.5, fmt::format("{} samples of (q, k, omega)", mc_samples),
-                          ""});
+        claims.push_back(
+            {"consistency", fmt::format("exact E[Var](Sigma*) equals Monte Carlo (d = {}, kappa = {})", d, kappas[k]),
+             "(MC - exact) / SE", "~", 0.0, z, 4.5, fmt::format("{} samples of (q, k, omega)", mc_samples), ""});
       }
     }
   }
@@ -140,7 +140,8 @@ void run_dark_aniso(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
                     "d = 16, kappa = 10", ""});
   claims.push_back({"kestrel (derived)", "the isotropic PRF's expected variance is finite only for lambda_max < 1/6",
                     "largest scanned lambda_max with finite E[Var](I) (next scanned value: 0.2)", "<", 1.0 / 6,
-                    largest(finite_iso), 0, "d = 16, kappa = 10", "DARK's comparison with p_I is against infinity beyond it"});
+                    largest(finite_iso), 0, "d = 16, kappa = 10",
+                    "DARK's comparison with p_I is against infinity beyond it"});
   h5.attr("/", "dims", fmt::format("{}", fmt::join(dims, " ")));
 }
 

@@ -46,12 +46,12 @@ void run_derf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
                     "mean log(Var/K) GERF - ADERF", "~", 3, gain("mnist-cifar10", "aderf"), 1.5, settings, ""});
   const double s = 1.0;
   for (const auto& [panel, r] : res)
-      claims.push_back({"DERF 5.1", fmt::format("SDERFs outperform or are on par with other methods ({})", panel),
-                        "mean log(Var/K) SDERF - min over GERF, ADERF, PosRF, TrigRF", "<",
-                        0.5, mean_log(r, "sderf", s, true) -
-                                 std::min({mean_log(r, "oprf", s, true), mean_log(r, "aderf", s, true),
-                                           mean_log(r, "pos", s, true), mean_log(r, "trig-real", s, true)}),
-                        0, settings, "'on par' read as within 0.5 nats"});
+    claims.push_back(
+        {"DERF 5.1", fmt::format("SDERFs outperform or are on par with other methods ({})", panel),
+         "mean log(Var/K) SDERF - min over GERF, ADERF, PosRF, TrigRF", "<", 0.5,
+         mean_log(r, "sderf", s, true) - std::min({mean_log(r, "oprf", s, true), mean_log(r, "aderf", s, true),
+                                                   mean_log(r, "pos", s, true), mean_log(r, "trig-real", s, true)}),
+         0, settings, "'on par' read as within 0.5 nats"});
 }
 
 }  // namespace kestrel::experiments

@@ -65,10 +65,10 @@ void run_derf_fig3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
   const arma::vec overall = arma::mean(average, 1);
   for (std::size_t j = 0; j < nm; ++j)
     if (j != sd && overall(sd) - overall(j) < margin) margin = overall(sd) - overall(j), runner_up = methods[j];
-  claims.push_back({"DERF 5.2", "SDERF shows the best average performance",
-                    "SDERF average accuracy - best other (%), averaged over data sets and M", ">", 0.0, margin, 0,
-                    settings, fmt::format("runner-up: {}; averages at M = 128: {}", runner_up,
-                                          fmt::join(average.col(nM - 1), ", "))});
+  claims.push_back(
+      {"DERF 5.2", "SDERF shows the best average performance",
+       "SDERF average accuracy - best other (%), averaged over data sets and M", ">", 0.0, margin, 0, settings,
+       fmt::format("runner-up: {}; averages at M = 128: {}", runner_up, fmt::join(average.col(nM - 1), ", "))});
 }
 
 }  // namespace kestrel::experiments

@@ -54,10 +54,11 @@ void run_hrf_fig1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     max_eps.push_back(mx);
     printed.push_back(thm35_bound(rr, m, n, true));
     corrected.push_back(thm35_bound(rr, m, n, false));
-    claims.push_back({"HRF Thm 3.5", fmt::format("max relative error of the angular hybrid <= eq. (65) at r = {}", rr),
-                      "log(max_theta eps / printed bound)", "<", 0.0, std::log(mx / printed.back()), 0,
-                      fmt::format("m = {}, n = {}, 20001 angles", m, n),
-                      fmt::format("corrected bound (eq. 64 fixed): log ratio {:.4f}", std::log(mx / corrected.back()))});
+    claims.push_back(
+        {"HRF Thm 3.5", fmt::format("max relative error of the angular hybrid <= eq. (65) at r = {}", rr),
+         "log(max_theta eps / printed bound)", "<", 0.0, std::log(mx / printed.back()), 0,
+         fmt::format("m = {}, n = {}, 20001 angles", m, n),
+         fmt::format("corrected bound (eq. 64 fixed): log ratio {:.4f}", std::log(mx / corrected.back()))});
   }
   h5.write("/thm35/r", rs);
   h5.write("/thm35/max_rel_error", max_eps);

@@ -36,7 +36,8 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     const std::string g = fmt::format("/r{}", r);
     const arma::vec x = r * Q.col(0);
     arma::mat Y(d, theta.n_elem);
-    for (arma::uword j = 0; j < theta.n_elem; ++j) Y.col(j) = r * (std::cos(theta(j)) * Q.col(0) + std::sin(theta(j)) * Q.col(1));
+    for (arma::uword j = 0; j < theta.n_elem; ++j)
+      Y.col(j) = r * (std::cos(theta(j)) * Q.col(0) + std::sin(theta(j)) * Q.col(1));
     const arma::rowvec sm = arma::exp(x.t() * Y);
     h5.write(g + "/theta", theta);
     h5.write(g + "/true", arma::vec(sm.t()));
@@ -62,14 +63,17 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
       h5.attr(g + "/" + es.name, "features", static_cast<std::int64_t>(es.M));
       max_exact[es.name] = exact.max();
     }
-    claims.push_back({"HRF 4.1", fmt::format("the angular hybrid has a smaller max relative error than TrigRF and "
-                                             "FAVOR+ (r = {})", r),
-                      "log(max eps hybrid / min(max eps trig, max eps pos))", "<", 0.0,
-                      std::log(max_exact["hrf-angular"] / std::min(max_exact["trig"], max_exact["pos"])), 0,
-                      fmt::format("d = 64, exact relative errors over {} angles; trig, pos M = 128; hybrid m = 64, n = 1",
-                                  theta.n_elem),
-                      fmt::format("max eps: hybrid {:.3f}, trig {:.3f}, pos {:.3f}", max_exact["hrf-angular"],
-                                  max_exact["trig"], max_exact["pos"])});
+    claims.push_back(
+        {"HRF 4.1",
+         fmt::format("the angular hybrid has a smaller max relative error than TrigRF and "
+                     "FAVOR+ (r = {})",
+                     r),
+         "log(max eps hybrid / min(max eps trig, max eps pos))", "<", 0.0,
+         std::log(max_exact["hrf-angular"] / std::min(max_exact["trig"], max_exact["pos"])), 0,
+         fmt::format("d = 64, exact relative errors over {} angles; trig, pos M = 128; hybrid m = 64, n = 1",
+                     theta.n_elem),
+         fmt::format("max eps: hybrid {:.3f}, trig {:.3f}, pos {:.3f}", max_exact["hrf-angular"], max_exact["trig"],
+                     max_exact["pos"])});
   }
   h5.attr("/", "lengths", std::string("1 1.25 1.5"));
 }

@@ -26,8 +26,8 @@ void run_hrf_fig6(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     std::string name;
     double sigma, radius;
   };
-  const std::vector<Config> configs = {{"tight-r1", 0.01, 1.0}, {"loose-r1", 0.05, 1.0},
-                                       {"tight-r1.5", 0.01, 1.5}, {"loose-r1.5", 0.05, 1.5}};
+  const std::vector<Config> configs = {
+      {"tight-r1", 0.01, 1.0}, {"loose-r1", 0.05, 1.0}, {"tight-r1.5", 0.01, 1.5}, {"loose-r1.5", 0.05, 1.5}};
   const std::vector<std::string> ests = {"hrf-cluster", "hrf-cluster-complex", "pos", "trig"};
   std::string names;
   for (const auto& c : configs) {
@@ -58,15 +58,14 @@ void run_hrf_fig6(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     h5.attr("/" + c.name, "cluster_radius", c.radius);
     names += (names.empty() ? "" : " ") + c.name;
     for (const std::string variant : {"hrf-cluster", "hrf-cluster-complex"})
-      claims.push_back({"HRF H.1",
-                        fmt::format("HRF adapted to clustered data gives notable accuracy gains ({}, {})", c.name,
-                                    variant == "hrf-cluster" ? "real-diagonal A, the paper's H.1 choice"
-                                                             : "complex-diagonal A"),
-                        fmt::format("log(exact mean MSE {} / min(FAVOR+, TrigRF))", variant), "<", 0.0,
-                        at_max[variant] - std::min(at_max["pos"], at_max["trig"]), 0,
-                        fmt::format("d = 50, {} points per side, sigma = {}, radius = {}, M = {}", L, c.sigma,
-                                    c.radius, Ms.back()),
-                        variant == "hrf-cluster" ? "eq. 88; a_k clamped to [1e-3, 1e3]" : "eq. 85-87"});
+      claims.push_back(
+          {"HRF H.1",
+           fmt::format("HRF adapted to clustered data gives notable accuracy gains ({}, {})", c.name,
+                       variant == "hrf-cluster" ? "real-diagonal A, the paper's H.1 choice" : "complex-diagonal A"),
+           fmt::format("log(exact mean MSE {} / min(FAVOR+, TrigRF))", variant), "<", 0.0,
+           at_max[variant] - std::min(at_max["pos"], at_max["trig"]), 0,
+           fmt::format("d = 50, {} points per side, sigma = {}, radius = {}, M = {}", L, c.sigma, c.radius, Ms.back()),
+           variant == "hrf-cluster" ? "eq. 88; a_k clamped to [1e-3, 1e3]" : "eq. 85-87"});
   }
   h5.attr("/", "configs", names);
   h5.attr("/", "estimators", std::string("hrf-cluster hrf-cluster-complex pos trig"));

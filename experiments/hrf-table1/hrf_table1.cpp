@@ -79,13 +79,14 @@ void run_hrf_table1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
     h5.write("/" + ds + "/paper_mse_1e-3", paper.at(ds));
     const double best_hrf = std::min(mean_mse[0], mean_mse[1]);
     const double best_other = std::min({mean_mse[2], mean_mse[3], mean_mse[4]});
-    claims.push_back({"HRF Table 1", fmt::format("HRFs outperform ORF-reg, ORF-Had and Halton-R on {}", ds),
-                      "log(best HRF MSE / best baseline MSE)", "<", 0.0, std::log(best_hrf / best_other), 0,
-                      fmt::format("100 pairs from disjoint halves, {} draws per pair, {} seeds, matched projections", reps, seeds),
-                      fmt::format("MSE x1e3 (ours / paper): HRF-ort {:.3g}/{}, HRF-iid {:.3g}/{}, ORF-reg {:.3g}/{}, "
-                                  "ORF-Had {:.3g}/{}, Halton-R {:.3g}/{}",
-                                  mean_mse[0], paper.at(ds)[0], mean_mse[1], paper.at(ds)[1], mean_mse[2],
-                                  paper.at(ds)[2], mean_mse[3], paper.at(ds)[3], mean_mse[4], paper.at(ds)[4])});
+    claims.push_back(
+        {"HRF Table 1", fmt::format("HRFs outperform ORF-reg, ORF-Had and Halton-R on {}", ds),
+         "log(best HRF MSE / best baseline MSE)", "<", 0.0, std::log(best_hrf / best_other), 0,
+         fmt::format("100 pairs from disjoint halves, {} draws per pair, {} seeds, matched projections", reps, seeds),
+         fmt::format("MSE x1e3 (ours / paper): HRF-ort {:.3g}/{}, HRF-iid {:.3g}/{}, ORF-reg {:.3g}/{}, "
+                     "ORF-Had {:.3g}/{}, Halton-R {:.3g}/{}",
+                     mean_mse[0], paper.at(ds)[0], mean_mse[1], paper.at(ds)[1], mean_mse[2], paper.at(ds)[2],
+                     mean_mse[3], paper.at(ds)[3], mean_mse[4], paper.at(ds)[4])});
   }
   h5.attr("/", "methods", std::string("HRF-ort HRF-iid ORF-reg ORF-Had Halton-R"));
 }

@@ -23,6 +23,7 @@
 #include <fmt/ranges.h>
 #include <gsl/gsl_randist.h>
 
+#include "classification_common.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
@@ -31,7 +32,6 @@
 #include "estimators/luna/fit.hpp"
 #include "estimators/luna/luna.hpp"
 #include "estimators/registry.hpp"
-#include "classification_common.hpp"
 #include "experiment.hpp"
 #include "tasks/classification.hpp"
 
@@ -76,7 +76,14 @@ double luna_accuracy(const LunaParams& p, const arma::mat& train, const arma::uv
 void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   const Settings s = opt.quick ? Settings{{"banknote"}, {16}, 4, 15, 40, 200, 16, 60, 2}
                                : Settings{{"abalone", "banknote", "car", "yeast", "cmc", "nursery", "wifi", "chess"},
-                                          {64, 128}, 4, 100, 160, 1500, 64, 300, 5};
+                                          {64, 128},
+                                          4,
+                                          100,
+                                          160,
+                                          1500,
+                                          64,
+                                          300,
+                                          5};
   const arma::vec sigmas = arma::logspace(-2, 2, 10);
   std::vector<std::string> methods;
   for (auto v : kVariants) methods.push_back(to_string(v));
@@ -157,14 +164,16 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       const double best_rf_kernel = kernel_err.col(mi).tail(kRandom.size()).min();
       const double best_learned_kernel = kernel_err.col(mi).head(nv).tail(nv - 1).min();  // trained variants
       kernel_log_ratio.push_back(best_learned_kernel - best_rf_kernel);
-      kernel_where += fmt::format("{} M={}: {} ({:+.2f}); ", ds, s.Ms[mi], best_learned_kernel < best_rf_kernel ? "beats" : "loses",
-                                  best_learned_kernel - best_rf_kernel);
+      kernel_where +=
+          fmt::format("{} M={}: {} ({:+.2f}); ", ds, s.Ms[mi], best_learned_kernel < best_rf_kernel ? "beats" : "loses",
+                      best_learned_kernel - best_rf_kernel);
       const double best_rf_acc = acc.col(mi).tail(kRandom.size()).max();
       const double best_learned_acc = acc.col(mi).head(nv).tail(nv - 1).max();
       acc_gap.push_back(100 * (best_learned_acc - best_rf_acc));
-      acc_where += fmt::format("{} M={}: {} ({:+.1f} pp); ", ds, s.Ms[mi],
-                               best_learned_acc > best_rf_acc ? "beats" : (best_learned_acc == best_rf_acc ? "ties" : "loses"),
-                               100 * (best_learned_acc - best_rf_acc));
+      acc_where +=
+          fmt::format("{} M={}: {} ({:+.1f} pp); ", ds, s.Ms[mi],
+                      best_learned_acc > best_rf_acc ? "beats" : (best_learned_acc == best_rf_acc ? "ties" : "loses"),
+                      100 * (best_learned_acc - best_rf_acc));
       d_ungated_gated.push_back(100 * (acc(3, mi) - acc(2, mi)));
       gated_better_kernel += kernel_err(2, mi) < kernel_err(3, mi);
       ungated_beats_rf_kernel += kernel_err(3, mi) < best_rf_kernel;
@@ -212,15 +221,17 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
                     0, settings,
                     fmt::format("bank-coef {:+.2f}, gated {:+.2f}, ungated {:+.2f} pp", mean(d_learned_fixed[0]),
                                 mean(d_learned_fixed[1]), mean(d_learned_fixed[2]))});
-  claims.push_back({"issue #9", "a learned map (kernel fitting) approximates the Gaussian kernel better than the best "
-                                "of PosRF, OPRF, SDERF at equal M",
+  claims.push_back({"issue #9",
+                    "a learned map (kernel fitting) approximates the Gaussian kernel better than the best "
+                    "of PosRF, OPRF, SDERF at equal M",
                     "mean over data sets and M of log(held-out rel. MSE best learned / best random)", "<", 0.0,
                     mean(kernel_log_ratio), 0, settings,
                     fmt::format("best learned variant per case: {}the ungated map alone beats the best random "
                                 "estimator in {} of {} cases",
                                 kernel_where, ungated_beats_rf_kernel, kernel_log_ratio.size())});
-  claims.push_back({"issue #9", "a learned map (task fitting) classifies better than the best of PosRF, OPRF, SDERF at "
-                                "equal M",
+  claims.push_back({"issue #9",
+                    "a learned map (task fitting) classifies better than the best of PosRF, OPRF, SDERF at "
+                    "equal M",
                     "mean over data sets and M of test accuracy best learned - best random, pp", ">", 0.0,
                     mean(acc_gap), 0, settings, acc_where});
 }

@@ -42,11 +42,12 @@ void run_orf(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
     for (std::size_t k = 0; k < dims.size(); ++k)
       // The theorem says Var_ort <= Var_iid; the data contradict it only if the mean log ratio is
       // significantly positive (more than 3 standard errors above 0).
-      claims.push_back({"CRT Thm 4.1", fmt::format("orthogonal RFs reduce the variance of {} for any d",
-                                                   name == "pos" ? "PosRF" : "OPRF"),
-                        "mean over pairs of log(Var_ort / Var_iid) - 3 SE", "<", 0.0, mean_lr[k] - 3 * se_lr[k], 0,
-                        fmt::format("d = {}, M = d, 16 pairs on the unit sphere, {} reps", dims[k], reps),
-                        fmt::format("mean log ratio {:.4f} +- {:.4f} (SE)", mean_lr[k], se_lr[k])});
+      claims.push_back(
+          {"CRT Thm 4.1",
+           fmt::format("orthogonal RFs reduce the variance of {} for any d", name == "pos" ? "PosRF" : "OPRF"),
+           "mean over pairs of log(Var_ort / Var_iid) - 3 SE", "<", 0.0, mean_lr[k] - 3 * se_lr[k], 0,
+           fmt::format("d = {}, M = d, 16 pairs on the unit sphere, {} reps", dims[k], reps),
+           fmt::format("mean log ratio {:.4f} +- {:.4f} (SE)", mean_lr[k], se_lr[k])});
     for (auto& c : claims) c.falsification_test = true;
   }
   h5.attr("/", "estimators", std::string("pos oprf trig"));

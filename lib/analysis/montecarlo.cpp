@@ -14,9 +14,7 @@ namespace {
 // Power sums of (estimate - exact); shifting by the exact value keeps the sums well conditioned.
 struct PowerSums {
   arma::mat s1, s2, s3, s4;
-  void init(arma::uword r, arma::uword c) {
-    s1.zeros(r, c), s2.zeros(r, c), s3.zeros(r, c), s4.zeros(r, c);
-  }
+  void init(arma::uword r, arma::uword c) { s1.zeros(r, c), s2.zeros(r, c), s3.zeros(r, c), s4.zeros(r, c); }
   void add(const arma::mat& delta) {
     const arma::mat d2 = delta % delta;
     s1 += delta, s2 += d2, s3 += d2 % delta, s4 += d2 % d2;
@@ -33,8 +31,8 @@ EntryMoments moments(const PowerSums& p, const arma::mat& exact, double R) {
   m.mean = exact + mu;
   m.variance = arma::clamp(c2, 0.0, arma::datum::inf) * (R / (R - 1));
   m.se_mean = arma::sqrt(m.variance / R);
-  m.se_variance = arma::sqrt(arma::clamp(c4 - (m.variance % m.variance) * ((R - 3) / (R - 1)), 0.0,
-                                         arma::datum::inf) / R);
+  m.se_variance =
+      arma::sqrt(arma::clamp(c4 - (m.variance % m.variance) * ((R - 3) / (R - 1)), 0.0, arma::datum::inf) / R);
   return m;
 }
 
@@ -45,8 +43,9 @@ MonteCarloResult simulate(const Estimator& e, const Kernel& k, const arma::mat& 
   validate_pair(X, Y, e.dim());
   require(opt.reps >= 4, "Monte Carlo needs at least 4 repetitions, got {}", opt.reps);
   require(opt.features > 0, "number of features M must be > 0, got 0");
-  if (C) require(C->n_rows == Y.n_cols && C->n_cols > 0 && C->is_finite(), "C must be a finite {} x n matrix, got {} x {}",
-                 Y.n_cols, C->n_rows, C->n_cols);
+  if (C)
+    require(C->n_rows == Y.n_cols && C->n_cols > 0 && C->is_finite(), "C must be a finite {} x n matrix, got {} x {}",
+            Y.n_cols, C->n_rows, C->n_cols);
 
   const arma::mat K = arma::exp(log_kernel(k, X, Y));
   const arma::mat KC = C ? kernel_times(k, X, Y, *C) : arma::mat();

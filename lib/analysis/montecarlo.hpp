@@ -12,8 +12,8 @@
 namespace kestrel {
 
 struct MonteCarloOptions {
-  std::size_t reps = 1000;       // R
-  arma::uword features = 1;      // M per draw
+  std::size_t reps = 1000;   // R
+  arma::uword features = 1;  // M per draw
   std::uint64_t seed = 0;
   Sampler sampler = Sampler::Iid;
 };

@@ -64,8 +64,8 @@ PairwiseSummary summarize_tile(const Estimator& e, const arma::mat& r, const arm
       for (std::size_t t = 0; t < n; ++t) {
         const double v = pr[t] + 2 * pk[t];
         if (std::isnan(v) || v == HUGE_VAL)
-          throw NumericalError(fmt::format("estimator '{}': log-variance is {} at pair (x_{}, y_{})", e.info().name,
-                                           v, i0 + t % r.n_rows, j0 + t / r.n_rows));
+          throw NumericalError(fmt::format("estimator '{}': log-variance is {} at pair (x_{}, y_{})", e.info().name, v,
+                                           i0 + t % r.n_rows, j0 + t / r.n_rows));
       }
     }
   const double ok_total = total(n_ok);

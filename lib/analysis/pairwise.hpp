@@ -11,10 +11,10 @@
 namespace kestrel {
 
 struct PairwiseSummary {
-  RunningStats log_var;      // log Var of one feature
-  RunningStats log_rel_var;  // log(Var / K)
-  RunningStats log_kernel;   // log K
-  std::uint64_t n_exact = 0; // pairs with Var = 0
+  RunningStats log_var;       // log Var of one feature
+  RunningStats log_rel_var;   // log(Var / K)
+  RunningStats log_kernel;    // log K
+  std::uint64_t n_exact = 0;  // pairs with Var = 0
   void merge(const PairwiseSummary& o) {
     log_var.merge(o.log_var);
     log_rel_var.merge(o.log_rel_var);

@@ -145,9 +145,10 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::stri
       if (fs::exists(opt_file)) {
         // Parts from another sweep must not be mixed into this one.
         if (nlohmann::json::parse(read_text(opt_file)) != options)
-          throw InvalidArgument(fmt::format("'{}' holds parts of a sweep with other options; remove it or rerun "
-                                            "with the same options to resume",
-                                            parts.string()));
+          throw InvalidArgument(
+              fmt::format("'{}' holds parts of a sweep with other options; remove it or rerun "
+                          "with the same options to resume",
+                          parts.string()));
       } else {
         write_atomic(opt_file, options.dump(2));
       }
@@ -167,9 +168,10 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::stri
   std::string seen;
   std::error_code ec;
   if (!fs::exists(opt_file, ec))
-    seen = fmt::format("rank {} does not see '{}' (written by rank 0): the output must be on a filesystem shared "
-                       "by all ranks",
-                       group.rank(), opt_file.string());
+    seen = fmt::format(
+        "rank {} does not see '{}' (written by rank 0): the output must be on a filesystem shared "
+        "by all ranks",
+        group.rank(), opt_file.string());
   for (const auto& m : group.all_gather(seen))
     if (!m.empty()) throw IoError(m);
   return lock;
@@ -191,16 +193,16 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                       const std::function<void(const std::string&)>& progress, SweepGroup& group) {
   validate(opt);
-  require(group.size() >= 1 && group.rank() >= 0 && group.rank() < group.size(), "invalid rank {} of {}",
-          group.rank(), group.size());
+  require(group.size() >= 1 && group.rank() >= 0 && group.rank() < group.size(), "invalid rank {} of {}", group.rank(),
+          group.size());
   const fs::path parts = opt.out + ".parts";
   const nlohmann::json options = to_json(opt);
   const std::vector<GridPoint> points = grid(opt);
   std::vector<std::string> files;
   for (const auto& p : points) files.push_back(p.file());
   std::size_t reused = 0;
-  const auto lock = prepare_parts(parts, opt.out, options, group,
-                                  [&] { reused = reuse_finished(opt.out, parts, options, files); });
+  const auto lock =
+      prepare_parts(parts, opt.out, options, group, [&] { reused = reuse_finished(opt.out, parts, options, files); });
   if (progress && reused)
     progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
 
@@ -251,9 +253,8 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   }
 
   // Rank 0 gathers every rank's outcome; the parts on disk say which grid points are done.
-  std::vector<std::string> outcomes = {nlohmann::json{{"error", err}, {"computed", report.computed},
-                                                      {"resumed", report.resumed}}
-                                           .dump()};
+  std::vector<std::string> outcomes = {
+      nlohmann::json{{"error", err}, {"computed", report.computed}, {"resumed", report.resumed}}.dump()};
   if (group.size() > 1) outcomes = group.all_gather(outcomes[0]);
   if (group.rank() != 0) {
     if (failure) std::rethrow_exception(failure);
@@ -275,10 +276,11 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     std::string names;
     for (std::size_t i = 0; i < lost.size() && i < kShown; ++i) names += (i ? "; " : "") + lost[i];
     if (lost.size() > kShown) names += fmt::format("; and {} more", lost.size() - kShown);
-    throw IoError(fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
-                              "rerun the same command (any number of ranks) to compute only the lost ones",
-                              failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(),
-                              points.size(), names, parts.string()));
+    throw IoError(
+        fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
+                    "rerun the same command (any number of ranks) to compute only the lost ones",
+                    failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(), points.size(),
+                    names, parts.string()));
   }
 
   for (const auto& p : points)
@@ -292,8 +294,9 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   H5Writer h5(opt.out);
   write_provenance(h5, provenance);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
-  h5.attr("/", "layout", "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
-                         "each column with its description; rows whose status is not 0 (ok) say why in reason");
+  h5.attr("/", "layout",
+          "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
+          "each column with its description; rows whose status is not 0 (ok) say why in reason");
   write_table(h5, "/sweep", rows, opt.base.estimators);
   nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
   for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));

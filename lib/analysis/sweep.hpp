@@ -24,11 +24,11 @@ struct SweepOptions {
   std::vector<arma::uword> dims = {64};
   std::vector<arma::uword> points = {1024};
   std::vector<arma::uword> features = {1};
-  std::string out;                 // HDF5 path; parts go to out + ".parts/"
-  bool force = false;              // replace an existing out
-  std::size_t stop_after = 0;      // testing hook: stop (throw) after computing this many points; 0 = off
-  int stop_rank = -1;              // testing hook: only this rank stops (-1 = every rank)
-  bool stop_killed = false;        // testing hook: stop by SIGKILL (a crash, e.g. the OOM killer), not by an error
+  std::string out;             // HDF5 path; parts go to out + ".parts/"
+  bool force = false;          // replace an existing out
+  std::size_t stop_after = 0;  // testing hook: stop (throw) after computing this many points; 0 = off
+  int stop_rank = -1;          // testing hook: only this rank stops (-1 = every rank)
+  bool stop_killed = false;    // testing hook: stop by SIGKILL (a crash, e.g. the OOM killer), not by an error
 };
 
 // The processes that share a sweep (MPI ranks). The default is one process; apps/kestrel/mpi.cpp

@@ -34,12 +34,22 @@ arma::uword mc_points_used(const VarianceStudyOptions& opt) {
 }
 
 nlohmann::json to_json(const VarianceStudyOptions& opt) {
-  return {{"regime", opt.regime},   {"sigmas", opt.sigmas},         {"dim", opt.dim},
-          {"points", opt.points},   {"pairs", opt.pairs},           {"seed", opt.seed},
-          {"estimators", opt.estimators}, {"kernel", opt.kernel.name()}, {"kernel_alpha", opt.kernel.alpha},
-          {"features", opt.features}, {"mc_reps", opt.mc_reps},     {"mc_points", opt.mc_points},
-          {"sampler", to_string(opt.sampler)}, {"regime_options", to_json(opt.regime_options)},
-          {"halve_real", opt.halve_real}, {"halve_real_rule", kHalveRealRule}};
+  return {{"regime", opt.regime},
+          {"sigmas", opt.sigmas},
+          {"dim", opt.dim},
+          {"points", opt.points},
+          {"pairs", opt.pairs},
+          {"seed", opt.seed},
+          {"estimators", opt.estimators},
+          {"kernel", opt.kernel.name()},
+          {"kernel_alpha", opt.kernel.alpha},
+          {"features", opt.features},
+          {"mc_reps", opt.mc_reps},
+          {"mc_points", opt.mc_points},
+          {"sampler", to_string(opt.sampler)},
+          {"regime_options", to_json(opt.regime_options)},
+          {"halve_real", opt.halve_real},
+          {"halve_real_rule", kHalveRealRule}};
 }
 
 namespace {
@@ -54,7 +64,8 @@ McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudy
   double within = acc.frac_var_within_3se * acc.entries;
   for (arma::uword k = 0; k < exact.n_elem; ++k) {
     const double v = r.kernel.variance(k), se_m = r.kernel.se_mean(k);
-    if (se_m > 0) acc.max_abs_z_mean = std::max(acc.max_abs_z_mean, std::abs(r.kernel.mean(k) - r.kernel.exact(k)) / se_m);
+    if (se_m > 0)
+      acc.max_abs_z_mean = std::max(acc.max_abs_z_mean, std::abs(r.kernel.mean(k) - r.kernel.exact(k)) / se_m);
     const double ve = std::exp(exact(k));
     if (std::abs(v - ve) < 3 * r.kernel.se_variance(k) || (v == 0 && exact(k) == -kInf)) within += 1;
     ++acc.entries;
@@ -71,10 +82,14 @@ McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudy
 
 std::string to_string(Status s) {
   switch (s) {
-    case Status::Ok: return "ok";
-    case Status::Exact: return "exact";
-    case Status::Undefined: return "undefined";
-    case Status::Failed: return "failed";
+    case Status::Ok:
+      return "ok";
+    case Status::Exact:
+      return "exact";
+    case Status::Undefined:
+      return "undefined";
+    case Status::Failed:
+      return "failed";
   }
   return "failed";
 }
@@ -143,9 +158,15 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
 
 nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt) {
   nlohmann::json j = {
-      {"estimator", r.estimator}, {"status", to_string(r.status)}, {"regime", opt.regime}, {"sigma", r.sigma},
-      {"d", opt.dim},             {"L", opt.points},               {"kernel", opt.kernel.name()},
-      {"features", r.features},   {"params", r.params},
+      {"estimator", r.estimator},
+      {"status", to_string(r.status)},
+      {"regime", opt.regime},
+      {"sigma", r.sigma},
+      {"d", opt.dim},
+      {"L", opt.points},
+      {"kernel", opt.kernel.name()},
+      {"features", r.features},
+      {"params", r.params},
   };
   if (r.status != Status::Ok) j["reason"] = r.reason;
   if (r.status == Status::Ok || r.status == Status::Exact) {
@@ -182,14 +203,16 @@ std::string undefined_summary(const std::vector<nlohmann::json>& rows) {
     const Status s = parse_status(r["status"]);
     if (s == Status::Ok || s == Status::Exact) continue;
     if (++bad <= 5)
-      shown += fmt::format("{}{} {} at d={} L={} M={} sigma={:g}: {}", bad > 1 ? "; " : "", r["estimator"].get<std::string>(),
-                           to_string(s), r["d"].get<std::uint64_t>(), r["L"].get<std::uint64_t>(),
-                           r["features"].get<std::uint64_t>(), r["sigma"].get<double>(), r["reason"].get<std::string>());
+      shown += fmt::format("{}{} {} at d={} L={} M={} sigma={:g}: {}", bad > 1 ? "; " : "",
+                           r["estimator"].get<std::string>(), to_string(s), r["d"].get<std::uint64_t>(),
+                           r["L"].get<std::uint64_t>(), r["features"].get<std::uint64_t>(), r["sigma"].get<double>(),
+                           r["reason"].get<std::string>());
   }
   if (bad == 0) return "";
-  return fmt::format("{} of {} results undefined or failed (recorded with their reason; the others are complete): "
-                     "{}{}",
-                     bad, rows.size(), shown, bad > 5 ? fmt::format("; and {} more", bad - 5) : "");
+  return fmt::format(
+      "{} of {} results undefined or failed (recorded with their reason; the others are complete): "
+      "{}{}",
+      bad, rows.size(), shown, bad > 5 ? fmt::format("; and {} more", bad - 5) : "");
 }
 
 }  // namespace kestrel

@@ -27,9 +27,9 @@ struct VarianceStudyOptions {
   std::uint64_t seed = 1;
   std::vector<std::string> estimators = default_study_estimators();  // the registry's default_study families
   Kernel kernel = Kernel::softmax();
-  arma::uword features = 1;    // M: reported variances are of the M-feature estimate (Var_1 / M for iid averages)
-  std::size_t mc_reps = 0;     // > 0: also run the Monte Carlo simulator
-  arma::uword mc_points = 0;   // Monte Carlo on the first mc_points <= L points of each set; 0: min(64, L)
+  arma::uword features = 1;   // M: reported variances are of the M-feature estimate (Var_1 / M for iid averages)
+  std::size_t mc_reps = 0;    // > 0: also run the Monte Carlo simulator
+  arma::uword mc_points = 0;  // Monte Carlo on the first mc_points <= L points of each set; 0: min(64, L)
   Sampler sampler = Sampler::Iid;
   RegimeOptions regime_options;  // data directory, image preprocessing, spectrum, clusters, files
   // CRT appendix 9.10.1: a complex feature holds two real numbers, so for a fair comparison real-valued
@@ -43,9 +43,9 @@ arma::uword mc_points_used(const VarianceStudyOptions& opt);  // mc_points, or m
 nlohmann::json to_json(const VarianceStudyOptions& opt);
 
 struct McSummary {
-  RunningStats log_var_mc;     // log of the empirical variance (M features), entries with v > 0
-  RunningStats log_var_exact;  // exact log variance (M features) on the same entries
-  double max_abs_z_mean = 0;   // max |mean - K| / se over entries
+  RunningStats log_var_mc;         // log of the empirical variance (M features), entries with v > 0
+  RunningStats log_var_exact;      // exact log variance (M features) on the same entries
+  double max_abs_z_mean = 0;       // max |mean - K| / se over entries
   double frac_var_within_3se = 0;  // share of entries with |v_mc - v_exact| < 3 se(v_mc)
   std::uint64_t entries = 0;
   // The sample variance of a heavy-tailed estimate is useless (its standard error rests on a fourth
@@ -68,8 +68,8 @@ struct VarianceResult {
   std::string reason;
   arma::uword features = 1;  // M used for this estimator (2 M for real-valued families with halve_real)
   double sigma = 0;
-  PairwiseSummary summary;               // pooled over all set pairs
-  std::vector<PairwiseSummary> per_set;  // one per set pair
+  PairwiseSummary summary;                          // pooled over all set pairs
+  std::vector<PairwiseSummary> per_set;             // one per set pair
   nlohmann::json params = nlohmann::json::array();  // fitted parameters per set pair
   std::optional<McSummary> mc;
 };

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include <armadillo>
 #include <tbb/parallel_for.h>
+#include <armadillo>
 
 #include "core/vecmath.hpp"
 

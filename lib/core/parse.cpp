@@ -21,8 +21,8 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::uint64_t parse_uint(const std::string& where, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
-  const std::string range = hi == UINT64_MAX ? fmt::format("an integer >= {}", lo)
-                                             : fmt::format("an integer in [{}, {}]", lo, hi);
+  const std::string range =
+      hi == UINT64_MAX ? fmt::format("an integer >= {}", lo) : fmt::format("an integer in [{}, {}]", lo, hi);
   std::string t = trim(text);
   if (!t.empty() && t[0] == '+') t.erase(0, 1);
   const bool digits = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string_view>
 
-#include <armadillo>
 #include <gsl/gsl_rng.h>
+#include <armadillo>
 
 namespace kestrel {
 
@@ -21,12 +21,12 @@ class Rng {
   explicit Rng(std::uint64_t seed);
   Rng(std::uint64_t seed, Stream domain, std::uint64_t index);
 
-  double normal();                          // N(0, 1)
-  double uniform();                         // U[0, 1)
-  double uniform_pos();                     // U(0, 1)
-  unsigned poisson(double mean);            // Poisson(mean)
-  unsigned geometric0(double p);            // P(k) = p (1-p)^k, k = 0, 1, ...
-  double chi(unsigned dof);                 // sqrt of chi^2_dof
+  double normal();                // N(0, 1)
+  double uniform();               // U[0, 1)
+  double uniform_pos();           // U(0, 1)
+  unsigned poisson(double mean);  // Poisson(mean)
+  unsigned geometric0(double p);  // P(k) = p (1-p)^k, k = 0, 1, ...
+  double chi(unsigned dof);       // sqrt of chi^2_dof
   arma::mat normal_matrix(arma::uword rows, arma::uword cols);
 
   gsl_rng* raw() { return rng_.get(); }

@@ -95,15 +95,15 @@ struct Table {
 Table table_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512)
-    return {run512_exp, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
+    return {run512_exp,           run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
             run512<_ZGVeN8v_sin>, run512<_ZGVeN8v_cos>};
   if (isa == Isa::Avx2)
-    return {run256<_ZGVdN4v_exp>, run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>, run256<_ZGVdN4v_log1p>,
-            run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>};
+    return {run256<_ZGVdN4v_exp>,   run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>,
+            run256<_ZGVdN4v_log1p>, run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>};
 #endif
   (void)isa;
-  return {run_scalar<s_exp>, run_scalar<s_log>, run_scalar<s_expm1>, run_scalar<s_log1p>, run_scalar<s_sin>,
-          run_scalar<s_cos>};
+  return {run_scalar<s_exp>,   run_scalar<s_log>, run_scalar<s_expm1>,
+          run_scalar<s_log1p>, run_scalar<s_sin>, run_scalar<s_cos>};
 }
 
 Isa widest() {
@@ -155,9 +155,12 @@ void set_active(Isa isa) {
 
 std::string name(Isa isa) {
   switch (isa) {
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx2: return "avx2";
-    default: return "scalar";
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx2:
+      return "avx2";
+    default:
+      return "scalar";
   }
 }
 

@@ -20,9 +20,9 @@ namespace kestrel::simd {
 
 enum class Isa { Scalar, Avx2, Avx512 };
 
-Isa active();                 // the path in use: the widest the CPU has, or KESTREL_SIMD=scalar|avx2|avx512
-bool supported(Isa isa);      // whether this CPU can run it
-void set_active(Isa isa);     // tests and benchmarks: force a supported path (not thread-safe)
+Isa active();              // the path in use: the widest the CPU has, or KESTREL_SIMD=scalar|avx2|avx512
+bool supported(Isa isa);   // whether this CPU can run it
+void set_active(Isa isa);  // tests and benchmarks: force a supported path (not thread-safe)
 std::string name(Isa isa);
 
 void exp(double* p, std::size_t n);
@@ -40,8 +40,14 @@ void log_cosh_minus_one(double* p, std::size_t n);
 // log(e^S + e^{-S}/2 - 1) = S + log1p(t (t/2 - 1)), t = e^{-S}, for S >= 0 (the real trigonometric estimator).
 void log_trig_real(double* p, std::size_t n);
 
-inline arma::mat& exp(arma::mat& m) { exp(m.memptr(), m.n_elem); return m; }
-inline arma::mat& log(arma::mat& m) { log(m.memptr(), m.n_elem); return m; }
+inline arma::mat& exp(arma::mat& m) {
+  exp(m.memptr(), m.n_elem);
+  return m;
+}
+inline arma::mat& log(arma::mat& m) {
+  log(m.memptr(), m.n_elem);
+  return m;
+}
 inline arma::mat& log_expm1(arma::mat& m, double scale = 1, double shift = 0) {
   log_expm1(m.memptr(), m.n_elem, scale, shift);
   return m;

@@ -12,7 +12,8 @@ namespace kestrel {
 IdxArray parse_idx(std::span<const std::uint8_t> b, const std::string& source) {
   auto fail = [&](const std::string& what) { throw IoError(fmt::format("{}: IDX: {}", source, what)); };
   if (b.size() < 4) fail(fmt::format("file is {} bytes, too short for the 4-byte magic number", b.size()));
-  if (b[0] != 0 || b[1] != 0) fail(fmt::format("bad magic number: first bytes {:#04x} {:#04x}, expected 0 0", b[0], b[1]));
+  if (b[0] != 0 || b[1] != 0)
+    fail(fmt::format("bad magic number: first bytes {:#04x} {:#04x}, expected 0 0", b[0], b[1]));
   if (b[2] != 0x08) fail(fmt::format("unsupported element type {:#04x} (only 0x08, unsigned byte)", b[2]));
   const unsigned nd = b[3];
   if (nd < 1 || nd > 4) fail(fmt::format("number of dimensions is {}, expected 1 to 4", nd));
@@ -39,9 +40,10 @@ CifarBatch parse_cifar(std::span<const std::uint8_t> b, const std::string& sourc
   constexpr std::size_t kRecord = 3073;
   if (b.empty()) throw IoError(fmt::format("{}: CIFAR-10: file is empty", source));
   if (b.size() % kRecord != 0)
-    throw IoError(fmt::format("{}: CIFAR-10: wrong record size: {} bytes is not a whole number of 3073-byte records "
-                              "(record {} is truncated)",
-                              source, b.size(), b.size() / kRecord));
+    throw IoError(
+        fmt::format("{}: CIFAR-10: wrong record size: {} bytes is not a whole number of 3073-byte records "
+                    "(record {} is truncated)",
+                    source, b.size(), b.size() / kRecord));
   const std::size_t n = b.size() / kRecord;
   CifarBatch c;
   c.labels.resize(n);

@@ -16,7 +16,8 @@ ImageSet load_mnist(const std::string& dir, const std::string& split) {
   const std::string ip = dir + "/" + stem + "-images-idx3-ubyte", lp = dir + "/" + stem + "-labels-idx1-ubyte";
   const IdxArray im = parse_idx(read_bytes(ip), ip);
   const IdxArray lb = parse_idx(read_bytes(lp), lp);
-  if (im.dims.size() != 3) throw IoError(fmt::format("{}: expected 3 dimensions (n, rows, cols), got {}", ip, im.dims.size()));
+  if (im.dims.size() != 3)
+    throw IoError(fmt::format("{}: expected 3 dimensions (n, rows, cols), got {}", ip, im.dims.size()));
   if (lb.dims.size() != 1) throw IoError(fmt::format("{}: expected 1 dimension, got {}", lp, lb.dims.size()));
   if (lb.dims[0] != im.dims[0])
     throw IoError(fmt::format("{}: {} labels for {} images in {}", lp, lb.dims[0], im.dims[0], ip));
@@ -39,7 +40,8 @@ ImageSet load_mnist(const std::string& dir, const std::string& split) {
 ImageSet load_cifar10(const std::string& dir, const std::string& split) {
   require(split == "train" || split == "test", "split must be 'train' or 'test', got '{}'", split);
   std::vector<std::string> files;
-  if (split == "test") files = {"test_batch.bin"};
+  if (split == "test")
+    files = {"test_batch.bin"};
   else
     for (int k = 1; k <= 5; ++k) files.push_back(fmt::format("data_batch_{}.bin", k));
   ImageSet s;
@@ -88,7 +90,8 @@ arma::mat downscale_area(const arma::mat& img, arma::uword out_rows, arma::uword
 arma::mat image_points(const ImageSet& set, arma::uword d) {
   const auto s = static_cast<arma::uword>(std::llround(std::sqrt(static_cast<double>(d))));
   require(s * s == d, "image regimes need d = s^2 (an s x s downscale), got d = {}", d);
-  require(s <= set.rows && s <= set.cols, "d = {} needs {} x {} pixels, images are {} x {}", d, s, s, set.rows, set.cols);
+  require(s <= set.rows && s <= set.cols, "d = {} needs {} x {} pixels, images are {} x {}", d, s, s, set.rows,
+          set.cols);
   const arma::mat Wr = area_weights(set.rows, s), Wc = area_weights(set.cols, s);
   arma::mat P(d, set.images.size());
   for (std::size_t n = 0; n < set.images.size(); ++n) {

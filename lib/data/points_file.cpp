@@ -121,12 +121,14 @@ arma::mat load_npy(const std::string& path) {
                                      path, shape.size()));
   const std::size_t n = shape[0], d = shape[1], count = n * d;
   if (descr.size() < 3 || descr[0] == '>' || (descr[0] != '<' && descr[0] != '|'))
-    throw InputFileError(fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
+    throw InputFileError(
+        fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
   const std::string t = descr.substr(1);
   const std::map<std::string, std::size_t> sizes = {{"f8", 8}, {"f4", 4}, {"i8", 8}, {"i4", 4}, {"i2", 2},
                                                     {"i1", 1}, {"u8", 8}, {"u4", 4}, {"u2", 2}, {"u1", 1}};
   if (!sizes.count(t))
-    throw InputFileError(fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
+    throw InputFileError(
+        fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
   const std::size_t data = start + hlen;
   if (bytes.size() - data < count * sizes.at(t))
     throw InputFileError(fmt::format("{}: {} x {} array needs {} bytes of data, the file has {}", path, n, d,
@@ -135,16 +137,26 @@ arma::mat load_npy(const std::string& path) {
   arma::mat m(fortran ? n : d, fortran ? d : n);
   const char* p = bytes.data() + data;
   double* o = m.memptr();
-  if (t == "f8") convert<double>(p, count, o);
-  else if (t == "f4") convert<float>(p, count, o);
-  else if (t == "i8") convert<std::int64_t>(p, count, o);
-  else if (t == "i4") convert<std::int32_t>(p, count, o);
-  else if (t == "i2") convert<std::int16_t>(p, count, o);
-  else if (t == "i1") convert<std::int8_t>(p, count, o);
-  else if (t == "u8") convert<std::uint64_t>(p, count, o);
-  else if (t == "u4") convert<std::uint32_t>(p, count, o);
-  else if (t == "u2") convert<std::uint16_t>(p, count, o);
-  else convert<std::uint8_t>(p, count, o);
+  if (t == "f8")
+    convert<double>(p, count, o);
+  else if (t == "f4")
+    convert<float>(p, count, o);
+  else if (t == "i8")
+    convert<std::int64_t>(p, count, o);
+  else if (t == "i4")
+    convert<std::int32_t>(p, count, o);
+  else if (t == "i2")
+    convert<std::int16_t>(p, count, o);
+  else if (t == "i1")
+    convert<std::int8_t>(p, count, o);
+  else if (t == "u8")
+    convert<std::uint64_t>(p, count, o);
+  else if (t == "u4")
+    convert<std::uint32_t>(p, count, o);
+  else if (t == "u2")
+    convert<std::uint16_t>(p, count, o);
+  else
+    convert<std::uint8_t>(p, count, o);
   return fortran ? arma::mat(m.t()) : m;
 }
 
@@ -215,9 +227,8 @@ std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
                : ends_with(pf->path, ".npy") ? load_npy(pf->path)
                                              : load_text(pf->path);
   if (pf->points.n_rows == 0 || pf->points.n_cols < 2)
-    throw InputFileError(
-        fmt::format("{}: {} points of dimension {}; at least 2 points are needed", spec, pf->points.n_cols,
-                    pf->points.n_rows));
+    throw InputFileError(fmt::format("{}: {} points of dimension {}; at least 2 points are needed", spec,
+                                     pf->points.n_cols, pf->points.n_rows));
   if (!pf->points.is_finite()) {
     const arma::uvec bad = arma::find_nonfinite(pf->points);
     throw InputFileError(fmt::format("{}: the value in row {}, column {} is not finite", spec,

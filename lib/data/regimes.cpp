@@ -32,14 +32,15 @@ std::string to_string(Preprocess p) {
 }
 
 nlohmann::json to_json(const RegimeOptions& o) {
-  nlohmann::json j = {{"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
-          {"preprocess", to_string(o.preprocess)},
-          {"image_conversion", "grayscale BT.601 luma, pixels/255, area-average downscale to sqrt(d) x sqrt(d)"},
-          {"spectrum", o.spectrum},
-          {"clusters", o.clusters},
-          {"cluster_radius", o.cluster_radius},
-          {"x_file", o.x_file},
-          {"y_file", o.y_file}};
+  nlohmann::json j = {
+      {"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
+      {"preprocess", to_string(o.preprocess)},
+      {"image_conversion", "grayscale BT.601 luma, pixels/255, area-average downscale to sqrt(d) x sqrt(d)"},
+      {"spectrum", o.spectrum},
+      {"clusters", o.clusters},
+      {"cluster_radius", o.cluster_radius},
+      {"x_file", o.x_file},
+      {"y_file", o.y_file}};
   // The content of the files, not only their names, identifies the data (a sweep's parts must not mix two
   // versions of a file).
   if (!o.x_file.empty()) j["x_file_sha256"] = load_points(o.x_file)->sha256;
@@ -58,7 +59,7 @@ FileShape file_regime_shape(const RegimeOptions& o) {
 }
 
 const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names = {"normal", "sphere",        "heterogen", "mnist", "fashion-mnist",
+  static const std::vector<std::string> names = {"normal",  "sphere",        "heterogen", "mnist",     "fashion-mnist",
                                                  "cifar10", "mnist/cifar10", "aniso",     "clustered", "file"};
   return names;
 }
@@ -220,7 +221,7 @@ SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, doubl
     }
     require_representable(p, sigma);
     return p;  // sigma is the within-cluster spread here, not a global scale
-  } else {  // file
+  } else {     // file
     const FileShape shape = file_regime_shape(opt);
     require(shape.dim == d, "--dim {} does not match the points in {} (d = {})", d, opt.x_file, shape.dim);
     const auto px = load_points(opt.x_file);

@@ -26,31 +26,53 @@ Encoding parse_encoding(const std::string& name) {
 const std::vector<UciSpec>& uci_specs() {
   using C = Column;
   static const std::vector<UciSpec> specs = {
-      {"abalone", "uci/abalone/abalone.data", ',', {C::Categorical, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                                     C::Numeric, C::Numeric, C::Numeric, C::Class}},
-      {"banknote", "uci/banknote/data_banknote_authentication.txt", ',',
+      {"abalone",
+       "uci/abalone/abalone.data",
+       ',',
+       {C::Categorical, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Class}},
+      {"banknote",
+       "uci/banknote/data_banknote_authentication.txt",
+       ',',
        {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Class}},
-      {"car", "uci/car/car.data", ',', {C::Categorical, C::Categorical, C::Categorical, C::Categorical,
-                                        C::Categorical, C::Categorical, C::Class}},
-      {"yeast", "uci/yeast/yeast.data", ' ', {C::Ignore, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                              C::Numeric, C::Numeric, C::Numeric, C::Class}},
+      {"car",
+       "uci/car/car.data",
+       ',',
+       {C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Class}},
+      {"yeast",
+       "uci/yeast/yeast.data",
+       ' ',
+       {C::Ignore, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
+        C::Class}},
       // cmc's attributes are integer codes (education levels, occupation, binary flags): numeric.
-      {"cmc", "uci/cmc/cmc.data", ',', {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                        C::Numeric, C::Numeric, C::Numeric, C::Class}},
-      {"nursery", "uci/nursery/nursery.data", ',', {C::Categorical, C::Categorical, C::Categorical, C::Categorical,
-                                                    C::Categorical, C::Categorical, C::Categorical, C::Categorical,
-                                                    C::Class}},
-      {"wifi", "uci/wifi/wifi_localization.txt", ' ', {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                                       C::Numeric, C::Numeric, C::Class}},
+      {"cmc",
+       "uci/cmc/cmc.data",
+       ',',
+       {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
+        C::Class}},
+      {"nursery",
+       "uci/nursery/nursery.data",
+       ',',
+       {C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Categorical, C::Categorical,
+        C::Categorical, C::Class}},
+      {"wifi",
+       "uci/wifi/wifi_localization.txt",
+       ' ',
+       {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Class}},
       // chess (king-rook vs king): files a..h are categorical, ranks numeric, the class is the depth.
-      {"chess", "uci/krkopt/krkopt.data", ',', {C::Categorical, C::Numeric, C::Categorical, C::Numeric,
-                                                C::Categorical, C::Numeric, C::Class}},
-      {"wine", "uci/wine/wine.data", ',', {C::Class, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                           C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                           C::Numeric, C::Numeric}},
-      {"boston", "uci/boston_housing/housing.data", ' ', {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                                          C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
-                                                          C::Numeric, C::Numeric, C::Numeric, C::Target}},
+      {"chess",
+       "uci/krkopt/krkopt.data",
+       ',',
+       {C::Categorical, C::Numeric, C::Categorical, C::Numeric, C::Categorical, C::Numeric, C::Class}},
+      {"wine",
+       "uci/wine/wine.data",
+       ',',
+       {C::Class, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
+        C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric}},
+      {"boston",
+       "uci/boston_housing/housing.data",
+       ' ',
+       {C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Numeric,
+        C::Numeric, C::Numeric, C::Numeric, C::Numeric, C::Target}},
   };
   return specs;
 }
@@ -139,7 +161,8 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
   for (std::size_t c = 0; c < nc; ++c) {
     if (spec.columns[c] == Column::Numeric) out.feature_names.push_back(fmt::format("col{}", c + 1));
     if (spec.columns[c] == Column::Categorical) {
-      if (enc == Encoding::Ordinal) out.feature_names.push_back(fmt::format("col{}", c + 1));
+      if (enc == Encoding::Ordinal)
+        out.feature_names.push_back(fmt::format("col{}", c + 1));
       else
         for (const auto& v : cats[c]) out.feature_names.push_back(fmt::format("col{}={}", c + 1, v));
     }
@@ -165,10 +188,13 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
     for (std::size_t c = 0; c < nc; ++c) {
       const std::string& v = rows[r][c];
       switch (spec.columns[c]) {
-        case Column::Numeric: out.X(f++, r) = number(v, r, c); break;
+        case Column::Numeric:
+          out.X(f++, r) = number(v, r, c);
+          break;
         case Column::Categorical: {
           const auto idx = std::lower_bound(cats[c].begin(), cats[c].end(), v) - cats[c].begin();
-          if (enc == Encoding::Ordinal) out.X(f++, r) = static_cast<double>(idx);
+          if (enc == Encoding::Ordinal)
+            out.X(f++, r) = static_cast<double>(idx);
           else {
             out.X(f + idx, r) = 1.0;
             f += cats[c].size();
@@ -178,8 +204,11 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
         case Column::Class:
           out.labels(r) = std::lower_bound(cats[c].begin(), cats[c].end(), v) - cats[c].begin();
           break;
-        case Column::Target: out.target(r) = number(v, r, c); break;
-        case Column::Ignore: break;
+        case Column::Target:
+          out.target(r) = number(v, r, c);
+          break;
+        case Column::Ignore:
+          break;
       }
     }
   }

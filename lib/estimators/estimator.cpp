@@ -12,8 +12,8 @@ namespace kestrel {
 
 Draw FeatureMap::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   require(M > 0, "number of features M must be > 0, got 0");
-  require(fixed_features_ == 0 || M == fixed_features_, "estimator '{}' is a learned map with M = {} features, got M = {}",
-          info_.name, fixed_features_, M);
+  require(fixed_features_ == 0 || M == fixed_features_,
+          "estimator '{}' is a learned map with M = {} features, got M = {}", info_.name, fixed_features_, M);
   return draw_hook(M, rng, sampler);
 }
 
@@ -72,8 +72,7 @@ arma::span point_block(arma::uword b, arma::uword L) {
 }
 
 arma::mat block_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
-  return k.alpha == 0.0 ? e.features(w, X, side)
-                        : e.features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
+  return k.alpha == 0.0 ? e.features(w, X, side) : e.features(w, X, side, k.alpha * arma::sum(arma::square(X), 0).t());
 }
 
 [[noreturn]] void throw_overflow(const FeatureMap& e, const arma::mat& X) {
@@ -84,14 +83,13 @@ arma::mat block_features(const FeatureMap& e, const Draw& w, const arma::mat& X,
 }  // namespace
 
 arma::mat feature_map(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side, const Kernel& k) {
-  require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows,
-          e.info().name, e.dim());
+  require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows, e.info().name,
+          e.dim());
   require(X.is_finite(), "points must be finite (found NaN or Inf)");  // else it would look like an overflow
   const arma::uword L = X.n_cols;
   if (L <= kPointBlock) {
     arma::mat F = block_features(e, w, X, side, k);
-    if (!F.is_finite())
-      throw_overflow(e, X);
+    if (!F.is_finite()) throw_overflow(e, X);
     return F;
   }
   arma::mat F(L, block_features(e, w, X.col(0), side, k).n_cols, arma::fill::none);  // one point: column count
@@ -101,8 +99,7 @@ arma::mat feature_map(const FeatureMap& e, const Draw& w, const arma::mat& X, Si
     F.rows(rows) = block_features(e, w, X.cols(rows), side, k);
     finite[b] = F.rows(rows).is_finite();
   });
-  if (std::find(finite.begin(), finite.end(), 0) != finite.end())
-    throw_overflow(e, X);
+  if (std::find(finite.begin(), finite.end(), 0) != finite.end()) throw_overflow(e, X);
   return F;
 }
 
@@ -128,8 +125,10 @@ arma::mat approximate_kernel_times(const FeatureMap& e, const Draw& w, const arm
         return arma::mat(feature_map(e, w, Y.cols(rows), Side::Key, k).t() * C.rows(rows));
       },
       [](arma::mat& acc, const arma::mat& p) {
-        if (acc.is_empty()) acc = p;
-        else acc += p;
+        if (acc.is_empty())
+          acc = p;
+        else
+          acc += p;
       },
       arma::mat());
   arma::mat out(X.n_cols, C.n_cols, arma::fill::none);

@@ -56,7 +56,7 @@ nlohmann::json families_json();
 const Family& find_family(const std::string& name);  // InvalidArgument listing the known names
 // The family of an estimator with a variance: InvalidArgument also for learned maps, saying why.
 const Family& find_estimator_family(const std::string& name);
-std::vector<std::string> estimator_names();          // every family with a variance, in registry order
+std::vector<std::string> estimator_names();           // every family with a variance, in registry order
 std::vector<std::string> default_study_estimators();  // the default of --estimators
 
 // Each validates the sets first.

@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <sstream>
 
-#include <boost/version.hpp>
 #include <fmt/format.h>
 #include <gsl/gsl_version.h>
 #include <hdf5_hl.h>
-#include <nlohmann/json.hpp>
 #include <oneapi/tbb/version.h>
 #include <unistd.h>
+#include <boost/version.hpp>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "io/output.hpp"
@@ -28,7 +28,8 @@ H5Writer::H5Writer(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   const fs::path target(path_);
   if (target.has_parent_path() && !fs::exists(target.parent_path()))
-    throw IoError(fmt::format("cannot write '{}': directory '{}' does not exist", path_, target.parent_path().string()));
+    throw IoError(
+        fmt::format("cannot write '{}': directory '{}' does not exist", path_, target.parent_path().string()));
   tmp_ = path_ + fmt::format(".tmp{}", static_cast<long>(::getpid()));
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
   register_temp_file(tmp_);
@@ -68,7 +69,8 @@ namespace {
 void require_finite(const double* p, std::size_t n, const std::string& path) {
   for (std::size_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
-      throw NumericalError(fmt::format("refusing to write non-finite value {} at index {} of dataset {}", p[i], i, path));
+      throw NumericalError(
+          fmt::format("refusing to write non-finite value {} at index {} of dataset {}", p[i], i, path));
 }
 }  // namespace
 
@@ -152,8 +154,8 @@ std::string library_versions() {
                           TBB_runtime_interface_version())},
       {"boost", BOOST_LIB_VERSION},
       {"fmt", FMT_VERSION},
-      {"nlohmann_json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
-                                    NLOHMANN_JSON_VERSION_PATCH)},
+      {"nlohmann_json",
+       fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
       {"compiler", __VERSION__},
   };
   return j.dump();

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <armadillo>
 #include <hdf5.h>
+#include <armadillo>
 
 namespace kestrel {
 

@@ -45,7 +45,8 @@ std::vector<hsize_t> dataset_dims(hid_t file, const std::string& path, const std
 arma::vec H5Reader::read_vec(const std::string& path) const {
   if (!exists(path)) throw IoError(fmt::format("'{}': no dataset {}", path_, path));
   const auto dims = dataset_dims(file_, path, path_);
-  if (dims.size() != 1) throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 1", path_, path, dims.size()));
+  if (dims.size() != 1)
+    throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 1", path_, path, dims.size()));
   arma::vec v(dims[0]);
   if (H5LTread_dataset_double(file_, path.c_str(), v.memptr()) < 0)
     throw IoError(fmt::format("'{}': cannot read dataset {}", path_, path));
@@ -55,7 +56,8 @@ arma::vec H5Reader::read_vec(const std::string& path) const {
 arma::mat H5Reader::read_mat(const std::string& path) const {
   if (!exists(path)) throw IoError(fmt::format("'{}': no dataset {}", path_, path));
   const auto dims = dataset_dims(file_, path, path_);
-  if (dims.size() != 2) throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 2", path_, path, dims.size()));
+  if (dims.size() != 2)
+    throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 2", path_, path, dims.size()));
   arma::mat row_major(dims[1], dims[0]);  // HDF5 is row-major: read the transpose, then transpose back
   if (H5LTread_dataset_double(file_, path.c_str(), row_major.memptr()) < 0)
     throw IoError(fmt::format("'{}': cannot read dataset {}", path_, path));

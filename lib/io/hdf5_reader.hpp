@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include <armadillo>
 #include <hdf5.h>
+#include <armadillo>
 
 namespace kestrel {
 
@@ -17,8 +17,8 @@ class H5Reader {
   H5Reader& operator=(const H5Reader&) = delete;
 
   bool exists(const std::string& path) const;
-  arma::vec read_vec(const std::string& path) const;  // a 1-D dataset
-  arma::mat read_mat(const std::string& path) const;  // a 2-D dataset written by H5Writer::write(mat)
+  arma::vec read_vec(const std::string& path) const;     // a 1-D dataset
+  arma::mat read_mat(const std::string& path) const;     // a 2-D dataset written by H5Writer::write(mat)
   std::string read_text(const std::string& path) const;  // a string dataset written by H5Writer::write_text
   std::string attr_string(const std::string& obj, const std::string& name) const;
   double attr_double(const std::string& obj, const std::string& name) const;

@@ -33,8 +33,8 @@ void check_output(const std::string& path, bool force) {
   std::error_code ec;
   require(fs::is_directory(parent, ec), "cannot write output '{}': directory '{}' does not exist", path,
           parent.string());
-  require(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot write output '{}': directory '{}' is not writable",
-          path, parent.string());
+  require(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot write output '{}': directory '{}' is not writable", path,
+          parent.string());
 }
 
 namespace {

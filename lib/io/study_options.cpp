@@ -33,8 +33,7 @@ std::string join(const std::vector<T>& v) {
 
 // Re-throws a library error with the source of the value in front (and the nearest name when given).
 template <typename F>
-auto named(const std::string& where, F&& f, const std::string& item = "",
-           const std::vector<std::string>& names = {}) {
+auto named(const std::string& where, F&& f, const std::string& item = "", const std::vector<std::string>& names = {}) {
   try {
     return f();
   } catch (const InvalidArgument& e) {
@@ -66,8 +65,8 @@ std::vector<StudyOption> make_table() {
   };
   auto text_opt = [](std::string name, std::string help, std::function<void(O&, W, W)> set,
                      std::function<std::string(const O&)> show) {
-    return StudyOption{std::move(name), std::move(help), OptionKind::Text, false, false, std::move(set),
-                       std::move(show)};
+    return StudyOption{std::move(name), std::move(help), OptionKind::Text, false,
+                       false,           std::move(set),  std::move(show)};
   };
   std::vector<StudyOption> t;
   t.push_back(text_opt(
@@ -75,7 +74,8 @@ std::vector<StudyOption> make_table() {
       "Sampling regime: normal, sphere, heterogen, mnist, fashion-mnist, cifar10, mnist/cifar10, aniso, clustered, "
       "file",
       [](O& x, W where, W text) {
-        named(where, [&] { validate_regime(text); }, text, regime_names());
+        named(
+            where, [&] { validate_regime(text); }, text, regime_names());
         x.regime = text;
       },
       [](const O& x) { return x.regime; }));
@@ -95,12 +95,15 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   {
-    StudyOption o{"estimators", "Estimators, comma-separated (see `kestrel estimators`)", OptionKind::Text, true,
-                  false, nullptr, nullptr};
+    StudyOption o{
+        "estimators", "Estimators, comma-separated (see `kestrel estimators`)", OptionKind::Text, true, false, nullptr,
+        nullptr};
     o.set = [](O& x, W where, W text) {
       const auto items = split_list(where, text);
       require_distinct(where, items);
-      for (const auto& e : items) named(where, [&] { find_estimator_family(e); }, e, family_names());
+      for (const auto& e : items)
+        named(
+            where, [&] { find_estimator_family(e); }, e, family_names());
       x.estimators = items;
     };
     o.show = [](const O& x) { return join(x.estimators); };
@@ -112,8 +115,13 @@ std::vector<StudyOption> make_table() {
       [](const O& x) { return x.kernel.name(); }));
   t.push_back(uint_opt("features", "M: report the variance of the M-feature estimate", &O::features, 1, true));
   {
-    StudyOption o{"mc", "Also run Monte Carlo with this many repetitions (0 = off, else >= 4)", OptionKind::Integer,
-                  false, false, nullptr, nullptr};
+    StudyOption o{"mc",
+                  "Also run Monte Carlo with this many repetitions (0 = off, else >= 4)",
+                  OptionKind::Integer,
+                  false,
+                  false,
+                  nullptr,
+                  nullptr};
     o.set = [](O& x, W where, W text) {
       x.mc_reps = parse_uint(where, text);
       require(x.mc_reps == 0 || x.mc_reps >= 4, "{}: Monte Carlo needs 0 (off) or at least 4 repetitions, got '{}'",
@@ -123,8 +131,13 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   {
-    StudyOption o{"mc-points", "Monte Carlo on the first N <= L points of each set (default: min(64, L))",
-                  OptionKind::Integer, false, false, nullptr, nullptr};
+    StudyOption o{"mc-points",
+                  "Monte Carlo on the first N <= L points of each set (default: min(64, L))",
+                  OptionKind::Integer,
+                  false,
+                  false,
+                  nullptr,
+                  nullptr};
     o.set = [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); };
     o.show = [](const O&) { return std::string(); };
     t.push_back(o);
@@ -136,7 +149,11 @@ std::vector<StudyOption> make_table() {
   {
     StudyOption o{"halve-real",
                   "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)",
-                  OptionKind::Flag, false, false, nullptr, nullptr};
+                  OptionKind::Flag,
+                  false,
+                  false,
+                  nullptr,
+                  nullptr};
     o.set = [](O& x, W where, W text) { x.halve_real = parse_bool(where, text); };
     o.show = [](const O& x) { return std::string(x.halve_real ? "true" : "false"); };
     t.push_back(o);
@@ -151,9 +168,7 @@ std::vector<StudyOption> make_table() {
       [](const O&) { return std::string(); }));
   t.push_back(text_opt(
       "preprocess", "Image pixels: raw ([0,1]), center or standardize",
-      [](O& x, W where, W text) {
-        x.regime_options.preprocess = named(where, [&] { return parse_preprocess(text); });
-      },
+      [](O& x, W where, W text) { x.regime_options.preprocess = named(where, [&] { return parse_preprocess(text); }); },
       [](const O& x) { return to_string(x.regime_options.preprocess); }));
   t.push_back(text_opt(
       "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
@@ -166,8 +181,9 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   {
-    StudyOption o{"cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real, false, false,
-                  nullptr, nullptr};
+    StudyOption o{
+        "cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real, false, false, nullptr,
+        nullptr};
     o.set = [](O& x, W where, W text) {
       const double r = parse_real(where, text);
       require(r >= 0, "{}: expected a number >= 0, got '{}'", where, text);
@@ -177,8 +193,7 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   t.push_back(text_opt(
-      "x-file",
-      "file regime: points for X (and Y without --y-file), one per row: CSV/text, .npy or FILE.h5:/dataset",
+      "x-file", "file regime: points for X (and Y without --y-file), one per row: CSV/text, .npy or FILE.h5:/dataset",
       [](O& x, W where, W text) {
         require(!text.empty(), "{}: expected a file name", where);
         x.regime_options.x_file = text;
@@ -216,7 +231,8 @@ VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
     for (const char* f : {"x-file", "y-file"})
       require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", where_of(v, f), o.regime);
   if (o.regime == "file")
-    require(given(v, "x-file"), "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
+    require(given(v, "x-file"),
+            "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
   return o;
 }
 
@@ -225,8 +241,9 @@ void check_combination(const VarianceStudyOptions& o, const StudyValues& v, cons
   if (shape) {
     require(o.dim == shape->dim, "{}: {} does not match the points of {} (d = {})", where_of(v, "dim"), o.dim,
             o.regime_options.x_file, shape->dim);
-    require(o.points <= shape->max_points, "{}: {} is more than the file regime can draw: {} ({} disjoint points per set)",
-            where_of(v, "points"), o.points,
+    require(o.points <= shape->max_points,
+            "{}: {} is more than the file regime can draw: {} ({} disjoint points per set)", where_of(v, "points"),
+            o.points,
             o.regime_options.y_file.empty() ? o.regime_options.x_file + " has room for " : "the files have room for ",
             shape->max_points);
   }
@@ -238,7 +255,8 @@ void check_combination(const VarianceStudyOptions& o, const StudyValues& v, cons
   // Two sets of d x L doubles (and a scaled copy), tiles of 256 x L pairs in the streamed summaries (a few
   // per thread), d x d fits, and the Monte Carlo moments.
   const double d = static_cast<double>(o.dim), L = static_cast<double>(o.points);
-  const double mc = o.mc_reps ? std::pow(static_cast<double>(o.mc_points ? o.mc_points : std::min<double>(64, L)), 2) : 0;
+  const double mc =
+      o.mc_reps ? std::pow(static_cast<double>(o.mc_points ? o.mc_points : std::min<double>(64, L)), 2) : 0;
   const double bytes = 8.0 * (4 * d * L + 16 * 256 * L + 8 * d * d + 8 * mc);
   require_memory(bytes, fmt::format("{} {} with {} {}", where_of(v, "points"), o.points, where_of(v, "dim"), o.dim));
 }
@@ -331,9 +349,8 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command) {
       const std::string where = fmt::format("{}: {}", at(path, okey.source()), name);
       if (name == "out" || name == "json" || name == "config" || name == "threads" || name == "quiet")
         throw InvalidArgument(fmt::format("{}: '{}' is a command-line option, not a config key", where, name));
-      const StudyOption& opt = named(at(path, okey.source()), [&]() -> const StudyOption& {
-        return find_study_option(name);
-      });
+      const StudyOption& opt =
+          named(at(path, okey.source()), [&]() -> const StudyOption& { return find_study_option(name); });
       std::string text;
       if (auto arr = val.as_array()) {
         if (!takes_list(opt, c))

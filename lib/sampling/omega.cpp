@@ -11,16 +11,19 @@ Sampler parse_sampler(const std::string& name) {
   if (name == "orthogonal") return Sampler::Orthogonal;
   if (name == "structured") return Sampler::Structured;
   if (name == "halton") return Sampler::Halton;
-  throw InvalidArgument(
-      fmt::format("unknown sampler '{}' (expected iid, orthogonal, structured or halton)", name));
+  throw InvalidArgument(fmt::format("unknown sampler '{}' (expected iid, orthogonal, structured or halton)", name));
 }
 
 std::string to_string(Sampler s) {
   switch (s) {
-    case Sampler::Iid: return "iid";
-    case Sampler::Orthogonal: return "orthogonal";
-    case Sampler::Structured: return "structured";
-    case Sampler::Halton: return "halton";
+    case Sampler::Iid:
+      return "iid";
+    case Sampler::Orthogonal:
+      return "orthogonal";
+    case Sampler::Structured:
+      return "structured";
+    case Sampler::Halton:
+      return "halton";
   }
   throw InvalidArgument("unknown sampler enum value");
 }
@@ -38,10 +41,14 @@ arma::mat draw_gaussian_omegas(arma::uword d, arma::uword M, Sampler sampler, Rn
   require(d > 0, "dimension d must be > 0, got 0");
   require(M > 0, "number of features M must be > 0, got 0");
   switch (sampler) {
-    case Sampler::Iid: return rng.normal_matrix(d, M);
-    case Sampler::Structured: return draw_structured_omegas(d, M, rng);
-    case Sampler::Halton: return draw_halton_omegas(d, M, rng);
-    case Sampler::Orthogonal: break;
+    case Sampler::Iid:
+      return rng.normal_matrix(d, M);
+    case Sampler::Structured:
+      return draw_structured_omegas(d, M, rng);
+    case Sampler::Halton:
+      return draw_halton_omegas(d, M, rng);
+    case Sampler::Orthogonal:
+      break;
   }
   arma::mat W(d, M);
   for (arma::uword start = 0; start < M; start += d) {

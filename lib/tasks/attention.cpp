@@ -89,8 +89,7 @@ ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const 
                                        out.log_scale(i)));
   out.Y = out.numerator;
   out.Y.each_col() /= out.normaliser;
-  if (!out.Y.is_finite())
-    throw NumericalError(fmt::format("attention with '{}': non-finite output", e.info().name));
+  if (!out.Y.is_finite()) throw NumericalError(fmt::format("attention with '{}': non-finite output", e.info().name));
   return out;
 }
 

@@ -106,17 +106,15 @@ std::vector<double> NwOptions::default_sigmas() {
   return {g.begin(), g.end()};
 }
 
-double NwResult::test_std() const {
-  return test_accuracy.n_elem > 1 ? arma::stddev(test_accuracy, 1) : 0.0;
-}
+double NwResult::test_std() const { return test_accuracy.n_elem > 1 ? arma::stddev(test_accuracy, 1) : 0.0; }
 
 void validate_split(const LabeledSplit& s) {
   validate_labeled(s.train, s.train_labels, s.n_classes);
   validate_labeled(s.validation, s.validation_labels, s.n_classes);
   validate_labeled(s.test, s.test_labels, s.n_classes);
   require(s.validation.n_rows == s.train.n_rows && s.test.n_rows == s.train.n_rows,
-          "train, validation and test points must have the same d, got {}, {}, {}", s.train.n_rows,
-          s.validation.n_rows, s.test.n_rows);
+          "train, validation and test points must have the same d, got {}, {}, {}", s.train.n_rows, s.validation.n_rows,
+          s.test.n_rows);
 }
 
 LabeledSplit split_standardized(const UciData& d, std::uint64_t seed) {

@@ -33,9 +33,9 @@ arma::mat nw_scores_rf(const FeatureMap& e, const Draw& w, const arma::mat& trai
 // Predicted classes argmax_c r*_c from one draw, with the stabiliser of lib/tasks/attention.hpp for positive
 // estimators: log-features, each query row shifted by its maximum and all key rows by one global maximum before
 // exponentiating. The scores change by a positive factor per query, the argmax does not, and nothing overflows (ADERF
-// at sigma = 100 has log-features near 10^5). Non-positive estimators use features with a row scale (the Gaussian factor inside
-// the exponent) and throw NumericalError if their features still overflow. `all_zero` (optional) receives the
-// number of queries whose scores are all 0 (no signal: argmax picks class 0).
+// at sigma = 100 has log-features near 10^5). Non-positive estimators use features with a row scale (the Gaussian
+// factor inside the exponent) and throw NumericalError if their features still overflow. `all_zero` (optional) receives
+// the number of queries whose scores are all 0 (no signal: argmax picks class 0).
 arma::uvec nw_predict_rf(const FeatureMap& e, const Draw& w, const arma::mat& train, const arma::uvec& labels,
                          arma::uword n_classes, const arma::mat& test, double sigma, arma::uword* all_zero = nullptr);
 
@@ -62,7 +62,7 @@ struct NwOptions {
   arma::uword M = 128;                            // real feature columns; complex estimators draw M / 2 omegas
   Sampler sampler = Sampler::Orthogonal;          // Gaussian omegas (discrete families ignore it)
   std::uint64_t seed = 1;
-  static std::vector<double> default_sigmas();    // 10 log-uniform values in [1e-2, 1e2]
+  static std::vector<double> default_sigmas();  // 10 log-uniform values in [1e-2, 1e2]
 };
 
 // Accuracies of one method under the protocol: sigma maximises the mean validation accuracy over the seeds (the
@@ -77,7 +77,7 @@ struct NwResult {
   arma::uword best = 0;           // index into sigmas
   arma::vec test_accuracy;        // per seed, at sigmas(best)
   double test_mean() const { return arma::mean(test_accuracy); }
-  double test_std() const;        // population standard deviation over seeds (0 for one seed)
+  double test_std() const;  // population standard deviation over seeds (0 for one seed)
 };
 
 // Fits the named estimator for queries Q against training points T (both already scaled by sigma). PoisRF+/GeomRF+

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/parallel.hpp"
 #include "core/vecmath.hpp"
 
 namespace kestrel {
@@ -117,7 +117,7 @@ arma::mat MahalanobisPrf::log_kernel(const arma::mat& X, const arma::mat& Y) con
 arma::mat MahalanobisPrf::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, dim());
   arma::mat r = pairwise_sq_norm_sum(factor_ * X, factor_ * Y, 1.0);  // |M (x + y)|^2
-  return simd::log_expm1(r);  // -inf where v <= 0
+  return simd::log_expm1(r);                                          // -inf where v <= 0
 }
 
 Draw MahalanobisPrf::draw(arma::uword M, Rng& rng, Sampler sampler) const {

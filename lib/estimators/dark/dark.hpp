@@ -107,10 +107,10 @@ SymEigen validate_input_covariance(const arma::mat& Lambda);
 arma::mat pooled_second_moment(const arma::mat& X, const arma::mat& Y);
 
 struct OptimalProposal {
-  arma::mat Sigma;       // Sigma* = U diag((1 + 2 l)/(1 - 2 l)) U^T
-  arma::vec lambda;      // eigenvalues of Lambda (ascending)
-  arma::vec sigma;       // eigenvalues of Sigma*, paired with lambda
-  arma::mat U;           // shared eigenvectors
+  arma::mat Sigma;   // Sigma* = U diag((1 + 2 l)/(1 - 2 l)) U^T
+  arma::vec lambda;  // eigenvalues of Lambda (ascending)
+  arma::vec sigma;   // eigenvalues of Sigma*, paired with lambda
+  arma::mat U;       // shared eigenvectors
 };
 // Throws InvalidArgument (naming the largest eigenvalue) unless every eigenvalue of Lambda is < 1/2.
 OptimalProposal optimal_proposal(const arma::mat& Lambda);

@@ -14,17 +14,18 @@ namespace {
 SymEigen eig_sym_checked(const arma::mat& A, const char* what) {
   SymEigen e;
   e.mat = 0.5 * (A + A.t());
-  if (!arma::eig_sym(e.values, e.vectors, e.mat)) throw NumericalError(fmt::format("DARK: eigendecomposition of {} failed", what));
+  if (!arma::eig_sym(e.values, e.vectors, e.mat))
+    throw NumericalError(fmt::format("DARK: eigendecomposition of {} failed", what));
   return e;
 }
 
 void require_lambda_below_half(const arma::vec& lambda, const char* what) {
   if (!(lambda.max() < 0.5))
     throw Undefined(fmt::format(
-          "DARK's optimal proposal Sigma* = (I + 2 Lambda)(I - 2 Lambda)^-1 (Thm 3.2) needs every eigenvalue of "
-          "Lambda < 1/2 (otherwise E[Var] is infinite for every Gaussian proposal), but the largest eigenvalue of {} "
-          "is {}; scale the inputs down",
-          what, lambda.max()));
+        "DARK's optimal proposal Sigma* = (I + 2 Lambda)(I - 2 Lambda)^-1 (Thm 3.2) needs every eigenvalue of "
+        "Lambda < 1/2 (otherwise E[Var] is infinite for every Gaussian proposal), but the largest eigenvalue of {} "
+        "is {}; scale the inputs down",
+        what, lambda.max()));
 }
 
 void require_same_dim(const arma::mat& Lambda, const arma::mat& Sigma) {
@@ -36,8 +37,8 @@ void require_same_dim(const arma::mat& Lambda, const arma::mat& Sigma) {
 
 SymEigen validate_input_covariance(const arma::mat& Lambda) {
   const arma::uword d = Lambda.n_rows;
-  require(d > 0 && Lambda.n_cols == d, "covariance Lambda must be a nonempty square matrix, got {} x {}",
-          Lambda.n_rows, Lambda.n_cols);
+  require(d > 0 && Lambda.n_cols == d, "covariance Lambda must be a nonempty square matrix, got {} x {}", Lambda.n_rows,
+          Lambda.n_cols);
   require(Lambda.is_finite(), "covariance Lambda must be finite (found NaN or Inf)");
   const double scale = std::max(1.0, arma::abs(Lambda).max());
   const double asym = arma::abs(Lambda - Lambda.t()).max();
@@ -130,8 +131,8 @@ ExpectedVariance dark_expected_variance(const arma::mat& Lambda, const arma::mat
   if (!below_half || h.values.min() <= 0) {
     ev.log_second_moment = kInf;
   } else {
-    ev.log_second_moment =
-        -arma::accu(arma::log1p(2.0 * l)) + 0.5 * arma::accu(arma::log(sig.values)) - 0.5 * arma::accu(arma::log(h.values));
+    ev.log_second_moment = -arma::accu(arma::log1p(2.0 * l)) + 0.5 * arma::accu(arma::log(sig.values)) -
+                           0.5 * arma::accu(arma::log(h.values));
   }
   ev.finite = std::isfinite(ev.log_second_moment) && std::isfinite(ev.log_kernel_sq);
   if (!ev.finite) {
@@ -196,9 +197,8 @@ ExpectedVarianceMc dark_expected_variance_mc(const arma::mat& Lambda, const arma
     const arma::mat S = Q + K;
     const arma::rowvec qk = arma::sum(Q % K, 0);
     // log(f1 f2) = log det(Sigma)/2 + g^T (I - Sigma) g / 2 + (R g)^T (q + k) - (|q|^2 + |k|^2)/2.
-    const arma::rowvec log_f =
-        half_log_det + 0.5 * arma::sum(G % (ImS * G), 0) + arma::sum((R * G) % S, 0) -
-        0.5 * (arma::sum(arma::square(Q), 0) + arma::sum(arma::square(K), 0));
+    const arma::rowvec log_f = half_log_det + 0.5 * arma::sum(G % (ImS * G), 0) + arma::sum((R * G) % S, 0) -
+                               0.5 * (arma::sum(arma::square(Q), 0) + arma::sum(arma::square(K), 0));
     const arma::rowvec m2 = arma::exp(2.0 * log_f), k2 = arma::exp(2.0 * qk);
     const arma::rowvec pair = k2 % arma::expm1(form.c0 + arma::sum(arma::square(form.T * S), 0));
     const arma::rowvec ys[3] = {m2 - k2, m2, pair};

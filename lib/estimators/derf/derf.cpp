@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/parallel.hpp"
 #include "core/vecmath.hpp"
 
 namespace kestrel {
@@ -34,8 +34,8 @@ void validate(const DerfParams& p, double tol) {
   require(std::isfinite(tol) && tol > 0, "DERF validity tolerance must be > 0, got {}", tol);
   const arma::uword d = p.A.n_rows;
   require(d > 0 && p.A.n_cols == d, "DERF A must be a nonempty square matrix, got {} x {}", p.A.n_rows, p.A.n_cols);
-  const std::pair<const char*, const arma::mat*> mats[] = {{"A", &p.A}, {"B1", &p.B1}, {"B2", &p.B2}, {"C1", &p.C1},
-                                                           {"C2", &p.C2}};
+  const std::pair<const char*, const arma::mat*> mats[] = {
+      {"A", &p.A}, {"B1", &p.B1}, {"B2", &p.B2}, {"C1", &p.C1}, {"C2", &p.C2}};
   for (const auto& [name, m] : mats) {
     require(m->n_rows == d && m->n_cols == d, "DERF {} must be {} x {}, got {} x {}", name, d, d, m->n_rows, m->n_cols);
     require(m->is_finite(), "DERF {} must be finite (found NaN or Inf)", name);
@@ -135,9 +135,9 @@ arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
   const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
   const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
   const arma::uword M = w.count();
-  arma::mat F = X.t() * (B.t() * w.omega);                        // w^T B x: O(M d^2 + L M d)
-  F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);       // w^T A w: O(M d^2)
-  F.each_col() += arma::sum((C * X) % X, 0).t();                  // x^T C x: O(L d^2)
+  arma::mat F = X.t() * (B.t() * w.omega);                   // w^T B x: O(M d^2 + L M d)
+  F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);  // w^T A w: O(M d^2)
+  F.each_col() += arma::sum((C * X) % X, 0).t();             // x^T C x: O(L d^2)
   F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
   return from_exponent(std::move(F), log_row_scale, log);
 }

@@ -28,10 +28,10 @@ namespace kestrel {
 
 // DERF parameters; D is carried as log D (det(I - 4A)^(1/4) over- or underflows for large d).
 struct DerfParams {
-  arma::mat A;             // d x d symmetric, 8A < I
-  arma::mat B1, B2;        // d x d
-  arma::mat C1, C2;        // d x d
-  double log_D = 0.0;      // log D
+  arma::mat A;         // d x d symmetric, 8A < I
+  arma::mat B1, B2;    // d x d
+  arma::mat C1, C2;    // d x d
+  double log_D = 0.0;  // log D
   arma::uword dim() const { return A.n_rows; }
 };
 
@@ -58,8 +58,8 @@ DerfSecondMoment derf_second_moment(const DerfParams& p);
 // Statistics of a pair of sets that the DERF objective (8) depends on, O(L d^2).
 struct DerfStats {
   arma::uword d = 0;
-  arma::mat M1, M2;    // mean x x^T, mean y y^T (Thm 4.2)
-  arma::vec mu4, mu5;  // mean x, mean y (Thm 4.3)
+  arma::mat M1, M2;                                                            // mean x x^T, mean y y^T (Thm 4.2)
+  arma::vec mu4, mu5;                                                          // mean x, mean y (Thm 4.3)
   double mu3() const { return arma::dot(mu4, mu5) / static_cast<double>(d); }  // Thm 4.2
 };
 DerfStats derf_stats(const arma::mat& X, const arma::mat& Y);
@@ -70,11 +70,11 @@ struct DerfFitOptions {
 
 struct AderfFit {
   DerfParams params;
-  double A = 0.0;          // the scalar A (params.A = A I)
-  arma::vec sigma;         // singular values Sigma_ll (descending)
+  double A = 0.0;              // the scalar A (params.A = A I)
+  arma::vec sigma;             // singular values Sigma_ll (descending)
   arma::vec lambda1, lambda2;  // eigenvalues of the (regularised) M1, M2
   double mu3 = 0.0;
-  double phi = 0.0;        // 2 mean(Sigma) + 2 mu3 (Thm 4.2)
+  double phi = 0.0;               // 2 mean(Sigma) + 2 mu3 (Thm 4.2)
   double eps1 = 0.0, eps2 = 0.0;  // ridges added to M1, M2
 };
 AderfFit fit_aderf(const DerfStats& st, const DerfFitOptions& opt = {});
@@ -88,8 +88,8 @@ SderfFit fit_sderf(const DerfStats& st);
 
 struct SaderfFit {
   DerfParams params;
-  arma::vec psi;            // diagonal of Psi
-  GerfParams gerf;          // the (real, s = +1) GERF on (Psi x, Psi^-1 y)
+  arma::vec psi;                 // diagonal of Psi
+  GerfParams gerf;               // the (real, s = +1) GERF on (Psi x, Psi^-1 y)
   HomogeneityStats transformed;  // its homogeneity statistics (with the ridge on the diagonals)
   double eps1 = 0.0, eps2 = 0.0;
 };

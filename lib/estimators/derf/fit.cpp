@@ -132,9 +132,9 @@ SaderfFit fit_saderf(const DerfStats& st, const DerfFitOptions& opt) {
   }
   const arma::vec psi2 = arma::square(f.psi);
   f.transformed.d = d;
-  f.transformed.mean_x2 = arma::dot(psi2, sx);       // mean |Psi x|^2
-  f.transformed.mean_y2 = arma::dot(1.0 / psi2, sy); // mean |Psi^-1 y|^2
-  f.transformed.mean_xy = arma::dot(st.mu4, st.mu5); // (Psi x)^T (Psi^-1 y) = x^T y
+  f.transformed.mean_x2 = arma::dot(psi2, sx);        // mean |Psi x|^2
+  f.transformed.mean_y2 = arma::dot(1.0 / psi2, sy);  // mean |Psi^-1 y|^2
+  f.transformed.mean_xy = arma::dot(st.mu4, st.mu5);  // (Psi x)^T (Psi^-1 y) = x^T y
   f.gerf = fit_oprf(f.transformed);
   const double a = f.gerf.A.real();
   const double b = std::sqrt(1.0 - 4.0 * a);

@@ -60,8 +60,8 @@ double log_bessel_i0(double z) {
     return std::log1p(y * tail);
   }
   if (z < 6) {
-    // y < 9: all 25 terms (the first omitted, y^25 / (25!)^2, is < 1e-26 of I0 >= 2.2). Positive terms, no cancellation;
-    // cheaper than the GSL call, and most 2|x_l y_l|/sqrt(1-p) of unit-scale data fall here.
+    // y < 9: all 25 terms (the first omitted, y^25 / (25!)^2, is < 1e-26 of I0 >= 2.2). Positive terms, no
+    // cancellation; cheaper than the GSL call, and most 2|x_l y_l|/sqrt(1-p) of unit-scale data fall here.
     double s = c[24];
     for (int k = 23; k >= 0; --k) s = c[k] + y * s;
     return std::log(s);
@@ -121,50 +121,34 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
 // the truncated Chebyshev series expanded in powers of v by scripts/i0_scaled_coefficients.py (mpmath, 40 digits),
 // which also measures Horner's rule in double against mpmath: relative error < 1.3e-16. It replaces GSL's I0_scaled
 // (still used by the scalar log_bessel_i0) in the O(L^2 d) loop.
-constexpr double kI0Scaled[21] = {
-    0.4015097608312065,
-    0.0026458859671862067,
-    8.311327263746293e-05,
-    5.152033951115746e-06,
-    5.041257378688805e-07,
-    7.078400543122324e-08,
-    1.3635390827610584e-08,
-    3.55945128887591e-09,
-    1.278846217212222e-09,
-    6.336578247222871e-10,
-    3.767890985348601e-10,
-    1.513520394748074e-10,
-    -1.1556828766337455e-10,
-    -2.4215294661511267e-10,
-    -8.979142051200204e-11,
-    1.0151801399103754e-10,
-    7.722878887779968e-11,
-    -2.4081328837183918e-11,
-    -2.7656714709875805e-11,
-    2.7372888173202832e-12,
-    4.2372651227844825e-12};
+constexpr double kI0Scaled[21] = {0.4015097608312065,      0.0026458859671862067,   8.311327263746293e-05,
+                                  5.152033951115746e-06,   5.041257378688805e-07,   7.078400543122324e-08,
+                                  1.3635390827610584e-08,  3.55945128887591e-09,    1.278846217212222e-09,
+                                  6.336578247222871e-10,   3.767890985348601e-10,   1.513520394748074e-10,
+                                  -1.1556828766337455e-10, -2.4215294661511267e-10, -8.979142051200204e-11,
+                                  1.0151801399103754e-10,  7.722878887779968e-11,   -2.4081328837183918e-11,
+                                  -2.7656714709875805e-11, 2.7372888173202832e-12,  4.2372651227844825e-12};
 // q(y) = (I0(2 sqrt(y)) - 1) / y for 0 <= y < 25 (z < 10): the Taylor series 1/((k+1)!)^2 of log_bessel_i0
 // economised to degree 16 on [0, 25] (Chebyshev truncation, same script; the dropped part is < 3.1e-18, relatively
 // less as q >= 1). The coefficients stay positive and close to Taylor's, so u = y q(y) keeps its relative precision for
 // tiny y (measured < 4e-16 relative in double, as for the 25-term Taylor series) with 16 Horner steps instead of 23.
-constexpr double kI0Series[17] = {
-    1.0,
-    0.24999999999999992,
-    0.027777777777778043,
-    0.0017361111111107064,
-    6.94444444447673e-05,
-    1.9290123455228403e-06,
-    3.936759894118852e-08,
-    6.151187216571863e-10,
-    7.594060181800163e-12,
-    7.594037934855533e-14,
-    6.276259327124733e-16,
-    4.3572372793758506e-18,
-    2.5844619244483355e-20,
-    1.2964195216166434e-22,
-    6.325234908933852e-25,
-    1.5073188714454955e-27,
-    1.5159995446357626e-29};
+constexpr double kI0Series[17] = {1.0,
+                                  0.24999999999999992,
+                                  0.027777777777778043,
+                                  0.0017361111111107064,
+                                  6.94444444447673e-05,
+                                  1.9290123455228403e-06,
+                                  3.936759894118852e-08,
+                                  6.151187216571863e-10,
+                                  7.594060181800163e-12,
+                                  7.594037934855533e-14,
+                                  6.276259327124733e-16,
+                                  4.3572372793758506e-18,
+                                  2.5844619244483355e-20,
+                                  1.2964195216166434e-22,
+                                  6.325234908933852e-25,
+                                  1.5073188714454955e-27,
+                                  1.5159995446357626e-29};
 
 // GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
 using V4 = double __attribute__((vector_size(4 * sizeof(double))));
@@ -198,7 +182,8 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 // coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
 // H >= 0 holds exactly; rounding below 0 is clamped to 0.
 __attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
-arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
+arma::mat
+geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
   const double neg_log_p = -std::log(q.p), root1mp = std::sqrt(1.0 - q.p), scale = 2.0 / root1mp;
   // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
@@ -313,7 +298,8 @@ arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma
 
 double discrete_log_var_from_sum(double H) { return H > 0 ? log_expm1(H) : -kInf; }
 
-DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q, std::optional<ShiftParams> shift)
+DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q,
+                                     std::optional<ShiftParams> shift)
     : q_(q), shift_(std::move(shift)) {
   validate(q_);
   require(d > 0, "dimension d must be > 0, got 0");
@@ -357,15 +343,14 @@ arma::mat DiscreteEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y
 Draw DiscreteEstimator::draw_hook(arma::uword M, Rng& rng, Sampler) const {
   Draw w;
   w.omega.set_size(d_, M);
-  for (double& k : w.omega)
-    k = q_.kind == DiscreteKind::Poisson ? rng.poisson(q_.lambda) : rng.geometric0(q_.p);
+  for (double& k : w.omega) k = q_.kind == DiscreteKind::Poisson ? rng.poisson(q_.lambda) : rng.geometric0(q_.p);
   return w;
 }
 
 arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                            bool log) const {
-  require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 && arma::all(arma::vectorise(w.omega) ==
-                                                                                   arma::floor(arma::vectorise(w.omega))),
+  require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 &&
+              arma::all(arma::vectorise(w.omega) == arma::floor(arma::vectorise(w.omega))),
           "discrete draws must hold non-negative integer counts");
   const arma::uword M = w.count();
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
@@ -400,8 +385,10 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   }
   simd::exp(F.memptr(), F.n_elem);
   for (arma::uword k = 0; k < F.n_elem; ++k) {
-    if (zeros(k) > 0.5) F(k) = 0.0;
-    else if (static_cast<std::uint64_t>(parity(k)) & 1u) F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
+    if (zeros(k) > 0.5)
+      F(k) = 0.0;
+    else if (static_cast<std::uint64_t>(parity(k)) & 1u)
+      F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
   }
   return F;
 }

@@ -51,8 +51,8 @@ DiscreteStats discrete_stats(const arma::mat& X, const arma::mat& Y);
 
 // Averaged objectives: log(E[f1^2 f2^2] / K^2) at the averaged statistics (CRT appendix 9.10.1).
 // For PoisRF the log second moment is linear in the statistics, so this is exactly the mean over all pairs of
-// log(1 + Var/K^2) = lambda d + S/lambda - 2 x^T y. For GeomRF: -d log p + sum_l log I0(2 a_l / sqrt(1-p)) - 2 xbar^T ybar
-// (the homogeneity approximation of CRT 3.2.2).
+// log(1 + Var/K^2) = lambda d + S/lambda - 2 x^T y. For GeomRF: -d log p + sum_l log I0(2 a_l / sqrt(1-p)) - 2 xbar^T
+// ybar (the homogeneity approximation of CRT 3.2.2).
 double poisson_objective(double lambda, const DiscreteStats& st);
 double geometric_objective(double p, const DiscreteStats& st);
 

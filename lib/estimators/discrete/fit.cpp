@@ -108,16 +108,15 @@ std::unique_ptr<Estimator> make_geom(const arma::mat& X, const arma::mat& Y) {
   return std::make_unique<DiscreteEstimator>("geom", X.n_rows, DiscreteParams{DiscreteKind::Geometric, 1.0, p});
 }
 
-std::unique_ptr<Estimator> make_discrete_plus(DiscreteKind kind, const arma::mat& X, const arma::mat& Y, ShiftParams s) {
+std::unique_ptr<Estimator> make_discrete_plus(DiscreteKind kind, const arma::mat& X, const arma::mat& Y,
+                                              ShiftParams s) {
   require(s.c.n_elem == X.n_rows, "shift has dimension {}, points {}", s.c.n_elem, X.n_rows);
   const DiscreteStats st = discrete_stats(shift_points(s, X), shift_points(s, Y));
   if (kind == DiscreteKind::Poisson)
-    return std::make_unique<DiscreteEstimator>("pois+", X.n_rows,
-                                               DiscreteParams{DiscreteKind::Poisson, poisson_lambda_star(st), 0.5},
-                                               std::move(s));
-  return std::make_unique<DiscreteEstimator>("geom+", X.n_rows,
-                                             DiscreteParams{DiscreteKind::Geometric, 1.0, fit_geometric_p(st)},
-                                             std::move(s));
+    return std::make_unique<DiscreteEstimator>(
+        "pois+", X.n_rows, DiscreteParams{DiscreteKind::Poisson, poisson_lambda_star(st), 0.5}, std::move(s));
+  return std::make_unique<DiscreteEstimator>(
+      "geom+", X.n_rows, DiscreteParams{DiscreteKind::Geometric, 1.0, fit_geometric_p(st)}, std::move(s));
 }
 
 std::unique_ptr<Estimator> make_pois_plus(const arma::mat& X, const arma::mat& Y) {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/parallel.hpp"
 #include "core/logmath.hpp"
+#include "core/parallel.hpp"
 #include "core/vecmath.hpp"
 
 namespace kestrel {

@@ -56,8 +56,8 @@ GerfParams fit_oprf(const HomogeneityStats& st);
 double oprf_rho_star(double S, arma::uword d);
 
 struct GerfFitOptions {
-  int max_iter = 400;       // Nelder-Mead iterations per start
-  double tolerance = 1e-10; // simplex size at convergence
+  int max_iter = 400;        // Nelder-Mead iterations per start
+  double tolerance = 1e-10;  // simplex size at convergence
 };
 // GERF: minimises gerf_objective over A in C (Re(1-8A) > 0) for s = -1 and s = +1 (GSL Nelder-Mead
 // from a grid of starts) and returns the better one.

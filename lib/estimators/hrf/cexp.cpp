@@ -15,7 +15,6 @@ namespace {
 
 double log_cosh(double b) { return std::abs(b) + std::log1p(std::exp(-2 * std::abs(b))) - M_LN2; }
 
-
 }  // namespace
 
 double cexp_log_var_over_k2(double a, double b, double c) {
@@ -37,7 +36,7 @@ void validate_cexp_matrix(const arma::cx_mat& A, arma::uword d) {
 
 arma::cx_mat cexp_complex_features(const arma::cx_mat& TX, const arma::mat& omega) {
   const arma::cx_mat W = arma::conv_to<arma::cx_mat>::from(omega);
-  arma::cx_mat F = TX.st() * W;  // L x M: w_m^T t_i
+  arma::cx_mat F = TX.st() * W;                               // L x M: w_m^T t_i
   const arma::cx_rowvec sq = arma::sum(arma::square(TX), 0);  // complex squares t^2
   F.each_col() -= 0.5 * sq.st();
   F -= cplx(0.5 * std::log(static_cast<double>(omega.n_cols)), 0.0);
@@ -79,8 +78,8 @@ arma::mat CexpEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
                                        bool log) const {
   const arma::cx_mat F = cexp_complex_features((side == Side::Query ? A_ : B_) * X, w.omega);
   if (!info_.complex) return apply_row_scale(arma::real(F), log_row_scale, log);
-  return apply_row_scale(arma::join_rows(arma::real(F), (side == Side::Query ? 1.0 : -1.0) * arma::imag(F)), log_row_scale,
-                    log);
+  return apply_row_scale(arma::join_rows(arma::real(F), (side == Side::Query ? 1.0 : -1.0) * arma::imag(F)),
+                         log_row_scale, log);
 }
 
 nlohmann::json CexpEstimator::params() const {
@@ -107,11 +106,16 @@ arma::cx_vec cexp_complex_diagonal(const arma::vec& ri, const arma::vec& rj, con
   arma::cx_vec a(ri.n_elem);
   for (arma::uword k = 0; k < ri.n_elem; ++k) {
     const bool zi = std::abs(ri(k)) <= tol, zj = std::abs(rj(k)) <= tol;
-    if (zi && zj) a(k) = 1.0;
-    else if (zi) a(k) = o.large;
-    else if (zj) a(k) = cplx(o.small, o.small);
-    else if (ri(k) * rj(k) > 0) a(k) = cplx(0.0, std::sqrt(rj(k) / ri(k)));  // eq. (86)
-    else a(k) = std::sqrt(-rj(k) / ri(k));                                   // eq. (87)
+    if (zi && zj)
+      a(k) = 1.0;
+    else if (zi)
+      a(k) = o.large;
+    else if (zj)
+      a(k) = cplx(o.small, o.small);
+    else if (ri(k) * rj(k) > 0)
+      a(k) = cplx(0.0, std::sqrt(rj(k) / ri(k)));  // eq. (86)
+    else
+      a(k) = std::sqrt(-rj(k) / ri(k));  // eq. (87)
   }
   return a;
 }
@@ -121,9 +125,12 @@ arma::vec cexp_real_diagonal(const arma::vec& ri, const arma::vec& rj, const Cex
   arma::vec a(ri.n_elem);
   for (arma::uword k = 0; k < ri.n_elem; ++k) {
     const bool zi = std::abs(ri(k)) <= tol, zj = std::abs(rj(k)) <= tol;
-    if (zi && zj) a(k) = 1.0;
-    else if (zi) a(k) = o.large;
-    else a(k) = std::clamp(std::sqrt(std::abs(rj(k) / ri(k))), o.small, o.large);  // eq. (88)
+    if (zi && zj)
+      a(k) = 1.0;
+    else if (zi)
+      a(k) = o.large;
+    else
+      a(k) = std::clamp(std::sqrt(std::abs(rj(k) / ri(k))), o.small, o.large);  // eq. (88)
   }
   return a;
 }

@@ -57,7 +57,10 @@ KMeansResult kmeans(const arma::mat& X, Rng& rng, const KMeansOptions& opt) {
       pick = L - 1;
       for (arma::uword i = 0; i < L; ++i) {
         acc += d2(i);
-        if (u < acc && d2(i) > 0) { pick = i; break; }
+        if (u < acc && d2(i) > 0) {
+          pick = i;
+          break;
+        }
       }
     }
     r.centres.col(c) = X.col(pick);
@@ -141,7 +144,8 @@ arma::mat ClusteredHrfEstimator::log_var_hook(const arma::mat& X, const arma::ma
       const arma::uvec cols = arma::find(ly == j);
       if (cols.is_empty()) continue;
       const arma::cx_vec& a = diagonal(i, j);
-      out.submat(rows, cols) = cexp_log_var_over_k2_pairs(scale_rows(X.cols(rows), a), scale_rows(Y.cols(cols), 1.0 / a));
+      out.submat(rows, cols) =
+          cexp_log_var_over_k2_pairs(scale_rows(X.cols(rows), a), scale_rows(Y.cols(cols), 1.0 / a));
     }
   }
   return out;
@@ -158,7 +162,8 @@ arma::mat ClusteredHrfEstimator::features_hook(const Draw& w, const arma::mat& X
       const arma::uvec rows = arma::find(lab == (query ? i : j));
       if (rows.is_empty()) continue;
       const arma::cx_vec& a = diagonal(i, j);
-      const arma::cx_mat f = cexp_complex_features(scale_rows(X.cols(rows), query ? a : arma::cx_vec(1.0 / a)), w.omega);
+      const arma::cx_mat f =
+          cexp_complex_features(scale_rows(X.cols(rows), query ? a : arma::cx_vec(1.0 / a)), w.omega);
       const arma::uword c0 = (i * cy_.n_cols + j) * width;
       F.submat(rows, arma::regspace<arma::uvec>(c0, c0 + M - 1)) = arma::real(f);
       if (info_.complex)
@@ -174,18 +179,22 @@ nlohmann::json ClusteredHrfEstimator::params() const {
       const arma::cx_vec& a = diagonal(i, j);
       std::vector<double> re(a.n_elem), im(a.n_elem);
       for (arma::uword k = 0; k < a.n_elem; ++k) re[k] = a(k).real(), im[k] = a(k).imag();
-      pairs.push_back({{"i", i}, {"j", j}, {"A_diag_re", re}, {"A_diag_im", im},
-                       {"loss", cexp_loss(a, cx_.col(i), cy_.col(j))}});
+      pairs.push_back(
+          {{"i", i}, {"j", j}, {"A_diag_re", re}, {"A_diag_im", im}, {"loss", cexp_loss(a, cx_.col(i), cy_.col(j))}});
     }
-  return {{"family", "hrf-cluster"}, {"query_clusters", cx_.n_cols}, {"key_clusters", cy_.n_cols},
-          {"complex_diagonal", info_.complex}, {"pairs", pairs}};
+  return {{"family", "hrf-cluster"},
+          {"query_clusters", cx_.n_cols},
+          {"key_clusters", cy_.n_cols},
+          {"complex_diagonal", info_.complex},
+          {"pairs", pairs}};
 }
 
 namespace {
 
 // k = 2 per side (HRF H.3), or fewer when a set has a single point.
 ClusterHrfOptions cluster_defaults(const arma::mat& X, const arma::mat& Y, bool complex_diagonal) {
-  return {.query_clusters = std::min<arma::uword>(2, X.n_cols), .key_clusters = std::min<arma::uword>(2, Y.n_cols),
+  return {.query_clusters = std::min<arma::uword>(2, X.n_cols),
+          .key_clusters = std::min<arma::uword>(2, Y.n_cols),
           .complex_diagonal = complex_diagonal};
 }
 
@@ -226,7 +235,7 @@ EmpiricalMse empirical_mse(const Estimator& e, const Kernel& k, const arma::mat&
 double log_exact_mean_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
   const arma::vec lv = arma::vectorise(log_variance(e, k, X, Y, M));
   const double mx = lv.max();
-  if (mx == -kInf) return -kInf;  // exact on every pair
+  if (mx == -kInf) return -kInf;                         // exact on every pair
   return mx + std::log(arma::mean(arma::exp(lv - mx)));  // log-sum-exp: no overflow at e^700 and beyond
 }
 

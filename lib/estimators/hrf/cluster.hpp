@@ -20,8 +20,8 @@ struct KMeansOptions {
   unsigned max_iter = 100;  // Lloyd iterations (stops earlier when no assignment changes)
 };
 struct KMeansResult {
-  arma::mat centres;   // d x k
-  arma::uvec labels;   // L, in [0, k)
+  arma::mat centres;  // d x k
+  arma::uvec labels;  // L, in [0, k)
   unsigned iterations = 0;
   bool converged = false;
 };
@@ -87,7 +87,7 @@ struct EmpiricalMseOptions {
 struct EmpiricalMse {
   arma::vec per_trial;  // mean over all Lx Ly pairs of (K_hat - K)^2, one per trial
   double mean = 0, min = 0, max = 0;
-  double se = 0;        // standard error of `mean` over trials
+  double se = 0;  // standard error of `mean` over trials
 };
 // Works for any estimator (the baselines FAVOR+ / TrigRF as well). Identical for any thread count.
 EmpiricalMse empirical_mse(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,

@@ -13,7 +13,6 @@ namespace kestrel {
 
 namespace {
 
-
 double safe_log(double v) { return v > 0 ? std::log(v) : -kInf; }
 
 // Angle between x and y, accurate near 0 and pi: 2 atan2(|u - v|, |u + v|) for unit u, v.
@@ -80,9 +79,9 @@ LambdaMoments gaussian_lambda_moments(double dist2, double sigma, double rho, ar
   const double s2 = sigma * sigma, nn = static_cast<double>(n);
   const double e1 = std::exp(-0.5 * s2 * dist2), om1 = -std::expm1(-0.5 * s2 * dist2), om2 = -std::expm1(-s2 * dist2);
   const double noise = om2 * om2 / (2 * nn * rho * rho);  // Var(lambda_hat)
-  const double l2 = om1 * om1 / (rho * rho) + noise;     // eq. (72)
+  const double l2 = om1 * om1 / (rho * rho) + noise;      // eq. (72)
   const double q = (1 - rho) - e1;
-  const double oml2 = q * q / (rho * rho) + noise;       // eq. (73)
+  const double oml2 = q * q / (rho * rho) + noise;  // eq. (73)
   return {l2, oml2, om1 / rho - l2};
 }
 
@@ -176,7 +175,8 @@ double HybridEstimator::lambda_offset() const { return p_.lambda == LambdaKind::
 double HybridEstimator::lambda_coef() const { return p_.lambda == LambdaKind::Angular ? -0.5 : -1.0 / p_.rho; }
 
 LambdaMoments HybridEstimator::lambda_moments(const arma::vec& x, const arma::vec& y, arma::uword n) const {
-  if (p_.lambda == LambdaKind::Gaussian) return gaussian_lambda_moments(arma::accu(arma::square(x - y)), p_.sigma, p_.rho, n);
+  if (p_.lambda == LambdaKind::Gaussian)
+    return gaussian_lambda_moments(arma::accu(arma::square(x - y)), p_.sigma, p_.rho, n);
   // sgn(t^T 0) = 0: lambda_hat = 1/2 exactly when x or y is 0.
   if (!arma::any(x != 0.0) || !arma::any(y != 0.0)) return {0.25, 0.25, 0.25};
   return angular_lambda_moments(angle(x, y), n);

@@ -119,8 +119,8 @@ class HybridEstimator final : public Estimator {
   };
   Layout split(const Draw& w) const;
   arma::mat lambda_features(const arma::mat& tau, const arma::mat& X) const;  // rho(x), L x n or L x 2n
-  double lambda_offset() const;                                                // a
-  double lambda_coef() const;                                                  // c
+  double lambda_offset() const;                                               // a
+  double lambda_coef() const;                                                 // c
 
   HybridParams p_;
 };

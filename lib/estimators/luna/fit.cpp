@@ -20,7 +20,8 @@
 namespace kestrel {
 
 namespace {
-// Parameter groups, in this order: W (row-major P x d), b, u, v, A (row-major C x h), gate_w, gate_gamma, log-temperature.
+// Parameter groups, in this order: W (row-major P x d), b, u, v, A (row-major C x h), gate_w, gate_gamma,
+// log-temperature.
 enum Group { kW, kB, kU, kV, kA, kGw, kGg, kTau, kGroups };
 constexpr int kStride = 16;  // Jet width: derivatives are computed 16 parameters per pass
 }  // namespace
@@ -55,9 +56,9 @@ struct LunaObjective::Impl {
         }
       }
       const LunaParams& p = m->init;
-      const luna_detail::MapRef<T> r{g[kW].data(), g[kB].data(), g[kU].data(), g[kV].data(), g[kA].data(),
-                                     g[kGw].data(), g[kGg].data(), p.P(), p.d(), p.C(), p.h(),
-                                     p.variant == LunaVariant::Gated};
+      const luna_detail::MapRef<T> r{g[kW].data(), g[kB].data(),  g[kU].data(),  g[kV].data(),
+                                     g[kA].data(), g[kGw].data(), g[kGg].data(), p.P(),
+                                     p.d(),        p.C(),         p.h(),         p.variant == LunaVariant::Gated};
       const std::size_t n = m->X.n_cols, M = p.M();
       std::vector<T> F(n * M), hidden(p.h());
       for (std::size_t i = 0; i < n; ++i) luna_detail::phi_point(r, m->X.colptr(i), &F[i * M], hidden.data());
@@ -158,8 +159,8 @@ LunaObjective LunaObjective::kernel_fit(const LunaParams& init, const arma::mat&
     require(pairs(0, q) != pairs(1, q), "LUNA training pair {} pairs point {} with itself", q, pairs(0, q));
     const double lk = log_kernel(Kernel{init.target_alpha}, X.col(pairs(0, q)), X.col(pairs(1, q)))(0, 0);
     m->inv_k(q) = std::exp(-lk);
-    require(std::isfinite(m->inv_k(q)), "LUNA training pair {}: log K = {} is beyond double range; scale the data",
-            q, lk);
+    require(std::isfinite(m->inv_k(q)), "LUNA training pair {}: log K = {} is beyond double range; scale the data", q,
+            lk);
   }
   m->setup();
   return LunaObjective(std::move(m));

@@ -19,10 +19,14 @@ namespace kestrel {
 
 std::string to_string(LunaVariant v) {
   switch (v) {
-    case LunaVariant::FixedRff: return "fixed-rff";
-    case LunaVariant::BankCoef: return "bank-coef";
-    case LunaVariant::Gated: return "gated";
-    case LunaVariant::Ungated: return "ungated";
+    case LunaVariant::FixedRff:
+      return "fixed-rff";
+    case LunaVariant::BankCoef:
+      return "bank-coef";
+    case LunaVariant::Gated:
+      return "gated";
+    case LunaVariant::Ungated:
+      return "ungated";
   }
   return "?";
 }
@@ -57,8 +61,8 @@ LunaParams luna_init(LunaVariant variant, arma::uword d, arma::uword M, const Lu
 }
 
 void validate(const LunaParams& p) {
-  require(p.P() > 0 && p.d() > 0 && p.C() > 0 && p.h() > 0, "LUNA map: empty parameters (P = {}, d = {}, C = {}, h = {})",
-          p.P(), p.d(), p.C(), p.h());
+  require(p.P() > 0 && p.d() > 0 && p.C() > 0 && p.h() > 0,
+          "LUNA map: empty parameters (P = {}, d = {}, C = {}, h = {})", p.P(), p.d(), p.C(), p.h());
   require(p.b.n_elem == p.P(), "LUNA map: b has {} entries, P = {}", p.b.n_elem, p.P());
   require(p.u.n_elem == p.h() && p.v.n_elem == p.h(), "LUNA map: bank has {} and {} entries, h = {}", p.u.n_elem,
           p.v.n_elem, p.h());
@@ -74,9 +78,9 @@ arma::mat luna_features(const LunaParams& p, const arma::mat& X) {
   require(X.n_rows == p.d(), "LUNA map: points have dimension {}, the map was built for {}", X.n_rows, p.d());
   const arma::mat Wt = p.W.t();  // column p of Wt is w_p: row-major P x d storage
   const arma::mat At = p.A.t();
-  const luna_detail::MapRef<double> r{Wt.memptr(), p.b.memptr(), p.u.memptr(), p.v.memptr(), At.memptr(),
-                                      p.gate_w.memptr(), &p.gate_gamma, p.P(), p.d(), p.C(), p.h(),
-                                      p.variant == LunaVariant::Gated};
+  const luna_detail::MapRef<double> r{
+      Wt.memptr(),   p.b.memptr(), p.u.memptr(), p.v.memptr(), At.memptr(), p.gate_w.memptr(),
+      &p.gate_gamma, p.P(),        p.d(),        p.C(),        p.h(),       p.variant == LunaVariant::Gated};
   arma::mat Ft(p.M(), X.n_cols);
   std::vector<double> hidden(p.h());
   for (arma::uword i = 0; i < X.n_cols; ++i) luna_detail::phi_point(r, X.colptr(i), Ft.colptr(i), hidden.data());
@@ -183,7 +187,8 @@ LunaParams load_luna(const std::string& file, const std::string& group) {
   const arma::vec gg = r.read_vec(group + "/gate_gamma");
   if (gg.n_elem != 1) throw IoError(fmt::format("'{}': {}/gate_gamma must hold one value", file, group));
   p.gate_gamma = gg(0);
-  if (static_cast<arma::uword>(r.attr_int(group, "P")) != p.P() || static_cast<arma::uword>(r.attr_int(group, "C")) != p.C())
+  if (static_cast<arma::uword>(r.attr_int(group, "P")) != p.P() ||
+      static_cast<arma::uword>(r.attr_int(group, "C")) != p.C())
     throw IoError(fmt::format("'{}': attributes P, C of {} disagree with the datasets", file, group));
   validate(p);
   return p;
@@ -211,9 +216,10 @@ arma::mat LunaMap::features_hook(const Draw& w, const arma::mat& X, Side, const 
   if (arma::any(row != 0.0)) {
     const arma::vec scale = arma::exp(row);
     if (!scale.is_finite())
-      throw NumericalError(fmt::format("estimator '{}': softmax-kernel features overflow (row factor exp({:g})); use "
-                                       "luna_features for the K^(alpha) features directly",
-                                       info_.name, row.max()));
+      throw NumericalError(
+          fmt::format("estimator '{}': softmax-kernel features overflow (row factor exp({:g})); use "
+                      "luna_features for the K^(alpha) features directly",
+                      info_.name, row.max()));
     F.each_col() %= scale;
   }
   return F;

@@ -43,7 +43,7 @@ struct LunaParams {
 struct LunaInitOptions {
   arma::uword channels = 4;  // C of the learned variants (FixedRff always has C = 2)
   double target_alpha = -0.5;
-  std::uint64_t seed = 1;    // W is drawn from Rng(seed, Stream::Fit, 0)
+  std::uint64_t seed = 1;  // W is drawn from Rng(seed, Stream::Fit, 0)
 };
 
 // The starting point of training, an exact random Fourier feature map of the Gaussian kernel: rows of W ~ N(0, I),
