@@ -54,17 +54,6 @@ __attribute__((target("avx512f"))) inline __m512d exp512_no_underflow(__m512d x)
   return _mm512_mask_blend_pd(under, _ZGVeN8v_exp(_mm512_mask_blend_pd(under, x, zero)), zero);
 }
 
-__attribute__((target("avx512f"))) void run512_exp(double* p, std::size_t n) {
-  const auto one = exp512_no_underflow;
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(p + i, one(_mm512_loadu_pd(p + i)));
-  if (i == n) return;
-  double t[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  std::copy(p + i, p + n, t);
-  _mm512_storeu_pd(t, one(_mm512_loadu_pd(t)));
-  std::copy(t, t + (n - i), p + i);
-}
-
 template <__m256d (*F)(__m256d)>
 __attribute__((target("avx2"))) void run256(double* p, std::size_t n) {
   std::size_t i = 0;
@@ -95,8 +84,8 @@ struct Table {
 Table table_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512)
-    return {run512_exp,           run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
-            run512<_ZGVeN8v_sin>, run512<_ZGVeN8v_cos>};
+    return {run512<exp512_no_underflow>, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>,
+            run512<_ZGVeN8v_log1p>,      run512<_ZGVeN8v_sin>, run512<_ZGVeN8v_cos>};
   if (isa == Isa::Avx2)
     return {run256<_ZGVdN4v_exp>,   run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>,
             run256<_ZGVdN4v_log1p>, run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>};
