@@ -25,6 +25,14 @@ inline std::string fmt_name(const char* stem) {
          ::testing::UnitTest::GetInstance()->current_test_info()->name();
 }
 
+// A fresh, empty directory named fmt_name(stem) in the system's temporary directory.
+inline std::filesystem::path temp_dir(const char* stem) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / fmt_name(stem);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
 // Runs `kestrel ARGS` (ARGS through /bin/sh; a signal-killed run gets code 128 + signal).
 inline CliRun run(const std::string& args, const std::string& prefix = "") {
   const std::filesystem::path err = std::filesystem::temp_directory_path() / fmt_name("kestrel_err");

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_run.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "data/points_file.hpp"
@@ -27,34 +28,11 @@ using namespace kestrel;
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
+using test::CliRun;
+using test::temp_dir;
 
-fs::path temp_dir(const char* stem) {
-  const fs::path d = fs::temp_directory_path() / (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
-                                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-CliRun run(const std::string& args, const fs::path& dir) {
-  const fs::path err = dir.parent_path() / (dir.filename().string() + ".stderr");
-  const std::string cmd = std::string(KESTREL_CLI) + " " + args + " 2>" + err.string();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  std::ifstream f(err);
-  std::stringstream es;
-  es << f.rdbuf();
-  fs::remove(err);
-  return {WEXITSTATUS(status), out, es.str()};
-}
+// The error file goes to the temporary directory (test::run), not into dir, whose contents the tests compare.
+CliRun run(const std::string& args, const fs::path&) { return test::run(args); }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 

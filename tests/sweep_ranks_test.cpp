@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "analysis/sweep.hpp"
+#include "cli_run.hpp"
 #include "core/error.hpp"
 #include "io/provenance.hpp"
 
@@ -83,13 +84,7 @@ nlohmann::json rows(const SweepReport& rep) {
   return j;
 }
 
-fs::path temp_dir(const char* stem) {
-  const fs::path d = fs::temp_directory_path() / (std::string(stem) + "_" + std::to_string(::getpid()) + "_" +
-                                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using test::temp_dir;
 
 }  // namespace
 
