@@ -135,7 +135,10 @@ void kestrel::python::bind_study(py::module_& m) {
       [](const std::string& out, const py::kwargs& options) {
         // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
         py::kwargs kw = options;
-        const bool show = kw.contains("progress") && py::cast<bool>(kw["progress"]);
+        const py::object given = kw.contains("progress") ? py::object(kw["progress"]) : py::object(py::bool_(false));
+        require(py::isinstance<py::bool_>(given), "progress must be True or False, got {}",
+                py::repr(given).cast<std::string>());
+        const bool show = given.cast<bool>();
         if (kw.contains("progress")) PyDict_DelItemString(kw.ptr(), "progress");
         SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
         o.out = out;

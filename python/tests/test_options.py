@@ -89,6 +89,9 @@ def test_sweep_progress_goes_to_stderr(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "grid point 1/2" in err and "grid point 2/2" in err and "ETA" in err
     assert loud == quiet
+    with pytest.raises(ValueError, match="progress must be True or False, got 'yes'"):
+        kestrel.sweep(str(tmp_path / "x.h5"), progress="yes", **grid)
+    assert not (tmp_path / "x.h5").exists()
 
 
 def write_points(tmp_path, X, Y):
