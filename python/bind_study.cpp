@@ -154,11 +154,7 @@ void kestrel::python::bind_study(py::module_& m) {
           };
           const std::function<void(const std::string&)> progress =
               show ? std::function<void(const std::string&)>(say) : nullptr;
-          for (const auto& r : run_sweep(o, prov, progress).rows) {
-            nlohmann::json e = r.result;
-            e["dim"] = r.dim, e["points"] = r.points, e["features"] = r.features;
-            rows.push_back(e);
-          }
+          for (const auto& r : run_sweep(o, prov, progress).rows) rows.push_back(sweep_json(r));
         }
         return from_json(rows);
       },

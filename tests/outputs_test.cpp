@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/variance_study.hpp"
 #include "cli_run.hpp"
 #include "core/error.hpp"
 #include "io/output.hpp"
@@ -189,6 +190,23 @@ TEST(Outputs, UndefinedDarkIsARecordedResultAndTheSweepCompletes) {
   EXPECT_EQ(vj[0]["status"], "ok");
   EXPECT_EQ(vj[2]["status"], "ok");
   EXPECT_EQ(vj[3]["status"], "undefined");
+}
+
+TEST(Outputs, ResultRowsSurviveTheirJsonForm) {
+  // A sweep keeps its rows on disk as JSON (parts, resume record): every field must come back, for ok
+  // rows with Monte Carlo and for undefined ones (DARK at sigma = 1).
+  kestrel::VarianceStudyOptions o;
+  o.sigmas = {0.5, 1.0}, o.dim = 16, o.points = 64, o.pairs = 2, o.estimators = {"oprf", "dark"};
+  o.mc_reps = 8, o.mc_points = 8;
+  const auto results = kestrel::run_variance_study(o);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[3].status, kestrel::Status::Undefined);
+  for (const auto& r : results) {
+    const kestrel::ResultRow row = kestrel::result_row(r, o);
+    EXPECT_EQ(kestrel::row_from_json(nlohmann::json::parse(kestrel::to_json(row).dump())), row) << r.estimator;
+  }
+  EXPECT_TRUE(kestrel::result_row(results[0], o).mc.has_value());
+  EXPECT_EQ(kestrel::result_row(results[0], o).mean_log_var_per_set.size(), 2u);
 }
 
 TEST(Outputs, HeavyTailedMonteCarloIsFlagged) {

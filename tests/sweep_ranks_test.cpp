@@ -80,7 +80,7 @@ SweepOptions small_sweep(const fs::path& out) {
 
 nlohmann::json rows(const SweepReport& rep) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& r : rep.rows) j.push_back({r.estimator, r.sigma, r.dim, r.points, r.features, r.result});
+  for (const auto& r : rep.rows) j.push_back(to_json(r));
   return j;
 }
 

@@ -51,25 +51,17 @@ Action add_sweep(CLI::App& app, const Global& g) {
     if (!rep.undefined.empty()) progress(g, rep.undefined);
     if (a->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
-      for (const auto& r : rep.rows) {
-        nlohmann::json e = r.result;
-        e["dim"] = r.dim, e["points"] = r.points, e["features"] = r.features;
-        j["results"].push_back(e);
-      }
+      for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
       std::cout << j.dump(2) << '\n';
     } else {
       for (const auto& r : rep.rows) {
-        if (r.result["status"] != "ok") {
-          std::cout << fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} {}: {}\n", r.estimator, r.dim,
-                                   r.points, r.features, r.sigma, r.result["status"].get<std::string>(),
-                                   r.result["reason"].get<std::string>());
-          continue;
-        }
-        std::cout << fmt::format(
-            "{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g} mean log Var {:10.4f}  mean "
-            "log(Var/K) {:10.4f}\n",
-            r.estimator, r.dim, r.points, r.features, r.sigma, r.result["mean_log_var"].get<double>(),
-            r.result["mean_log_rel_var"].get<double>());
+        const std::string at = fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g}", r.estimator, r.dim,
+                                           r.points, r.features, r.sigma);
+        if (r.status != Status::Ok)
+          std::cout << fmt::format("{} {}: {}\n", at, to_string(r.status), r.reason);
+        else
+          std::cout << fmt::format("{} mean log Var {:10.4f}  mean log(Var/K) {:10.4f}\n", at, r.mean_log_var,
+                                   r.mean_log_rel_var);
       }
     }
   };

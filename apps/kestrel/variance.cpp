@@ -65,10 +65,10 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
 
 // One stderr line per study: how many results are undefined, and whether Monte Carlo can be trusted.
 void warn(const Global& g, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
-  std::vector<nlohmann::json> rows;
+  std::vector<ResultRow> rows;
   std::string untrusted;
   for (const auto& r : results) {
-    rows.push_back(to_json(r, opt));
+    rows.push_back(result_row(r, opt));
     if (r.mc && !r.mc->trusted())
       untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
   }

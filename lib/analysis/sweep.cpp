@@ -179,6 +179,12 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::stri
 
 }  // namespace
 
+nlohmann::json sweep_json(const ResultRow& row) {
+  nlohmann::json j = to_json(row);
+  j["dim"] = row.dim, j["points"] = row.points;
+  return j;
+}
+
 bool sweep_extends(const SweepOptions& opt) {
   const nlohmann::json rec = finished_record(opt.out);
   return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(to_json(opt));
@@ -284,20 +290,17 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   }
 
   for (const auto& p : points)
-    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file())))
-      report.rows.push_back({r["estimator"], p.sigma, p.dim, p.points, p.features, r});
+    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file()))) report.rows.push_back(row_from_json(r));
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
 
-  std::vector<nlohmann::json> rows;
-  for (const auto& r : report.rows) rows.push_back(r.result);
-  report.undefined = undefined_summary(rows);
+  report.undefined = undefined_summary(report.rows);
   H5Writer h5(opt.out);
   write_provenance(h5, provenance);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
   h5.attr("/", "layout",
           "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
           "each column with its description; rows whose status is not 0 (ok) say why in reason");
-  write_table(h5, "/sweep", rows, opt.base.estimators);
+  write_table(h5, "/sweep", report.rows, opt.base.estimators);
   nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
   for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
   h5.write_text("/sweep/resume", record.dump());

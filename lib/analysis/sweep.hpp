@@ -45,18 +45,15 @@ class SweepGroup {
 void validate(const SweepOptions& opt);
 nlohmann::json to_json(const SweepOptions& opt);
 
-struct SweepRow {
-  std::string estimator;
-  double sigma = 0;
-  arma::uword dim = 0, points = 0, features = 0;
-  nlohmann::json result;  // to_json(VarianceResult) of that grid point
-};
-
 struct SweepReport {
-  std::vector<SweepRow> rows;             // on rank 0 only
+  std::vector<ResultRow> rows;            // in grid order (features: M used, 2M for halve-real); rank 0 only
   std::size_t computed = 0, resumed = 0;  // over all ranks on rank 0, this rank's elsewhere
   std::string undefined;                  // undefined_summary() of the rows ("" if all are ok)
 };
+
+// A `results` entry of `kestrel sweep --json`: to_json(row) with the grid point also under the keys dim
+// and points (the HDF5 column names).
+nlohmann::json sweep_json(const ResultRow& row);
 
 // True when opt.out holds a finished sweep with the same options except the grid axes: running opt then
 // extends it (its rows are reused from the file's /sweep/resume record, only new grid points are computed),

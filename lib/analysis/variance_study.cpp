@@ -156,57 +156,121 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
   return out;
 }
 
-nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt) {
+ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
+  ResultRow row{.estimator = r.estimator,
+                .status = r.status,
+                .reason = r.status == Status::Ok ? "" : r.reason,
+                .regime = opt.regime,
+                .kernel = opt.kernel.name(),
+                .sigma = r.sigma,
+                .dim = opt.dim,
+                .points = opt.points,
+                .features = r.features,
+                .params = r.params};
+  if (r.status == Status::Ok || r.status == Status::Exact) {
+    row.n_pairs = static_cast<std::uint64_t>(r.summary.log_kernel.n);
+    row.n_exact = r.summary.n_exact;
+  }
+  if (r.status != Status::Ok) return row;
+  row.mean_log_var = r.summary.log_var.mean;
+  row.std_log_var = r.summary.log_var.stddev();
+  row.mean_log_rel_var = r.summary.log_rel_var.mean;
+  row.std_log_rel_var = r.summary.log_rel_var.stddev();
+  row.mean_log_kernel = r.summary.log_kernel.mean;
+  for (const auto& s : r.per_set) row.mean_log_var_per_set.push_back(s.log_var.mean);
+  if (r.mc)
+    row.mc = McRow{.reps = opt.mc_reps,
+                   .points = mc_points_used(opt),
+                   .entries = r.mc->entries,
+                   .mean_log_var = r.mc->log_var_mc.mean,
+                   .std_log_var = r.mc->log_var_mc.stddev(),
+                   .exact_mean_log_var = r.mc->log_var_exact.mean,
+                   .max_abs_z_mean = r.mc->max_abs_z_mean,
+                   .frac_var_within_3se = r.mc->frac_var_within_3se,
+                   .trusted = r.mc->trusted()};
+  return row;
+}
+
+nlohmann::json to_json(const ResultRow& r) {
   nlohmann::json j = {
       {"estimator", r.estimator},
       {"status", to_string(r.status)},
-      {"regime", opt.regime},
+      {"regime", r.regime},
       {"sigma", r.sigma},
-      {"d", opt.dim},
-      {"L", opt.points},
-      {"kernel", opt.kernel.name()},
+      {"d", r.dim},
+      {"L", r.points},
+      {"kernel", r.kernel},
       {"features", r.features},
       {"params", r.params},
   };
   if (r.status != Status::Ok) j["reason"] = r.reason;
   if (r.status == Status::Ok || r.status == Status::Exact) {
-    j["n_pairs"] = static_cast<std::uint64_t>(r.summary.log_kernel.n);
-    j["n_exact"] = r.summary.n_exact;
+    j["n_pairs"] = r.n_pairs;
+    j["n_exact"] = r.n_exact;
   }
   if (r.status != Status::Ok) return j;
-  nlohmann::json per_set = nlohmann::json::array();
-  for (const auto& s : r.per_set) per_set.push_back(s.log_var.mean);
-  j["mean_log_var"] = r.summary.log_var.mean;
-  j["std_log_var"] = r.summary.log_var.stddev();
-  j["mean_log_rel_var"] = r.summary.log_rel_var.mean;
-  j["std_log_rel_var"] = r.summary.log_rel_var.stddev();
-  j["mean_log_kernel"] = r.summary.log_kernel.mean;
-  j["mean_log_var_per_set"] = per_set;
-  if (r.mc) {
-    j["mc"] = {{"reps", opt.mc_reps},
-               {"points", mc_points_used(opt)},
+  j["mean_log_var"] = r.mean_log_var;
+  j["std_log_var"] = r.std_log_var;
+  j["mean_log_rel_var"] = r.mean_log_rel_var;
+  j["std_log_rel_var"] = r.std_log_rel_var;
+  j["mean_log_kernel"] = r.mean_log_kernel;
+  j["mean_log_var_per_set"] = r.mean_log_var_per_set;
+  if (r.mc)
+    j["mc"] = {{"reps", r.mc->reps},
+               {"points", r.mc->points},
                {"entries", r.mc->entries},
-               {"mean_log_var", r.mc->log_var_mc.mean},
-               {"std_log_var", r.mc->log_var_mc.stddev()},
-               {"exact_mean_log_var", r.mc->log_var_exact.mean},
+               {"mean_log_var", r.mc->mean_log_var},
+               {"std_log_var", r.mc->std_log_var},
+               {"exact_mean_log_var", r.mc->exact_mean_log_var},
                {"max_abs_z_mean", r.mc->max_abs_z_mean},
                {"frac_var_within_3se", r.mc->frac_var_within_3se},
-               {"trusted", r.mc->trusted()}};
-  }
+               {"trusted", r.mc->trusted}};
   return j;
 }
 
-std::string undefined_summary(const std::vector<nlohmann::json>& rows) {
+ResultRow row_from_json(const nlohmann::json& j) {
+  ResultRow r{.estimator = j.at("estimator").get<std::string>(),
+              .status = parse_status(j.at("status").get<std::string>()),
+              .reason = j.value("reason", ""),
+              .regime = j.at("regime").get<std::string>(),
+              .kernel = j.at("kernel").get<std::string>(),
+              .sigma = j.at("sigma").get<double>(),
+              .dim = j.at("d").get<arma::uword>(),
+              .points = j.at("L").get<arma::uword>(),
+              .features = j.at("features").get<arma::uword>(),
+              .params = j.at("params"),
+              .n_pairs = j.value<std::uint64_t>("n_pairs", 0),
+              .n_exact = j.value<std::uint64_t>("n_exact", 0)};
+  if (r.status != Status::Ok) return r;
+  r.mean_log_var = j.at("mean_log_var").get<double>();
+  r.std_log_var = j.at("std_log_var").get<double>();
+  r.mean_log_rel_var = j.at("mean_log_rel_var").get<double>();
+  r.std_log_rel_var = j.at("std_log_rel_var").get<double>();
+  r.mean_log_kernel = j.at("mean_log_kernel").get<double>();
+  r.mean_log_var_per_set = j.at("mean_log_var_per_set").get<std::vector<double>>();
+  if (j.contains("mc")) {
+    const auto& m = j["mc"];
+    r.mc = McRow{.reps = m.at("reps").get<std::size_t>(),
+                 .points = m.at("points").get<arma::uword>(),
+                 .entries = m.at("entries").get<std::uint64_t>(),
+                 .mean_log_var = m.at("mean_log_var").get<double>(),
+                 .std_log_var = m.at("std_log_var").get<double>(),
+                 .exact_mean_log_var = m.at("exact_mean_log_var").get<double>(),
+                 .max_abs_z_mean = m.at("max_abs_z_mean").get<double>(),
+                 .frac_var_within_3se = m.at("frac_var_within_3se").get<double>(),
+                 .trusted = m.at("trusted").get<bool>()};
+  }
+  return r;
+}
+
+std::string undefined_summary(const std::vector<ResultRow>& rows) {
   std::size_t bad = 0;
   std::string shown;
   for (const auto& r : rows) {
-    const Status s = parse_status(r["status"]);
-    if (s == Status::Ok || s == Status::Exact) continue;
+    if (r.status == Status::Ok || r.status == Status::Exact) continue;
     if (++bad <= 5)
-      shown += fmt::format("{}{} {} at d={} L={} M={} sigma={:g}: {}", bad > 1 ? "; " : "",
-                           r["estimator"].get<std::string>(), to_string(s), r["d"].get<std::uint64_t>(),
-                           r["L"].get<std::uint64_t>(), r["features"].get<std::uint64_t>(), r["sigma"].get<double>(),
-                           r["reason"].get<std::string>());
+      shown += fmt::format("{}{} {} at d={} L={} M={} sigma={:g}: {}", bad > 1 ? "; " : "", r.estimator,
+                           to_string(r.status), r.dim, r.points, r.features, r.sigma, r.reason);
   }
   if (bad == 0) return "";
   return fmt::format(
@@ -215,62 +279,53 @@ std::string undefined_summary(const std::vector<nlohmann::json>& rows) {
       bad, rows.size(), shown, bad > 5 ? fmt::format("; and {} more", bad - 5) : "");
 }
 
-}  // namespace kestrel
-
-namespace kestrel {
-
-namespace {
-
-double num(const nlohmann::json& r, const char* key) { return r.contains(key) ? r[key].get<double>() : 0.0; }
-std::int64_t count(const nlohmann::json& r, const char* key) {
-  return r.contains(key) ? r[key].get<std::int64_t>() : 0;
-}
-
-}  // namespace
-
-void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohmann::json>& rows,
+void write_table(H5Writer& h5, const std::string& group, const std::vector<ResultRow>& rows,
                  const std::vector<std::string>& estimators) {
   struct Real {
     const char* name;
+    double ResultRow::*field;
     const char* help;
   };
   static const Real reals[] = {
-      {"sigma", "scale sigma of the inputs"},
-      {"mean_log_var", "mean over pairs of log Var of the M-feature estimate (natural log; exact pairs left out)"},
-      {"std_log_var", "standard deviation over pairs of log Var"},
-      {"mean_log_rel_var", "mean over pairs of log(Var/K) (DERF 5.1)"},
-      {"std_log_rel_var", "standard deviation over pairs of log(Var/K)"},
-      {"mean_log_kernel", "mean over pairs of log K"},
+      {"sigma", &ResultRow::sigma, "scale sigma of the inputs"},
+      {"mean_log_var", &ResultRow::mean_log_var,
+       "mean over pairs of log Var of the M-feature estimate (natural log; exact pairs left out)"},
+      {"std_log_var", &ResultRow::std_log_var, "standard deviation over pairs of log Var"},
+      {"mean_log_rel_var", &ResultRow::mean_log_rel_var, "mean over pairs of log(Var/K) (DERF 5.1)"},
+      {"std_log_rel_var", &ResultRow::std_log_rel_var, "standard deviation over pairs of log(Var/K)"},
+      {"mean_log_kernel", &ResultRow::mean_log_kernel, "mean over pairs of log K"},
   };
   struct Int {
     const char* name;
-    const char* key;
+    std::int64_t (*get)(const ResultRow&);
     const char* help;
   };
   static const Int ints[] = {
-      {"dim", "d", "dimension d"},
-      {"points", "L", "points per set L"},
-      {"features", "features", "features M of this estimator (2M for real-valued families with halve-real)"},
-      {"n_pairs", "n_pairs", "point pairs summarised"},
-      {"n_exact", "n_exact", "pairs with zero variance (log Var = -inf), left out of the means"},
+      {"dim", [](const ResultRow& r) { return std::int64_t(r.dim); }, "dimension d"},
+      {"points", [](const ResultRow& r) { return std::int64_t(r.points); }, "points per set L"},
+      {"features", [](const ResultRow& r) { return std::int64_t(r.features); },
+       "features M of this estimator (2M for real-valued families with halve-real)"},
+      {"n_pairs", [](const ResultRow& r) { return std::int64_t(r.n_pairs); }, "point pairs summarised"},
+      {"n_exact", [](const ResultRow& r) { return std::int64_t(r.n_exact); },
+       "pairs with zero variance (log Var = -inf), left out of the means"},
   };
   const std::string zero_note = "; 0 in rows whose status is not ok";
   for (const auto& name : estimators) {
-    std::vector<const nlohmann::json*> mine;
+    std::vector<const ResultRow*> mine;
     for (const auto& r : rows)
-      if (r["estimator"] == name) mine.push_back(&r);
+      if (r.estimator == name) mine.push_back(&r);
     const std::string g = group + "/" + name;
     h5.group(g);
     h5.attr(g, "rows", "one row per grid point (dim, points, features, sigma) of this estimator");
     for (const auto& c : reals) {
       std::vector<double> v;
-      for (const auto* r : mine) v.push_back(num(*r, c.name));
+      for (const auto* r : mine) v.push_back(r->*c.field);
       h5.write(g + "/" + c.name, v);
       h5.describe(g + "/" + c.name, std::string(c.help) + (std::string(c.name) == "sigma" ? "" : zero_note), "row");
     }
     for (const auto& c : ints) {
       std::vector<std::int64_t> v;
-      for (const auto* r : mine) v.push_back(count(*r, c.key));
+      for (const auto* r : mine) v.push_back(c.get(*r));
       h5.write(g + "/" + c.name, v);
       h5.describe(g + "/" + c.name, c.help, "row");
     }
@@ -278,10 +333,10 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohm
     nlohmann::json reason = nlohmann::json::array(), params = nlohmann::json::array();
     std::size_t sets = 0;
     for (const auto* r : mine) {
-      status.push_back(static_cast<std::int64_t>(parse_status((*r)["status"])));
-      reason.push_back(r->value("reason", ""));
-      params.push_back((*r)["params"]);
-      if (r->contains("mean_log_var_per_set")) sets = std::max(sets, (*r)["mean_log_var_per_set"].size());
+      status.push_back(static_cast<std::int64_t>(r->status));
+      reason.push_back(r->reason);
+      params.push_back(r->params);
+      sets = std::max(sets, r->mean_log_var_per_set.size());
     }
     h5.write(g + "/status", status);
     h5.describe(g + "/status", "0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row");
@@ -291,28 +346,33 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohm
     h5.describe(g + "/params", "JSON list: fitted parameters of each set pair, per row", "row,set_pair");
     arma::mat per_set(mine.size(), sets, arma::fill::zeros);
     for (std::size_t i = 0; i < mine.size(); ++i)
-      if (mine[i]->contains("mean_log_var_per_set"))
-        for (std::size_t p = 0; p < (*mine[i])["mean_log_var_per_set"].size(); ++p)
-          per_set(i, p) = (*mine[i])["mean_log_var_per_set"][p].get<double>();
+      for (std::size_t p = 0; p < mine[i]->mean_log_var_per_set.size(); ++p)
+        per_set(i, p) = mine[i]->mean_log_var_per_set[p];
     h5.write(g + "/per_set_mean_log_var", per_set);
     h5.describe(g + "/per_set_mean_log_var", "mean over the pairs of one set pair of log Var" + zero_note,
                 "row,set_pair");
-    if (std::none_of(mine.begin(), mine.end(), [](const auto* r) { return r->contains("mc"); })) continue;
-    static const Real mcs[] = {
-        {"mean_log_var", "Monte Carlo: mean log of the empirical variance"},
-        {"exact_mean_log_var", "Monte Carlo: exact mean log Var on the same entries"},
-        {"max_abs_z_mean", "Monte Carlo: max over entries of |mean - K| / SE"},
-        {"frac_var_within_3se", "Monte Carlo: share of entries whose empirical variance is within 3 SE of the exact"},
+    if (std::none_of(mine.begin(), mine.end(), [](const auto* r) { return r->mc.has_value(); })) continue;
+    struct Mc {
+      const char* name;
+      double McRow::*field;
+      const char* help;
+    };
+    static const Mc mcs[] = {
+        {"mean_log_var", &McRow::mean_log_var, "Monte Carlo: mean log of the empirical variance"},
+        {"exact_mean_log_var", &McRow::exact_mean_log_var, "Monte Carlo: exact mean log Var on the same entries"},
+        {"max_abs_z_mean", &McRow::max_abs_z_mean, "Monte Carlo: max over entries of |mean - K| / SE"},
+        {"frac_var_within_3se", &McRow::frac_var_within_3se,
+         "Monte Carlo: share of entries whose empirical variance is within 3 SE of the exact"},
     };
     for (const auto& c : mcs) {
       std::vector<double> v;
-      for (const auto* r : mine) v.push_back(r->contains("mc") ? (*r)["mc"][c.name].get<double>() : 0.0);
+      for (const auto* r : mine) v.push_back(r->mc ? (*r->mc).*c.field : 0.0);
       const std::string path = g + "/mc_" + c.name;
       h5.write(path, v);
       h5.describe(path, std::string(c.help) + zero_note, "row");
     }
     std::vector<std::int64_t> trusted;
-    for (const auto* r : mine) trusted.push_back(r->contains("mc") && (*r)["mc"]["trusted"].get<bool>());
+    for (const auto* r : mine) trusted.push_back(r->mc && r->mc->trusted);
     h5.write(g + "/mc_trusted", trusted);
     h5.describe(g + "/mc_trusted",
                 fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if "
@@ -324,8 +384,8 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohm
 
 void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
               const VarianceStudyOptions& opt) {
-  std::vector<nlohmann::json> rows;
-  for (const auto& r : results) rows.push_back(to_json(r, opt));
+  std::vector<ResultRow> rows;
+  for (const auto& r : results) rows.push_back(result_row(r, opt));
   write_table(h5, group, rows, opt.estimators);
 }
 

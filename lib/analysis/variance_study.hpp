@@ -77,21 +77,54 @@ struct VarianceResult {
 using Progress = std::function<void(const std::string&)>;
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress = {});
 
-// One JSON object per (estimator, sigma) with the stable keys of `kestrel variance --json`; summary
-// numbers only when status is "ok" ("exact": n_exact and n_pairs).
-nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt);
+// One result row as it is printed, written to HDF5 and kept in a sweep's parts: a VarianceResult
+// flattened with the grid point (regime, d, L, kernel) it belongs to. Summary numbers are set only when
+// status is "ok" ("exact": n_pairs and n_exact); the Monte Carlo block only when it was run.
+struct McRow {
+  std::size_t reps = 0;
+  arma::uword points = 0;
+  std::uint64_t entries = 0;
+  double mean_log_var = 0, std_log_var = 0, exact_mean_log_var = 0, max_abs_z_mean = 0, frac_var_within_3se = 0;
+  bool trusted = false;
+  bool operator==(const McRow&) const = default;
+};
+
+struct ResultRow {
+  std::string estimator;
+  Status status = Status::Ok;
+  std::string reason;  // empty for ok rows
+  std::string regime, kernel;
+  double sigma = 0;
+  arma::uword dim = 0, points = 0, features = 0;
+  nlohmann::json params = nlohmann::json::array();  // fitted parameters per set pair (family-specific)
+  std::uint64_t n_pairs = 0, n_exact = 0;
+  double mean_log_var = 0, std_log_var = 0, mean_log_rel_var = 0, std_log_rel_var = 0, mean_log_kernel = 0;
+  std::vector<double> mean_log_var_per_set;
+  std::optional<McRow> mc;
+  bool operator==(const ResultRow&) const = default;
+};
+
+ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt);
+
+// The stable keys of `kestrel variance --json` (d and L for dim and points); from_json reads them back
+// (a sweep's parts on disk and its resume record).
+nlohmann::json to_json(const ResultRow& r);
+ResultRow row_from_json(const nlohmann::json& j);
+inline nlohmann::json to_json(const VarianceResult& r, const VarianceStudyOptions& opt) {
+  return to_json(result_row(r, opt));
+}
 
 // Result rows as HDF5 columns (the one table writer of `variance`, `sweep` and the reproductions):
-// group/<estimator>/<column>[row], rows are the given JSON objects (to_json above) of that estimator
-// in order, each column with its description and axis; rows that are not "ok" hold 0 in the
-// numeric columns and say why in `status`/`reason`.
+// group/<estimator>/<column>[row], rows are the given rows of that estimator in order, each column with
+// its description and axis; rows that are not "ok" hold 0 in the numeric columns and say why in
+// `status`/`reason`.
 class H5Writer;
-void write_table(H5Writer& h5, const std::string& group, const std::vector<nlohmann::json>& rows,
+void write_table(H5Writer& h5, const std::string& group, const std::vector<ResultRow>& rows,
                  const std::vector<std::string>& estimators);
 void write_h5(H5Writer& h5, const std::string& group, const std::vector<VarianceResult>& results,
               const VarianceStudyOptions& opt);
 
 // "N of M results undefined or failed: dark sigma=0.8 (reason); ..." or "" when all are ok/exact.
-std::string undefined_summary(const std::vector<nlohmann::json>& rows);
+std::string undefined_summary(const std::vector<ResultRow>& rows);
 
 }  // namespace kestrel
