@@ -1,7 +1,8 @@
 // The estimator contract (issue #21): one parameterised suite that every registered family runs,
 // with nothing listed by hand. Bad inputs are refused, log-variances are finite on a small grid, the
 // estimate is unbiased and its exact variance matches the Monte Carlo simulator (4.5-SE rule), feature
-// variants agree, and results do not depend on the thread count. Learned maps (kind Learned: deterministic,
+// variants agree, results do not depend on the thread count, and an estimator restored from its state() is the
+// same estimator. Learned maps (kind Learned: deterministic,
 // no variance) run the parts that apply to a feature map and skip the variance parts, saying so.
 //
 // False-failure rate: the Monte Carlo test makes 3 (M = 1, 2, 3: odd and even, for families that pair their
@@ -165,6 +166,32 @@ TEST_P(Contract, IdenticalForOneAndTwoThreads) {
   const auto one = run(1), two = run(2);
   EXPECT_TRUE(arma::all(arma::vectorise(one.first == two.first))) << GetParam();  // bitwise (-inf == -inf)
   EXPECT_TRUE(arma::all(arma::vectorise(one.second == two.second))) << GetParam();
+}
+
+TEST_P(Contract, RestoresFromItsStateExactly) {
+  if (learned())
+    GTEST_SKIP() << GetParam()
+                 << " is a learned map: it has no estimator state (trained maps are saved by "
+                    "the reproduction)";
+  const auto e = fitted();
+  const nlohmann::json state = nlohmann::json::parse(e->state().dump());  // as text, as a pickle keeps it
+  const auto r = restore_estimator(state);
+  EXPECT_EQ(r->info().name, GetParam());
+  EXPECT_EQ(r->dim(), e->dim());
+  EXPECT_EQ(r->state(), e->state()) << GetParam();
+  EXPECT_EQ(r->params(), e->params()) << GetParam();
+  Rng a(7, Stream::User, 0), b(7, Stream::User, 0);
+  const Draw w = e->draw(5, a, Sampler::Orthogonal), v = r->draw(5, b, Sampler::Orthogonal);
+  for (Side side : {Side::Query, Side::Key})
+    EXPECT_TRUE(arma::all(arma::vectorise(e->features(w, X, side) == r->features(v, X, side)))) << GetParam();
+  EXPECT_TRUE(arma::all(arma::vectorise(e->log_var_over_k2(X, Y) == r->log_var_over_k2(X, Y)))) << GetParam();
+  // A damaged state is refused with the field it lacks.
+  for (const auto& [key, value] : state.items()) {
+    if (key == "family" || key == "summary") continue;
+    nlohmann::json bad = state;
+    bad.erase(key);
+    EXPECT_THROW(restore_estimator(bad), InvalidArgument) << GetParam() << " without " << key;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryFamily, Contract, ::testing::ValuesIn(family_names()), test_name);

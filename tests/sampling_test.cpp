@@ -55,6 +55,7 @@ class PlainQrEstimator final : public Estimator {
     d_ = base_->dim();
   }
   nlohmann::json params() const override { return base_->params(); }
+  nlohmann::json state() const override { return base_->state(); }  // a test double: restores as its base
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override { return base_->log_var_over_k2(X, Y); }

@@ -78,6 +78,10 @@ class FeatureMap {
 // A random-feature estimator: a feature map whose single-feature variance is known exactly.
 class Estimator : public FeatureMap {
  public:
+  // Everything needed to rebuild this estimator exactly: {"family": registry name, fitted parameters}, numbers that
+  // survive JSON bit for bit (estimators/state.hpp). restore_estimator (registry.hpp) rebuilds it; Python pickles with
+  // it. The contract suite checks the round trip for every family.
+  virtual nlohmann::json state() const = 0;
   // log(Var[f1(w,x_i) f2(w,y_j)] / K(x_i,y_j)^2) for one feature (M = 1), all pairs: Lx x Ly.
   // This ratio does not depend on alpha. -inf where the estimator is exact.
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const;

@@ -15,6 +15,8 @@ namespace kestrel {
 
 // Fits the family's parameters on the pair of sets (X, Y) (d x L each) and returns the estimator.
 using EstimatorFactory = std::function<std::unique_ptr<Estimator>(const arma::mat& X, const arma::mat& Y)>;
+// Rebuilds an estimator of the family from its Estimator::state().
+using RestoreFactory = std::function<std::unique_ptr<Estimator>(const nlohmann::json& state)>;
 using MapFactory = std::function<std::unique_ptr<FeatureMap>(const arma::mat& X, const arma::mat& Y)>;
 // Draws a family takes for a budget of M real feature columns.
 using DrawBudget = std::function<arma::uword(arma::uword M)>;
@@ -34,8 +36,9 @@ struct Family {
   std::string name;
   std::string description;
   Kind kind = Kind::Random;
-  EstimatorFactory make;  // Random and Hybrid
-  MapFactory make_map;    // Learned: the map before training (`kestrel reproduce luna` trains them)
+  EstimatorFactory make;   // Random and Hybrid
+  RestoreFactory restore;  // Random and Hybrid: from state()
+  MapFactory make_map;     // Learned: the map before training (`kestrel reproduce luna` trains them)
   // Some parameter values give complex features (Re(f1 f2), two real columns per omega). Decides --halve-real.
   bool complex_valued = false;
   Style style;
@@ -62,6 +65,8 @@ std::vector<std::string> default_study_estimators();  // the default of --estima
 // Each validates the sets first.
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<FeatureMap> make_feature_map(const std::string& name, const arma::mat& X, const arma::mat& Y);
+// The estimator whose state() this is (its "family" names the registry entry); InvalidArgument for a malformed state.
+std::unique_ptr<Estimator> restore_estimator(const nlohmann::json& state);
 // make_from_reference if the family has one, else make.
 std::unique_ptr<Estimator> make_estimator_from_reference(const std::string& name, const arma::mat& Q,
                                                          const arma::mat& T);

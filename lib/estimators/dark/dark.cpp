@@ -1,6 +1,7 @@
 // DARK importance-weighted PRF (darkformer.txt eq. 2 with the weight split between the two sides):
 // proposal validation, exact single-feature variance and feature maps; see dark.hpp.
 #include "estimators/dark/dark.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -82,6 +83,15 @@ arma::mat DarkEstimator::features_hook(const Draw& w, const arma::mat& X, Side, 
   F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
   F += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(M));
   return from_exponent(std::move(F), log_row_scale, log);
+}
+
+nlohmann::json DarkEstimator::state() const {
+  return {{"family", info_.name}, {"Sigma", state::of(sigma_.mat)}, {"summary", summary_}};
+}
+
+std::unique_ptr<Estimator> restore_dark(const nlohmann::json& j) {
+  return std::make_unique<DarkEstimator>(j["family"].get<std::string>(), state::mat(j, "Sigma"),
+                                         j.value("summary", nlohmann::json()));
 }
 
 nlohmann::json DarkEstimator::params() const {

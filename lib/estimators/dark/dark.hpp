@@ -79,6 +79,7 @@ class DarkEstimator final : public Estimator {
   DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann::json summary = {});
   const arma::mat& sigma() const { return sigma_.mat; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -129,6 +130,7 @@ std::unique_ptr<Estimator> fit_dark(const arma::mat& X, const arma::mat& Y, cons
 // Registry factories: "dark" (Sigma*) and "dark-iso" (tau* I).
 std::unique_ptr<Estimator> make_dark(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_dark_iso(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_dark(const nlohmann::json& state);  // dark, dark-iso
 
 // ---------------------------------------------------------------------------------------------------
 // 3. Expected variance over Gaussian inputs q, k ~ N(0, Lambda) iid (closed form and Monte Carlo).

@@ -1,5 +1,6 @@
 // DERF validity (Thm 4.1), exact variance (eq. 9, cancellation-free form) and feature maps; see derf.hpp.
 #include "estimators/derf/derf.hpp"
+#include "estimators/state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -140,6 +141,22 @@ arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
   F.each_col() += arma::sum((C * X) % X, 0).t();             // x^T C x: O(L d^2)
   F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
   return from_exponent(std::move(F), log_row_scale, log);
+}
+
+nlohmann::json DerfEstimator::state() const {
+  return {{"family", info_.name},   {"A", state::of(p_.A)},   {"B1", state::of(p_.B1)}, {"B2", state::of(p_.B2)},
+          {"C1", state::of(p_.C1)}, {"C2", state::of(p_.C2)}, {"log_D", p_.log_D},      {"summary", summary_}};
+}
+
+std::unique_ptr<Estimator> restore_derf(const nlohmann::json& j) {
+  DerfParams p{.A = state::mat(j, "A"),
+               .B1 = state::mat(j, "B1"),
+               .B2 = state::mat(j, "B2"),
+               .C1 = state::mat(j, "C1"),
+               .C2 = state::mat(j, "C2"),
+               .log_D = state::num(j, "log_D")};
+  return std::make_unique<DerfEstimator>(j["family"].get<std::string>(), std::move(p),
+                                         j.value("summary", nlohmann::json()));
 }
 
 nlohmann::json DerfEstimator::params() const {

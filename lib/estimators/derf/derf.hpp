@@ -105,6 +105,7 @@ class DerfEstimator final : public Estimator {
   DerfEstimator(std::string name, DerfParams p, nlohmann::json summary = {}, double tol = 1e-9);
   const DerfParams& derf_params() const { return p_; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -122,5 +123,6 @@ class DerfEstimator final : public Estimator {
 std::unique_ptr<Estimator> make_aderf(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_sderf(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_saderf(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_derf(const nlohmann::json& state);  // aderf, sderf, saderf
 
 }  // namespace kestrel

@@ -1,6 +1,7 @@
 // Discretely-induced RFs: feature maps and exact variance (CRT eq. 9-11, 13, Thm 3.4-3.5, section 3.2.3);
 // see discrete.hpp for the softmax form and the PoisRF+ / GeomRF+ rescaling.
 #include "estimators/discrete/discrete.hpp"
+#include "estimators/state.hpp"
 
 #include <algorithm>
 #include <array>
@@ -391,6 +392,26 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
       F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
   }
   return F;
+}
+
+nlohmann::json DiscreteEstimator::state() const {
+  nlohmann::json j = {
+      {"family", info_.name}, {"d", d_},   {"kind", q_.kind == DiscreteKind::Poisson ? "poisson" : "geometric"},
+      {"lambda", q_.lambda},  {"p", q_.p}, {"shifted", shift_.has_value()}};
+  if (shift_) j["shift_c"] = state::of(arma::mat(shift_->c)), j["shift_epsilon"] = shift_->epsilon;
+  return j;
+}
+
+std::unique_ptr<Estimator> restore_discrete(const nlohmann::json& j) {
+  const std::string kind = j.value("kind", "");
+  require(kind == "poisson" || kind == "geometric", "estimator state field 'kind' must be poisson or geometric");
+  const DiscreteParams q{kind == "poisson" ? DiscreteKind::Poisson : DiscreteKind::Geometric, state::num(j, "lambda"),
+                         state::num(j, "p")};
+  require(j.contains("shifted") && j["shifted"].is_boolean(), "estimator state has no boolean field 'shifted'");
+  std::optional<ShiftParams> shift;
+  if (j["shifted"].get<bool>())
+    shift = ShiftParams{arma::vec(state::mat(j, "shift_c")), state::num(j, "shift_epsilon")};
+  return std::make_unique<DiscreteEstimator>(j["family"].get<std::string>(), state::count(j, "d"), q, std::move(shift));
 }
 
 nlohmann::json DiscreteEstimator::params() const {

@@ -93,6 +93,7 @@ class DiscreteEstimator final : public Estimator {
   const DiscreteParams& discrete_params() const { return q_; }
   const std::optional<ShiftParams>& shift() const { return shift_; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -108,6 +109,7 @@ class DiscreteEstimator final : public Estimator {
 // Factories used by the registry: fit lambda* / p (and the shift) on the pair of sets (X, Y).
 std::unique_ptr<Estimator> make_pois(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_discrete(const nlohmann::json& state);  // pois, geom, pois+, geom+
 std::unique_ptr<Estimator> make_pois_plus(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_geom_plus(const arma::mat& X, const arma::mat& Y);
 // The same with the shift fitted on the reference (key) set Y alone, for tasks whose queries come later.

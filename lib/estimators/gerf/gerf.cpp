@@ -1,5 +1,6 @@
 // GERF exact variance and feature maps (CRT Thm 3.1-3.2, eq. 4-6); see gerf.hpp.
 #include "estimators/gerf/gerf.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -158,6 +159,17 @@ arma::mat GerfEstimator::real_exponent(const Draw& w, const arma::mat& X) const 
     for (arma::uword i = 0; i < F.n_rows; ++i) f[i] = B * f[i] + col[m] + row[i];
   }
   return F;
+}
+
+nlohmann::json GerfEstimator::state() const {
+  return {{"family", info_.name}, {"d", d_}, {"A", state::of(p_.A)}, {"s", p_.s}};
+}
+
+std::unique_ptr<Estimator> restore_gerf(const nlohmann::json& j) {
+  const double s = state::num(j, "s");
+  require(s == 1 || s == -1, "estimator state field 's' must be +1 or -1, got {}", s);
+  return std::make_unique<GerfEstimator>(j["family"].get<std::string>(), state::count(j, "d"),
+                                         GerfParams{state::cx(j, "A"), static_cast<int>(s)});
 }
 
 nlohmann::json GerfEstimator::params() const {

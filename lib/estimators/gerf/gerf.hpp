@@ -68,6 +68,7 @@ class GerfEstimator final : public Estimator {
   GerfEstimator(std::string name, arma::uword d, GerfParams p);
   const GerfParams& gerf_params() const { return p_; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -84,5 +85,6 @@ std::unique_ptr<Estimator> make_trig(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_pos(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_oprf(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_gerf(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_gerf(const nlohmann::json& state);  // trig, pos, oprf, gerf
 
 }  // namespace kestrel

@@ -1,5 +1,6 @@
 // Complex exponential random features (HRF eq. 13-18) and the diagonal A of appendix H.2; see cexp.hpp.
 #include "estimators/hrf/cexp.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 
@@ -81,6 +82,8 @@ arma::mat CexpEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
   return apply_row_scale(arma::join_rows(arma::real(F), (side == Side::Query ? 1.0 : -1.0) * arma::imag(F)),
                          log_row_scale, log);
 }
+
+nlohmann::json CexpEstimator::state() const { return {{"family", info_.name}, {"A", state::of(A_)}}; }
 
 nlohmann::json CexpEstimator::params() const {
   std::vector<double> re(A_.n_elem), im(A_.n_elem);

@@ -28,6 +28,7 @@ class CexpEstimator final : public Estimator {
   const arma::cx_mat& A() const { return A_; }
   const arma::cx_mat& B() const { return B_; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;

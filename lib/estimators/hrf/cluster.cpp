@@ -1,5 +1,6 @@
 // Clustered HRF (HRF appendix H.2, Definition H.2), deterministic k-means and empirical MSE; see cluster.hpp.
 #include "estimators/hrf/cluster.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 
@@ -110,6 +111,38 @@ ClusteredHrfEstimator::ClusteredHrfEstimator(std::string name, Centres centres, 
   require(cx_.n_rows == cy_.n_rows, "centres must have the same dimension, got {} and {}", cx_.n_rows, cy_.n_rows);
   info_.name = std::move(name);
   fit_diagonals(opt);
+}
+
+ClusteredHrfEstimator::ClusteredHrfEstimator(std::string name, Centres centres, std::vector<arma::cx_vec> diagonals)
+    : ClusteredHrfEstimator(std::move(name), std::move(centres)) {
+  require(diagonals.size() == a_.size(), "{} diagonals given for {} pairs of centres", diagonals.size(), a_.size());
+  for (std::size_t k = 0; k < a_.size(); ++k) {
+    require(diagonals[k].n_elem == d_ && diagonals[k].is_finite(), "diagonal {} must be {} finite numbers", k, d_);
+    a_[k] = std::move(diagonals[k]);
+  }
+  bool real = true;
+  for (const auto& a : a_) real = real && arma::all(arma::imag(a) == 0.0);
+  info_.complex = !real;
+  info_.positive = real;
+}
+
+nlohmann::json ClusteredHrfEstimator::state() const {
+  arma::cx_mat diagonals(d_, a_.size());
+  for (std::size_t k = 0; k < a_.size(); ++k) diagonals.col(k) = a_[k];
+  return {{"family", info_.name},
+          {"query_centres", state::of(cx_)},
+          {"key_centres", state::of(cy_)},
+          {"diagonals", state::of(diagonals)}};
+}
+
+std::unique_ptr<Estimator> restore_hrf_cluster(const nlohmann::json& j) {
+  const arma::cx_mat a = state::cx_mat(j, "diagonals");
+  std::vector<arma::cx_vec> diagonals;
+  for (arma::uword k = 0; k < a.n_cols; ++k) diagonals.push_back(a.col(k));
+  return std::make_unique<ClusteredHrfEstimator>(
+      j["family"].get<std::string>(),
+      ClusteredHrfEstimator::Centres{state::mat(j, "query_centres"), state::mat(j, "key_centres")},
+      std::move(diagonals));
 }
 
 void ClusteredHrfEstimator::fit_diagonals(const ClusterHrfOptions& opt) {

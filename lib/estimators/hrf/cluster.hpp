@@ -50,7 +50,10 @@ class ClusteredHrfEstimator final : public Estimator {
     arma::mat query, key;
   };
   ClusteredHrfEstimator(std::string name, Centres centres, const ClusterHrfOptions& opt = {});
+  // Given centres and the diagonals A_ij (row-major over (i, j)): restore_hrf_cluster.
+  ClusteredHrfEstimator(std::string name, Centres centres, std::vector<arma::cx_vec> diagonals);
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
   const arma::mat& query_centres() const { return cx_; }
   const arma::mat& key_centres() const { return cy_; }
@@ -74,6 +77,7 @@ class ClusteredHrfEstimator final : public Estimator {
 
 std::unique_ptr<Estimator> make_hrf_cluster(const arma::mat& X, const arma::mat& Y);          // real diagonal
 std::unique_ptr<Estimator> make_hrf_cluster_complex(const arma::mat& X, const arma::mat& Y);  // complex diagonal
+std::unique_ptr<Estimator> restore_hrf_cluster(const nlohmann::json& state);
 // A budget of M real feature columns: one draw gives columns for each of the 2 x 2 centre pairs, so M/4 draws.
 arma::uword cluster_draws_for_columns(arma::uword M);
 

@@ -1,6 +1,7 @@
 // Bipolar hybrid random features and their exact MSE (HRF eq. 3, 8, 12, 19, 20, Lemma 2.2-3.4,
 // Thm 3.1, 3.5, appendix C, D, F); see hybrid.hpp.
 #include "estimators/hrf/hybrid.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -299,6 +300,33 @@ nlohmann::json HybridEstimator::params() const {
                       {"shared_projections", p_.shared_projections}};
   if (p_.lambda == LambdaKind::Gaussian) j["sigma"] = p_.sigma, j["rho"] = p_.rho;
   return j;
+}
+
+nlohmann::json HybridEstimator::state() const {
+  return {{"family", info_.name},
+          {"d", d_},
+          {"lambda", p_.lambda == LambdaKind::Angular ? "angular" : "gaussian"},
+          {"lambda_features", p_.lambda_features},
+          {"shared_projections", p_.shared_projections},
+          {"sigma", p_.sigma},
+          {"rho", p_.rho}};
+}
+
+std::unique_ptr<Estimator> restore_hybrid(const nlohmann::json& j) {
+  const std::string lambda = j.value("lambda", "");
+  require(lambda == "angular" || lambda == "gaussian", "estimator state field 'lambda' must be angular or gaussian");
+  require(j.contains("shared_projections") && j["shared_projections"].is_boolean(),
+          "estimator state has no boolean field 'shared_projections'");
+  const HybridParams p{.lambda = lambda == "angular" ? LambdaKind::Angular : LambdaKind::Gaussian,
+                       .lambda_features = state::count(j, "lambda_features"),
+                       .shared_projections = j["shared_projections"].get<bool>(),
+                       .sigma = state::num(j, "sigma"),
+                       .rho = state::num(j, "rho")};
+  return std::make_unique<HybridEstimator>(j["family"].get<std::string>(), state::count(j, "d"), p);
+}
+
+std::unique_ptr<Estimator> restore_pos_hyp(const nlohmann::json& j) {
+  return std::make_unique<PosHypEstimator>(state::count(j, "d"));
 }
 
 std::unique_ptr<Estimator> make_pos_hyp(const arma::mat& X, const arma::mat&) {

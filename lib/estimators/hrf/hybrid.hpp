@@ -73,6 +73,7 @@ class PosHypEstimator final : public Estimator {
  public:
   explicit PosHypEstimator(arma::uword d);
   nlohmann::json params() const override { return {{"family", "pos-hyp"}}; }
+  nlohmann::json state() const override { return {{"family", info_.name}, {"d", d_}}; }
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -96,6 +97,7 @@ class HybridEstimator final : public Estimator {
   HybridEstimator(std::string name, arma::uword d, HybridParams p);
   const HybridParams& hybrid_params() const { return p_; }
   nlohmann::json params() const override;
+  nlohmann::json state() const override;
 
   // The same estimate computed directly as Lambda % S_pos + (1 - Lambda) % S_trig (softmax kernel),
   // for checking Lemma 2.3 (features(Query) features(Key)^T equals this).
@@ -128,6 +130,8 @@ class HybridEstimator final : public Estimator {
 // Factories used by the registry.
 std::unique_ptr<Estimator> make_pos_hyp(const arma::mat& X, const arma::mat& Y);
 std::unique_ptr<Estimator> make_hrf_angular(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_pos_hyp(const nlohmann::json& state);
+std::unique_ptr<Estimator> restore_hybrid(const nlohmann::json& state);  // hrf-angular, hrf-gauss
 // sigma = 1, rho = 1 - exp(-2 sigma^2 r^2) with r^2 = (mean |x|^2 + mean |y|^2) / 2 (eq. 68 on the
 // sphere of the mean squared length; lambda may leave [0, 1] off that sphere, the hybrid stays unbiased).
 std::unique_ptr<Estimator> make_hrf_gauss(const arma::mat& X, const arma::mat& Y);

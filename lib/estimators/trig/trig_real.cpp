@@ -3,6 +3,7 @@
 // E_t over the uniform phase kills cos(a+b) and cross terms, E cos^2(w^T u) = (1 + e^{-2|u|^2})/2, so
 // E (f1 f2)^2 = e^{2h} (1 + e^{-2S}/2), K^2 = e^{2h - S}, Var/K^2 = e^S + e^{-S}/2 - 1.
 #include "estimators/trig/trig_real.hpp"
+#include "estimators/state.hpp"
 
 #include <cmath>
 
@@ -47,6 +48,10 @@ arma::mat TrigRealEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   const arma::colvec scale = arma::exp(row) * std::sqrt(2.0 / w.count());
   F.each_col() %= scale;
   return F;
+}
+
+std::unique_ptr<Estimator> restore_trig_real(const nlohmann::json& j) {
+  return std::make_unique<TrigRealEstimator>(state::count(j, "d"));
 }
 
 std::unique_ptr<Estimator> make_trig_real(const arma::mat& X, const arma::mat&) {

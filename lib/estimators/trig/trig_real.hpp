@@ -17,6 +17,7 @@ class TrigRealEstimator final : public Estimator {
  public:
   explicit TrigRealEstimator(arma::uword d);
   nlohmann::json params() const override { return {{"family", "trig-real"}}; }
+  nlohmann::json state() const override { return {{"family", info_.name}, {"d", d_}}; }
 
  protected:
   arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
@@ -26,5 +27,6 @@ class TrigRealEstimator final : public Estimator {
 };
 
 std::unique_ptr<Estimator> make_trig_real(const arma::mat& X, const arma::mat& Y);
+std::unique_ptr<Estimator> restore_trig_real(const nlohmann::json& state);
 
 }  // namespace kestrel
