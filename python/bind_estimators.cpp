@@ -38,6 +38,16 @@ void bind_estimators(py::module_& m) {
           "phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
           "M phases (TrigRF cos form), else empty (a view, no copy)")
       .def_property_readonly("count", &Draw::count)
+      .def(py::pickle(
+          [](const Draw& w) { return py::make_tuple(mat_out(arma::mat(w.omega)), mat_out(arma::mat(w.phase))); },
+          [](const py::tuple& t) {
+            require(t.size() == 2, "a pickled Draw is (omega, phase), got {} items", t.size());
+            Draw w;
+            w.omega = *mat_in(t[0], "omega");
+            const arma::mat phase = *mat_in(t[1], "phase");
+            if (phase.n_elem) w.phase = arma::rowvec(phase.memptr(), phase.n_elem);
+            return w;
+          }))
       .def("__repr__",
            [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
 
@@ -51,6 +61,14 @@ void bind_estimators(py::module_& m) {
       .def_property_readonly("dim", &Estimator::dim)
       .def(
           "params", [](const Estimator& e) { return from_json(e.params()); }, "Fitted parameters as a dict")
+      .def(
+          "state", [](const Estimator& e) { return e.state().dump(); },
+          "Everything that rebuilds this estimator exactly, as JSON text (kestrel.restore; pickling uses it)")
+      .def(py::pickle([](const Estimator& e) { return py::make_tuple(e.state().dump()); },
+                      [](const py::tuple& t) {
+                        require(t.size() == 1, "a pickled Estimator is (state,), got {} items", t.size());
+                        return restore_estimator(nlohmann::json::parse(t[0].cast<std::string>()));
+                      }))
       .def(
           "log_var_over_k2",
           [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
@@ -185,6 +203,21 @@ void bind_estimators(py::module_& m) {
         return d;
       },
       "The estimator names (as `kestrel estimators`) with their descriptions");
+  m.def(
+      "restore",
+      [](const std::string& state) {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(state);
+        } catch (const nlohmann::json::exception& e) {
+          throw InvalidArgument(fmt::format("an estimator state is JSON text: {}", e.what()));
+        }
+        return restore_estimator(j);
+      },
+      py::arg("state"), "The estimator whose Estimator.state() this is (bit for bit the same estimator)");
+  m.def("draws_for_budget", &draws_for_budget, py::arg("name"), py::arg("features"),
+        "The draws the named family takes for a budget of M real feature columns (M/2 for complex features, M/8 for "
+        "the hybrids, ...)");
   m.def(
       "fit",
       [](const std::string& name, const py::object& X, const py::object& Y, const py::object& layout) {

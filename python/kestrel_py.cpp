@@ -1,21 +1,26 @@
-// Python bindings (pybind11) of kestrel: the module, its error mapping, and one bind_* call per area: estimators
+// Python bindings (pybind11) of kestrel: the compiled module kestrel._kestrel (re-exported by python/kestrel/
+// __init__.py), its error mapping, and one bind_* call per area: estimators
 // (bind_estimators.cpp), kernels and Monte Carlo (bind_kernels.cpp), data (bind_data.cpp), the studies of
 // `kestrel variance` / `kestrel sweep` (bind_study.cpp) and the reproductions (bind_reproduce.cpp). Points are
 // columns (d x L) as in the library; conversions in convert.hpp. Long computations release the GIL.
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include <oneapi/tbb/global_control.h>
 
 #include <pybind11/pybind11.h>
 
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "io/hdf5.hpp"
 #include "io/provenance.hpp"
 
 using namespace kestrel;
 using namespace kestrel::python;
 
-PYBIND11_MODULE(kestrel, m) {
+PYBIND11_MODULE(_kestrel, m) {
   m.doc() =
       "kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the softmax "
       "and Gaussian kernels. Points are columns: a set of L points in R^d is a d x L float64 array (Fortran order "
@@ -52,6 +57,30 @@ PYBIND11_MODULE(kestrel, m) {
     if (kind == "io") throw IoError(message);
     throw InvalidArgument(fmt::format("unknown error kind '{}'", kind));
   });
+
+  m.def(
+      "versions",
+      [] {
+        return from_json({{"kestrel", kestrel_version()},
+                          {"git_revision", git_revision()},
+                          {"libraries", nlohmann::json::parse(library_versions())}});
+      },
+      "The kestrel version, the git revision it was built from and the versions of the libraries it was built with");
+  m.def(
+      "set_threads",
+      [](long n) {
+        // One limit for the whole process, as the CLI's --threads; results do not depend on it (fixed blocks).
+        static std::unique_ptr<tbb::global_control> limit;
+        require(n >= 0 && n <= 4096, "threads must be an integer in [0, 4096] (0: all cores), got {}", n);
+        limit.reset();
+        if (n > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
+      },
+      py::arg("n"),
+      "Limits kestrel to n threads (0: all cores, the default), as the command line's --threads. Results are "
+      "identical for any thread count.");
+  m.def(
+      "threads", [] { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); },
+      "The number of threads kestrel uses");
 
   bind_estimators(m);
   bind_kernels(m);
