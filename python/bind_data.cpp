@@ -10,6 +10,7 @@
 #include "data/catalog.hpp"
 #include "data/points_file.hpp"
 #include "data/regimes.hpp"
+#include "data/uci.hpp"
 
 namespace kestrel::python {
 
@@ -46,6 +47,37 @@ void bind_data(py::module_& m) {
   m.def(
       "load_points_file", [](const std::string& path) { return mat_out(load_points_file(path)); }, py::arg("path"),
       "Points from a numeric text file (one point per row, comma or whitespace separated): d x n");
+  m.def(
+      "load_uci",
+      [](const std::string& name, const std::string& encoding, const std::string& data_dir) {
+        const UciData u = load_uci(data_dir.empty() ? default_data_dir() : data_dir, name, parse_encoding(encoding));
+        py::dict r;
+        r["data"] = mat_out(arma::mat(u.X.t()));  // n x d: rows are samples, as scikit-learn's loaders
+        r["feature_names"] = u.feature_names;
+        if (!u.classes.empty()) {
+          py::array_t<std::int64_t> target(static_cast<py::ssize_t>(u.labels.n_elem));
+          auto t = target.mutable_unchecked<1>();
+          for (arma::uword i = 0; i < u.labels.n_elem; ++i) t(i) = static_cast<std::int64_t>(u.labels(i));
+          r["target"] = target;
+          r["target_names"] = u.classes;
+        } else {
+          r["target"] = mat_out(arma::mat(u.target));
+          r["target"] = r["target"].attr("ravel")();
+        }
+        return r;
+      },
+      py::arg("name"), py::arg("encoding") = "onehot", py::arg("data_dir") = "",
+      "A staged UCI data set (kestrel's datasets/uci, see its INDEX.txt) as scikit-learn's loaders give it: a dict "
+      "with data (n x d, rows are samples, categorical attributes one-hot or ordinal), target (class index or "
+      "number), feature_names and, for classification sets, target_names");
+  m.def(
+      "uci_sets",
+      [] {
+        std::vector<std::string> names;
+        for (const auto& s : uci_specs()) names.push_back(s.name);
+        return names;
+      },
+      "The names of the staged UCI data sets");
   m.def("default_data_dir", &default_data_dir, "$KESTREL_DATA_DIR or the repository's datasets/");
 }
 

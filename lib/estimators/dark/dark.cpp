@@ -1,7 +1,6 @@
 // DARK importance-weighted PRF (darkformer.txt eq. 2 with the weight split between the two sides):
 // proposal validation, exact single-feature variance and feature maps; see dark.hpp.
 #include "estimators/dark/dark.hpp"
-#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/vecmath.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

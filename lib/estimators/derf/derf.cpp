@@ -1,6 +1,5 @@
 // DERF validity (Thm 4.1), exact variance (eq. 9, cancellation-free form) and feature maps; see derf.hpp.
 #include "estimators/derf/derf.hpp"
-#include "estimators/state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/vecmath.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

@@ -1,7 +1,6 @@
 // Discretely-induced RFs: feature maps and exact variance (CRT eq. 9-11, 13, Thm 3.4-3.5, section 3.2.3);
 // see discrete.hpp for the softmax form and the PoisRF+ / GeomRF+ rescaling.
 #include "estimators/discrete/discrete.hpp"
-#include "estimators/state.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/vecmath.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

@@ -1,6 +1,5 @@
 // GERF exact variance and feature maps (CRT Thm 3.1-3.2, eq. 4-6); see gerf.hpp.
 #include "estimators/gerf/gerf.hpp"
-#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/vecmath.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

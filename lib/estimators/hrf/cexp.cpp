@@ -1,12 +1,12 @@
 // Complex exponential random features (HRF eq. 13-18) and the diagonal A of appendix H.2; see cexp.hpp.
 #include "estimators/hrf/cexp.hpp"
-#include "estimators/state.hpp"
 
 #include <cmath>
 
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

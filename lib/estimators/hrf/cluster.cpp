@@ -1,12 +1,12 @@
 // Clustered HRF (HRF appendix H.2, Definition H.2), deterministic k-means and empirical MSE; see cluster.hpp.
 #include "estimators/hrf/cluster.hpp"
-#include "estimators/state.hpp"
 
 #include <cmath>
 
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

@@ -1,7 +1,6 @@
 // Bipolar hybrid random features and their exact MSE (HRF eq. 3, 8, 12, 19, 20, Lemma 2.2-3.4,
 // Thm 3.1, 3.5, appendix C, D, F); see hybrid.hpp.
 #include "estimators/hrf/hybrid.hpp"
-#include "estimators/state.hpp"
 
 #include <cmath>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
+#include "estimators/state.hpp"
 
 namespace kestrel {
 

@@ -1,0 +1,155 @@
+"""Tests of the package around the compiled module (issue #16 items 1, 2, 4): pickling of fitted estimators and draws
+for every family, kestrel.restore, set_threads, versions, the scikit-learn transformer (estimator checks, unbiased
+kernel, Pipeline, pickling) and the pandas readers (kestrel.results)."""
+import pickle
+
+import numpy as np
+import pytest
+
+import kestrel
+
+FAMILIES = [n for n in kestrel.estimators() if not n.startswith("luna")]
+
+
+def pair(d=5, L=12, sigma=0.4, seed=2):
+    return kestrel.draw_regime("normal", d, L, sigma, seed=seed)
+
+
+# ---- pickling, restore, threads, versions -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_pickles_bit_for_bit(name):
+    X, Y = pair()
+    e = kestrel.fit(name, X, Y)
+    r = pickle.loads(pickle.dumps(e))
+    assert r.name == name and r.dim == e.dim and r.params() == e.params()
+    assert np.array_equal(r.log_var_over_k2(X, Y), e.log_var_over_k2(X, Y))
+    w = e.draw(kestrel.draws_for_budget(name, 16), 5, "iid")
+    v = pickle.loads(pickle.dumps(w))
+    for side in ("query", "key"):
+        assert np.array_equal(r.features(v, X, side), e.features(w, X, side))
+    assert kestrel.restore(e.state()).state() == e.state()
+
+
+def test_a_damaged_state_is_a_value_error():
+    e = kestrel.fit("sderf", *pair())
+    with pytest.raises(ValueError, match="JSON"):
+        kestrel.restore("{not json")
+    with pytest.raises(ValueError, match="'family'"):
+        kestrel.restore("{}")
+    with pytest.raises(ValueError, match="no field 'B1'"):
+        kestrel.restore(e.state().replace('"B1"', '"B9"'))
+    with pytest.raises(ValueError, match="unknown estimator|did you mean"):
+        kestrel.restore(e.state().replace('"family":"sderf"', '"family":"sdref"'))
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    X, Y = kestrel.draw_regime("normal", 16, 300, 0.5, seed=4)
+    e = kestrel.fit("oprf", X, Y)
+    out = []
+    for n in (1, 2):
+        kestrel.set_threads(n)
+        assert kestrel.threads() == n
+        out.append((e.log_var_over_k2(X, Y), kestrel.simulate(e, X[:, :8], Y[:, :8], reps=64, features=3, seed=1)["kernel"]))
+    kestrel.set_threads(0)
+    assert np.array_equal(out[0][0], out[1][0])
+    assert all(np.array_equal(out[0][1][k], out[1][1][k]) for k in ("mean", "variance"))
+    with pytest.raises(ValueError, match="-1"):
+        kestrel.set_threads(-1)
+
+
+def test_versions():
+    v = kestrel.versions()
+    assert v["kestrel"] == kestrel.__version__
+    assert len(v["git_revision"]) >= 7
+    assert {"armadillo", "hdf5"} <= {k.lower() for k in v["libraries"]}
+
+
+# ---- scikit-learn ---------------------------------------------------------------------------------------------------
+
+sklearn = pytest.importorskip("sklearn")
+from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
+
+from kestrel.sklearn import RandomFeatures  # noqa: E402
+
+
+@pytest.mark.parametrize("estimator", ["oprf", "sderf"])
+def test_passes_the_scikit_learn_estimator_checks(estimator):
+    check_estimator(RandomFeatures(estimator=estimator, n_features=32, random_state=0))
+
+
+@pytest.mark.parametrize("estimator,kernel", [("oprf", "gaussian"), ("sderf", "softmax"), ("trig-real", "gaussian")])
+def test_inner_products_estimate_the_kernel_without_bias(estimator, kernel):
+    # Mean over R draws of Phi(x) . Phi(y) against the exact kernel at 6 x 6 pairs, |z| < 4.5 per entry:
+    # false-failure rate <= 36 * 6.8e-6 = 2.4e-4 per case (union bound; seeds fixed, so a run is reproducible).
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(6, 4)) * 0.4, rng.normal(size=(6, 4)) * 0.4
+    gamma, R = 0.3, 400
+    est = []
+    for s in range(R):
+        rf = RandomFeatures(estimator=estimator, n_features=8, kernel=kernel, gamma=gamma, random_state=s)
+        rf.fit(np.vstack([X, Y]))
+        est.append(rf.transform(X) @ rf.transform(Y).T)
+    est = np.array(est)
+    if kernel == "gaussian":
+        exact = np.exp(-gamma * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+    else:
+        exact = np.exp(2 * gamma * X @ Y.T)
+    z = (est.mean(0) - exact) / (est.std(0, ddof=1) / np.sqrt(R))
+    assert np.abs(z).max() < 4.5, z
+
+
+def test_refuses_maps_that_differ_by_side_and_bad_parameters():
+    X = np.random.default_rng(0).normal(size=(40, 5))
+    with pytest.raises(ValueError, match="different query and key"):
+        RandomFeatures(estimator="hrf-angular", random_state=0).fit(X)
+    for bad, match in [(dict(estimator="oprff"), "estimator must be one of"), (dict(n_features=0), "n_features"),
+                       (dict(kernel="rbf"), "kernel"), (dict(gamma=-1.0), "gamma"), (dict(sampler="qmc"), "sampler")]:
+        with pytest.raises(ValueError, match=match):
+            RandomFeatures(**bad).fit(X)
+    rf = RandomFeatures(random_state=0).fit(X)
+    with pytest.raises(ValueError, match="5 features"):
+        rf.transform(X[:, :3])  # scikit-learn's message: X has 3 features, but ... is expecting 5 features
+
+
+def test_pipeline_with_ridge_classifier_pickles_and_predicts_the_same():
+    from sklearn.linear_model import RidgeClassifier
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    data = kestrel.load_uci("wifi")
+    Xtr, Xte, ytr, yte = train_test_split(data["data"], data["target"], test_size=0.25, random_state=0)
+    model = make_pipeline(StandardScaler(), RandomFeatures("sderf", n_features=64, gamma=0.1, random_state=1),
+                          RidgeClassifier(alpha=1e-3)).fit(Xtr, ytr)
+    again = pickle.loads(pickle.dumps(model))
+    assert np.array_equal(again.predict(Xte), model.predict(Xte))
+    assert model.score(Xte, yte) > 0.5  # 4 rooms: far above chance (0.25); the example script has the full table
+    model.set_params(randomfeatures__n_features=16)
+    assert model.fit(Xtr, ytr)[1].n_features_out_ == 16
+
+
+# ---- pandas readers -------------------------------------------------------------------------------------------------
+
+pd = pytest.importorskip("pandas")
+
+
+def test_results_become_data_frames(tmp_path):
+    from kestrel import results
+
+    opts = dict(regime="normal", sigma=[0.5, 1.0], dim=[4, 8], points=16, pairs=1, estimators=["oprf", "pos"],
+                mc=8, mc_points=4)
+    rows = kestrel.sweep(str(tmp_path / "s.h5"), **opts)
+    df = results.frame(rows)
+    assert len(df) == 8 and {"estimator", "sigma", "mean_log_var", "mc_trusted"} <= set(df.columns)
+    table = results.read_table(str(tmp_path / "s.h5"), "/sweep")
+    assert len(table) == 8 and set(table["status"]) == {"ok"}
+    for est in ("oprf", "pos"):
+        a = df[df.estimator == est].sort_values(["dim", "sigma"])
+        b = table[table.estimator == est].sort_values(["dim", "sigma"])
+        assert np.array_equal(a["mean_log_var"].to_numpy(), b["mean_log_var"].to_numpy())
+    assert results.provenance(str(tmp_path / "s.h5"))["options"]["sweep_sigmas"] == [0.5, 1.0]
+    assert "/sweep" in results.read(str(tmp_path / "s.h5"))
+    with pytest.raises(KeyError, match="/variance"):
+        results.read_table(str(tmp_path / "s.h5"), "/variance")
