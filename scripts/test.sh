@@ -6,3 +6,4 @@ bash scripts/setup.sh
 bash scripts/install-data.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+bash scripts/test-python-package.sh  # the Python tests again, against `pip install .` in a fresh venv

@@ -1,6 +1,7 @@
 """Tests of the package around the compiled module (issue #16 items 1, 2, 4): pickling of fitted estimators and draws
 for every family, kestrel.restore, set_threads, versions, the scikit-learn transformer (estimator checks, unbiased
 kernel, Pipeline, pickling) and the pandas readers (kestrel.results)."""
+import os
 import pickle
 
 import numpy as np
@@ -13,6 +14,12 @@ FAMILIES = [n for n in kestrel.estimators() if not n.startswith("luna")]
 
 def pair(d=5, L=12, sigma=0.4, seed=2):
     return kestrel.draw_regime("normal", d, L, sigma, seed=seed)
+
+
+@pytest.mark.skipif(not os.environ.get("KESTREL_INSTALLED"), reason="run by scripts/test-python-package.sh")
+def test_the_installed_package_is_the_one_imported():
+    # scripts/test-python-package.sh runs these tests against `pip install .` in a fresh venv, not the build tree.
+    assert "site-packages" in kestrel.__file__ and "/build/" not in kestrel._kestrel.__file__, kestrel.__file__
 
 
 # ---- pickling, restore, threads, versions -------------------------------------------------------------------------
