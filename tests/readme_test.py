@@ -15,6 +15,8 @@ SKIP = {
     "bash scripts/test.sh": "the test suite itself (this test runs inside it)",
     "#": "a comment or a batch-script directive",
     "srun": "needs a Slurm cluster",
+    "/usr/bin/python3 -m venv": "run by the test command itself: scripts/test-python-package.sh installs the package "
+                                "this way into a fresh venv and runs the Python tests against it",
 }
 # Option values scaled down (option -> function of the value text).
 def capped(v, cap):
