@@ -215,6 +215,8 @@ void bind_estimators(py::module_& m) {
         return restore_estimator(j);
       },
       py::arg("state"), "The estimator whose Estimator.state() this is (bit for bit the same estimator)");
+  m.def("default_estimator", &default_feature_estimator,
+        "The family feature maps use when none is named (kestrel.sklearn.RandomFeatures): the registry's choice");
   m.def("draws_for_budget", &draws_for_budget, py::arg("name"), py::arg("features"),
         "The draws the named family takes for a budget of M real feature columns (M/2 for complex features, M/8 for "
         "the hybrids, ...)");

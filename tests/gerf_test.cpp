@@ -90,7 +90,9 @@ TEST(Gerf, SphereRegimeD64SmallSigmaFittedLogVarianceMatches50DigitReference) {
       const double ref = ref_gerf_log_var(p, 64, S(k));
       ASSERT_NEAR(lv(k), ref, 1e-9 * std::abs(ref)) << name << " A=" << p.A << " s=" << p.s << " S=" << S(k);
     }
-    if (std::string(name) == "gerf") EXPECT_LT(lv.max(), std::log(1e-10));  // really the tiny-variance regime
+    if (std::string(name) == "gerf") {
+      EXPECT_LT(lv.max(), std::log(1e-10));  // really the tiny-variance regime
+    }
   }
 }
 

@@ -1,7 +1,7 @@
-"""Runs every command shown in README.md and experiments/README.md (issue #15 item 8): each fenced
-sh line and each python block, with small sizes substituted where a paper-sized run would take
+"""Runs every command shown in README.md, experiments/README.md and the guides in docs/ (issues #15 item 8, #16
+item 5): each fenced sh line and each python block, with small sizes substituted where a paper-sized run would take
 minutes, in a fresh working directory; each must exit 0. Lines that cannot run here are listed in
-SKIP with the reason. Usage: readme_test.py SOURCE_DIR KESTREL_BINARY PYTHON_MODULE_DIR"""
+SKIP with the reason. A cpp block preceded by `<!-- file: PATH -->` must be a verbatim excerpt of PATH. Usage: readme_test.py SOURCE_DIR KESTREL_BINARY PYTHON_MODULE_DIR"""
 import os
 import re
 import shutil
@@ -40,6 +40,12 @@ def blocks(path):
     return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
 
 
+def excerpts(path):
+    """(file, code) of every cpp block marked <!-- file: PATH --> in a Markdown file."""
+    text = open(path).read()
+    return re.findall(r"^<!-- file: (\S+) -->\n```cpp\n(.*?)^```", text, flags=re.S | re.M)
+
+
 def sh_commands(text):
     joined = re.sub(r"\\\n\s*", " ", text)
     for line in joined.splitlines():
@@ -65,7 +71,13 @@ def main(source, kestrel, pydir):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONPATH=pydir)
     ran, skipped, failed = 0, [], []
-    for doc in ("README.md", "experiments/README.md"):
+    docs = ["README.md", "experiments/README.md"] + sorted(
+        os.path.join("docs", f) for f in os.listdir(os.path.join(source, "docs")) if f.endswith(".md"))
+    for doc in docs:
+        for path, code in excerpts(os.path.join(source, doc)):
+            if code not in open(os.path.join(source, path)).read():
+                failed.append(f"{doc}: the cpp block marked {path} is not an excerpt of that file (update the guide)")
+            ran += 1
         for lang, text in blocks(os.path.join(source, doc)):
             runs = []
             if lang in ("sh", "bash", ""):

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "estimators/antithetic/antithetic.hpp"
 #include "estimators/dark/dark.hpp"
 #include "estimators/derf/derf.hpp"
 #include "estimators/discrete/discrete.hpp"
@@ -53,7 +54,8 @@ const std::vector<Family>& estimator_families() {
        .make = make_oprf,
        .restore = restore_gerf,
        .style = {"OPRF", "tab:red", "o"},
-       .default_study = true},
+       .default_study = true,
+       .default_features = true},
       {.name = "aderf",
        .description = "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)",
        .kind = Random,
@@ -98,6 +100,12 @@ const std::vector<Family>& estimator_families() {
        .restore = restore_discrete,
        .style = {"GeomRF+", "tab:gray", "+"},
        .make_from_reference = make_geom_plus_from_reference},
+      {.name = "pos-anti",
+       .description = "PosRF with antithetic pairs (w, -w): floor(M/2) pairs, plus one unpaired w for odd M",
+       .kind = Random,
+       .make = make_pos_anti,
+       .restore = restore_pos_anti,
+       .style = {"PosRF (antithetic)", "goldenrod", "d", "--"}},
       {.name = "pos-hyp",
        .description = "PosRF, hyperbolic form exp(+-w^T x - |x|^2/2) (HRF eq. 3)",
        .kind = Random,
@@ -237,6 +245,12 @@ std::vector<std::string> default_study_estimators() {
   for (const auto& f : estimator_families())
     if (f.default_study) names.push_back(f.name);
   return names;
+}
+
+std::string default_feature_estimator() {
+  for (const auto& f : estimator_families())
+    if (f.default_features) return f.name;
+  throw InvalidArgument("no estimator family is flagged default_features");
 }
 
 bool halved_by_halve_real(const std::string& family) { return !find_family(family).complex_valued; }

@@ -50,7 +50,8 @@ struct Family {
   // Empty: M draws (M/2 for complex_valued families, two columns per draw) and `make`.
   DrawBudget draws_for_columns = {};
   EstimatorFactory make_for_budget = {};
-  bool default_study = false;  // among the estimators `kestrel variance` compares by default
+  bool default_study = false;     // among the estimators `kestrel variance` compares by default
+  bool default_features = false;  // the one family that feature maps use by default (kestrel.sklearn.RandomFeatures)
 };
 
 const std::vector<Family>& estimator_families();
@@ -61,6 +62,7 @@ const Family& find_family(const std::string& name);  // InvalidArgument listing 
 const Family& find_estimator_family(const std::string& name);
 std::vector<std::string> estimator_names();           // every family with a variance, in registry order
 std::vector<std::string> default_study_estimators();  // the default of --estimators
+std::string default_feature_estimator();              // the family flagged default_features
 
 // Each validates the sets first.
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);

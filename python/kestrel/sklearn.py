@@ -1,6 +1,6 @@
 """scikit-learn transformers over kestrel's random features. Rows are samples here, as everywhere in scikit-learn.
 
-RandomFeatures(estimator="oprf", n_features=128, kernel="gaussian", gamma=0.5, sampler="iid", random_state=None)
+RandomFeatures(estimator=None, n_features=128, kernel="gaussian", gamma=0.5, sampler="iid", random_state=None)
 fits the estimator's parameters on the training rows (OPRF's rho*, SDERF's matrices, DARK's Sigma*, ...: kestrel.fit
 on the rows as both sets), draws its random objects once, and transforms X into features Phi(X) whose inner products
 Phi(x) . Phi(y) are an unbiased estimate of the kernel
@@ -29,7 +29,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     Parameters
     ----------
-    estimator : str, a kestrel estimator name (kestrel.estimators()), default "oprf".
+    estimator : str, a kestrel estimator name (kestrel.estimators()); None: kestrel.default_estimator() (OPRF).
     n_features : int, the budget of real feature columns (the draws are kestrel.draws_for_budget(estimator, n)).
     kernel : "gaussian" or "softmax".
     gamma : float > 0, the kernel's scale (as RBFSampler's gamma for the Gaussian kernel).
@@ -45,7 +45,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     seed_ : the seed the draw came from.
     """
 
-    def __init__(self, estimator="oprf", n_features=128, kernel="gaussian", gamma=0.5, sampler="iid",
+    def __init__(self, estimator=None, n_features=128, kernel="gaussian", gamma=0.5, sampler="iid",
                  random_state=None):
         self.estimator = estimator
         self.n_features = n_features
@@ -54,9 +54,13 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.sampler = sampler
         self.random_state = random_state
 
+    def _name(self):
+        return _kestrel.default_estimator() if self.estimator is None else self.estimator
+
     def _check_params(self):
-        if self.estimator not in _kestrel.estimators():
-            raise ValueError(f"estimator must be one of {', '.join(_kestrel.estimators())}; got {self.estimator!r}")
+        if self._name() not in _kestrel.estimators():
+            raise ValueError(f"estimator must be None or one of {', '.join(_kestrel.estimators())}; "
+                             f"got {self.estimator!r}")
         if not isinstance(self.n_features, numbers.Integral) or isinstance(self.n_features, bool) \
                 or self.n_features < 1:
             raise ValueError(f"n_features must be an integer >= 1; got {self.n_features!r}")
@@ -76,8 +80,8 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self._check_params()
         X = self._validate_data(X, dtype=np.float64)
         P = self._points(X)
-        estimator = _kestrel.fit(self.estimator, P, P, layout="columns")
-        draws = max(1, _kestrel.draws_for_budget(self.estimator, int(self.n_features)))
+        estimator = _kestrel.fit(self._name(), P, P, layout="columns")
+        draws = max(1, _kestrel.draws_for_budget(self._name(), int(self.n_features)))
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         draw = estimator.draw(draws, seed, self.sampler)
         probe = P[:, : min(P.shape[1], 16)]
@@ -85,9 +89,9 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         k = estimator.feature_map(draw, probe, "key", self.kernel)
         if q.shape != k.shape or not np.allclose(q, k, rtol=1e-12, atol=1e-300):
             raise ValueError(
-                f"estimator {self.estimator!r} has different query and key feature maps (asymmetric or complex "
-                "features), so no single map Phi gives Phi(x) . Phi(y) = K(x, y); use a symmetric estimator such as "
-                "'oprf', 'pos', 'sderf', 'dark' or 'trig-real'")
+                f"estimator {self._name()!r} has different query and key feature maps (asymmetric or complex "
+                "features), so no single map Phi gives Phi(x) . Phi(y) = K(x, y); use one whose maps agree, such as "
+                f"the default {_kestrel.default_estimator()!r}")
         self.estimator_, self.draw_, self.seed_ = estimator, draw, seed
         self.n_features_out_ = q.shape[1]
         self._n_features_out = self.n_features_out_  # for get_feature_names_out

@@ -111,7 +111,7 @@ def test_refuses_maps_that_differ_by_side_and_bad_parameters():
     X = np.random.default_rng(0).normal(size=(40, 5))
     with pytest.raises(ValueError, match="different query and key"):
         RandomFeatures(estimator="hrf-angular", random_state=0).fit(X)
-    for bad, match in [(dict(estimator="oprff"), "estimator must be one of"), (dict(n_features=0), "n_features"),
+    for bad, match in [(dict(estimator="oprff"), "estimator must be None or one of"), (dict(n_features=0), "n_features"),
                        (dict(kernel="rbf"), "kernel"), (dict(gamma=-1.0), "gamma"), (dict(sampler="qmc"), "sampler")]:
         with pytest.raises(ValueError, match=match):
             RandomFeatures(**bad).fit(X)
