@@ -74,6 +74,7 @@ void bind_estimators(py::module_& m) {
           [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             require(features > 0, "number of features M must be > 0, got {}", features);
+            check_points(e, *x, "X"), check_points(e, *y, "Y");
             validate_pair(*x, *y, e.dim());
             arma::mat r;
             {
@@ -90,6 +91,7 @@ void bind_estimators(py::module_& m) {
              arma::uword features) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
+            check_points(e, *x, "X"), check_points(e, *y, "Y");
             arma::mat r;
             {
               py::gil_scoped_release nogil;
@@ -105,6 +107,7 @@ void bind_estimators(py::module_& m) {
              arma::uword features) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
+            check_points(e, *x, "X"), check_points(e, *y, "Y");
             validate_pair(*x, *y, e.dim());
             require(features > 0, "number of features M must be > 0, got {}", features);
             PairwiseSummary s;

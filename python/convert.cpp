@@ -52,10 +52,19 @@ Side side_of(const std::string& s) {
 }
 
 // The binding is a public boundary: the library's feature maps check only the dimension of X.
-void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
+void check_points(const FeatureMap& e, const arma::mat& X, const char* name) {
   validate_points(X, name);
-  require(X.n_rows == e.dim(), "{} has dimension {}, estimator '{}' was fitted for {}", name, X.n_rows, e.info().name,
-          e.dim());
+  // A fitted estimator knows d: an L x d array (points as rows) is recognised and named as such.
+  require(X.n_rows == e.dim() || X.n_cols != e.dim(),
+          "{} is {} x {}: estimator '{}' was fitted for d = {} and points are columns (d x L); your points look like "
+          "rows, pass {}.T",
+          name, X.n_rows, X.n_cols, e.info().name, e.dim(), name);
+  require(X.n_rows == e.dim(), "{} is {} x {}: estimator '{}' was fitted for d = {} (points are columns, d x L)", name,
+          X.n_rows, X.n_cols, e.info().name, e.dim());
+}
+
+void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
+  check_points(e, X, name);
   require(w.omega.n_rows == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0",
           w.omega.n_rows, w.count(), e.info().name, e.dim());
   Rng probe(0);

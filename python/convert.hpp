@@ -41,6 +41,8 @@ py::array mat_out(arma::mat&& m);
 Kernel kernel_of(const py::object& k);
 Side side_of(const std::string& s);
 // The binding is a public boundary: checks X and the draw against the estimator.
+// X (d x L) for a fitted estimator: finite, with d rows; an L x d array gets an error saying to pass X.T.
+void check_points(const FeatureMap& e, const arma::mat& X, const char* name);
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name);
 py::object from_json(const nlohmann::json& j);
 py::dict moments_dict(EntryMoments&& m);

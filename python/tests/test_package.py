@@ -160,3 +160,17 @@ def test_results_become_data_frames(tmp_path):
     assert "/sweep" in results.read(str(tmp_path / "s.h5"))
     with pytest.raises(KeyError, match="/variance"):
         results.read_table(str(tmp_path / "s.h5"), "/variance")
+
+
+def test_a_fitted_estimator_recognises_points_passed_as_rows():
+    X, Y = kestrel.draw_regime("normal", 6, 20, 0.5, seed=1)
+    e = kestrel.fit("oprf", X, Y)
+    w = e.draw(8, 1)
+    calls = [lambda: e.log_var_over_k2(X.T, Y), lambda: e.log_variance(X, Y.T), lambda: e.features(w, X.T),
+             lambda: e.approximate_kernel(w, X, Y.T), lambda: kestrel.simulate(e, X.T, Y, reps=8),
+             lambda: e.summarize_variance(X.T, Y)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"is 20 x 6: .* fitted for d = 6 .* look like rows, pass [XY]\.T"):
+            call()
+    with pytest.raises(ValueError, match=r"is 5 x 20: .* fitted for d = 6 \(points are columns"):
+        e.log_var_over_k2(X[:5], Y)
