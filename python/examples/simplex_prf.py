@@ -50,9 +50,9 @@ if __name__ == "__main__":
     d, L, M, reps = 64, 32 if quick else 64, 64, 200 if quick else 1000
     print(f"\nmean log MSE over {L}x{L} MNIST pairs (8x8, centred), M = {M}, {reps} draws per entry")
     print(f"{'sigma':>6} {'PosRF iid':>10} {'PosRF orth':>10} {'PosRF simplex':>13} {'OPRF iid':>10} {'OPRF orth':>10}")
-    for sigma in (0.1, 0.2, 0.3):
+    for sigma in (0.1, 0.25, 0.5):
         X, Y = kestrel.draw_regime("mnist", d, L, sigma, seed=1, preprocess="center")
-        pos, oprf, simplex = (kestrel.fit(n, X, Y) for n in ("pos", "oprf", "simplex-pos"))
+        pos, oprf, simplex = (kestrel.fit(n, X, Y, layout="columns") for n in ("pos", "oprf", "simplex-pos"))
         row = [mean_log_mse(pos, X, Y, M, reps), mean_log_mse(pos, X, Y, M, reps, "orthogonal"),
                mean_log_mse(simplex, X, Y, M, reps), mean_log_mse(oprf, X, Y, M, reps),
                mean_log_mse(oprf, X, Y, M, reps, "orthogonal")]

@@ -2,9 +2,11 @@
 estimators and rejects biased ones, registered estimators run in variance_study/sweep next to built-in ones with the
 same numbers, independent of the thread count, and bad callbacks give a ValueError naming the estimator and method.
 
-False-failure rate: the certifications of correct estimators below make 16 entries x 3 M x (2 with an exact variance,
-else 1) Monte Carlo tests each at 4.5 SE (P = 6.8e-6 per test): 96 + 48 + 96 = 240 tests, <= 1.7e-3 in all (union
-bound). Seeds are fixed, so a run is deterministic. The rejections are by z-scores in the tens, not near the threshold.
+False-failure rate: the Monte Carlo tests that a correct estimator must pass here, each at 4.5 SE (P = 6.8e-6 per
+test): PyPos 16 entries x 3 M x 2 (mean, variance) = 96, simplex 48 + 32 (d = 6), the unbiasedness of WrongVarPos and
+of 'none-variance' 48 + 48: 272 tests, <= 1.9e-3 in all (union bound), plus the two loose empirical-variance checks
+(0.25 in a mean log against a standard error near 0.05). Seeds are fixed, so a run is deterministic. The rejections
+are by z-scores in the tens, far from the threshold.
 """
 import importlib.util
 import os
@@ -113,6 +115,9 @@ def test_simplex_example_certifies_unbiased():
     report = kestrel.custom.certify(SimplexPosRF, X, Y, reps=5000)
     assert report.passed, str(report)
     assert "not given" in report["exact variance"].message
+    X, Y = small_pair(d=6)  # one and two full blocks at d = 6
+    report = kestrel.custom.certify(SimplexPosRF, X, Y, reps=5000, features=(6, 12))
+    assert report.passed, str(report)
 
 
 def test_simplex_draw_is_a_rotated_scaled_simplex():
