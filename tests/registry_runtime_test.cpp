@@ -47,7 +47,7 @@ TEST(RuntimeFamilies, FoundByNameAndRefusedWhenTaken) {
 }
 
 TEST(RuntimeFamilies, WithoutExactVarianceTheStudyIsEmpirical) {
-  register_family(pos_without_variance());
+  register_family(pos_without_variance(), true);  // true: also when the other test ran in this process
   VarianceStudyOptions o;
   o.regime = "normal";
   o.sigmas = {0.5};
