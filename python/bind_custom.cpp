@@ -56,7 +56,9 @@ class PyEstimator final : public Estimator {
     py::gil_scoped_acquire gil;
     const py::object gen = py::module_::import("numpy").attr("random").attr("default_rng")(seed);
     const py::object omega = call("draw", [&] { return obj_.attr("draw")(M, gen); });
-    return Draw{to_mat(omega, d_, M, "draw", "omega: d x M"), {}};
+    Draw w{to_mat(omega, d_, M, "draw", "omega: d x M"), {}};
+    require(w.omega.is_finite(), "estimator '{}': draw() returned an infinite value", info_.name);
+    return w;
   }
 
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
