@@ -62,5 +62,6 @@ void bind_kernels(py::module_& m);  // kernels and the Monte Carlo simulator
 void bind_data(py::module_& m);
 void bind_study(py::module_& m);
 void bind_reproduce(py::module_& m);
+void bind_custom(py::module_& m);  // estimators written in Python (kestrel.custom)
 
 }  // namespace kestrel::python

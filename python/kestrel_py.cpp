@@ -1,7 +1,8 @@
 // Python bindings (pybind11) of kestrel: the compiled module kestrel._kestrel (re-exported by python/kestrel/
 // __init__.py), its error mapping, and one bind_* call per area: estimators
 // (bind_estimators.cpp), kernels and Monte Carlo (bind_kernels.cpp), data (bind_data.cpp), the studies of
-// `kestrel variance` / `kestrel sweep` (bind_study.cpp) and the reproductions (bind_reproduce.cpp). Points are
+// `kestrel variance` / `kestrel sweep` (bind_study.cpp), the reproductions (bind_reproduce.cpp) and estimators written
+// in Python (bind_custom.cpp). Points are
 // columns (d x L) as in the library; conversions in convert.hpp. Long computations release the GIL.
 #include <cstdint>
 #include <memory>
@@ -87,4 +88,5 @@ PYBIND11_MODULE(_kestrel, m) {
   bind_data(m);
   bind_study(m);
   bind_reproduce(m);
+  bind_custom(m);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """No estimator family is named in shared code (issue #21): every registry name (`kestrel estimators --json`) as a
 string literal in lib/ outside lib/estimators/, in apps/, python/*.cpp and the shared experiment code (plotlib,
-experiment driver, experiment registry) is a failure. Family folders, each reproduction's own text and the tests
-may name families. usage: family_names_test.py SOURCE_DIR KESTREL_CLI"""
+experiment driver, experiment registry) is a failure. Family folders, each reproduction's own text, the tests and the
+Python examples (python/examples/: user scripts comparing named estimators) may name families.
+usage: family_names_test.py SOURCE_DIR KESTREL_CLI"""
 import json
 import pathlib
 import re
@@ -20,7 +21,7 @@ literal = re.compile(r'"((?:[^"\\]|\\.)*)"')
 found = []
 for base in shared:
     files = [base] if base.is_file() else sorted(f for f in base.rglob("*") if f.suffix in (".cpp", ".hpp", ".py")
-                                                 and "tests" not in f.parts)
+                                                 and "tests" not in f.parts and "examples" not in f.parts)
     for f in files:
         for i, line in enumerate(f.read_text().splitlines(), 1):
             found += [f"{f.relative_to(root)}:{i}: \"{s}\"" for s in literal.findall(line) if s in names]

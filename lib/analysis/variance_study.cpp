@@ -78,6 +78,27 @@ McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudy
   return acc;
 }
 
+// The summary of kEmpiricalReps Monte Carlo repetitions, for families without an exact variance (see the header).
+PairwiseSummary empirical_summary(const Estimator& e, const SetPair& sp, const VarianceStudyOptions& opt, arma::uword M,
+                                  std::uint64_t set_index) {
+  const arma::uword n = mc_points_used(opt);
+  const arma::mat X = sp.X.cols(0, n - 1), Y = sp.Y.cols(0, n - 1);
+  const MonteCarloOptions mo{kEmpiricalReps, M, opt.seed ^ mix64(set_index + 1), opt.sampler};
+  const arma::mat var = simulate(e, opt.kernel, X, Y, mo).kernel.variance;
+  const arma::mat lk = log_kernel(opt.kernel, X, Y);
+  PairwiseSummary s;
+  for (arma::uword k = 0; k < var.n_elem; ++k) {
+    s.log_kernel.add(lk(k));
+    if (var(k) == 0) {
+      ++s.n_exact;
+      continue;
+    }
+    s.log_var.add(std::log(var(k)));
+    s.log_rel_var.add(std::log(var(k)) - lk(k));
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_string(Status s) {
@@ -109,7 +130,10 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
     const auto e = make_estimator(name, sp.X, sp.Y);
     const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
     row.features = M;
-    const PairwiseSummary s = summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M);
+    const bool exact = find_family(name).exact_variance;
+    const PairwiseSummary s =
+        exact ? summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M) : empirical_summary(*e, sp, opt, M, p);
+    if (!exact) row.empirical_reps = kEmpiricalReps;
     if (s.log_var.n > 0 && !std::isfinite(s.log_var.mean)) {
       row.status = Status::Undefined;
       row.reason = fmt::format("infinite variance at set pair {}", p);
@@ -118,7 +142,7 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
     row.summary.merge(s);
     row.per_set.push_back(s);
     row.params.push_back(e->params());
-    if (opt.mc_reps > 0) row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
+    if (opt.mc_reps > 0 && exact) row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
   } catch (const Undefined& err) {
     row.status = Status::Undefined;
     row.reason = err.what();
@@ -166,7 +190,9 @@ ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
                 .dim = opt.dim,
                 .points = opt.points,
                 .features = r.features,
-                .params = r.params};
+                .params = r.params,
+                .empirical_reps = r.empirical_reps,
+                .empirical_points = r.empirical_reps ? mc_points_used(opt) : 0};
   if (r.status == Status::Ok || r.status == Status::Exact) {
     row.n_pairs = static_cast<std::uint64_t>(r.summary.log_kernel.n);
     row.n_exact = r.summary.n_exact;
@@ -204,6 +230,11 @@ nlohmann::json to_json(const ResultRow& r) {
       {"params", r.params},
   };
   if (r.status != Status::Ok) j["reason"] = r.reason;
+  if (r.empirical_reps) {
+    j["variance"] = "empirical";
+    j["empirical_reps"] = r.empirical_reps;
+    j["empirical_points"] = r.empirical_points;
+  }
   if (r.status == Status::Ok || r.status == Status::Exact) {
     j["n_pairs"] = r.n_pairs;
     j["n_exact"] = r.n_exact;
@@ -240,7 +271,9 @@ ResultRow row_from_json(const nlohmann::json& j) {
               .features = j.at("features").get<arma::uword>(),
               .params = j.at("params"),
               .n_pairs = j.value<std::uint64_t>("n_pairs", 0),
-              .n_exact = j.value<std::uint64_t>("n_exact", 0)};
+              .n_exact = j.value<std::uint64_t>("n_exact", 0),
+              .empirical_reps = j.value<std::size_t>("empirical_reps", 0),
+              .empirical_points = j.value<arma::uword>("empirical_points", 0)};
   if (r.status != Status::Ok) return r;
   r.mean_log_var = j.at("mean_log_var").get<double>();
   r.std_log_var = j.at("std_log_var").get<double>();
@@ -317,6 +350,11 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<Resul
     const std::string g = group + "/" + name;
     h5.group(g);
     h5.attr(g, "rows", "one row per grid point (dim, points, features, sigma) of this estimator");
+    if (!mine.empty() && mine.front()->empirical_reps)
+      h5.attr(g, "variance",
+              fmt::format("empirical: no exact variance; sample variance of {} Monte Carlo repetitions on the first {} "
+                          "points of each set",
+                          mine.front()->empirical_reps, mine.front()->empirical_points));
     for (const auto& c : reals) {
       std::vector<double> v;
       for (const auto* r : mine) v.push_back(r->*c.field);

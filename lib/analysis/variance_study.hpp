@@ -42,6 +42,14 @@ void validate(const VarianceStudyOptions& opt);
 arma::uword mc_points_used(const VarianceStudyOptions& opt);  // mc_points, or min(64, L) when 0
 nlohmann::json to_json(const VarianceStudyOptions& opt);
 
+// Families without an exact variance (Family::exact_variance false: estimators written in Python without
+// log_var_over_k2) get an empirical one: per pair, the sample variance of the M-feature estimate over kEmpiricalReps
+// Monte Carlo repetitions (the simulator, seed opt.seed mixed with the set pair, opt.sampler), on the first
+// mc_points_used(opt) points of each set (--mc-points, default min(64, L)), summarised like the exact variance. Rows
+// say so (empirical_reps > 0). For heavy-tailed estimates (PosRF at large norms) a sample variance underestimates
+// the true one (GUIDE, traps): read such rows as a lower bound.
+inline constexpr std::size_t kEmpiricalReps = 1000;
+
 struct McSummary {
   RunningStats log_var_mc;         // log of the empirical variance (M features), entries with v > 0
   RunningStats log_var_exact;      // exact log variance (M features) on the same entries
@@ -72,6 +80,7 @@ struct VarianceResult {
   std::vector<PairwiseSummary> per_set;             // one per set pair
   nlohmann::json params = nlohmann::json::array();  // fitted parameters per set pair
   std::optional<McSummary> mc;
+  std::size_t empirical_reps = 0;  // > 0: the variance is a Monte Carlo estimate (kEmpiricalReps), not exact
 };
 
 using Progress = std::function<void(const std::string&)>;
@@ -101,6 +110,9 @@ struct ResultRow {
   double mean_log_var = 0, std_log_var = 0, mean_log_rel_var = 0, std_log_rel_var = 0, mean_log_kernel = 0;
   std::vector<double> mean_log_var_per_set;
   std::optional<McRow> mc;
+  // > 0: the variances are empirical (kEmpiricalReps repetitions on the first empirical_points points of each set).
+  std::size_t empirical_reps = 0;
+  arma::uword empirical_points = 0;
   bool operator==(const ResultRow&) const = default;
 };
 

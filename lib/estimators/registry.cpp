@@ -2,6 +2,8 @@
 #include "estimators/registry.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
 
 #include "core/error.hpp"
 #include "estimators/antithetic/antithetic.hpp"
@@ -16,7 +18,9 @@
 
 namespace kestrel {
 
-const std::vector<Family>& estimator_families() {
+namespace {
+
+const std::vector<Family>& builtin_families() {
   using enum Kind;
   static const std::vector<Family> families = {
       {.name = "trig",
@@ -189,6 +193,46 @@ const std::vector<Family>& estimator_families() {
   return families;
 }
 
+// Families registered at run time (Python estimators). A deque keeps references valid when it grows; a replaced
+// family stays in it (shadowed by the newer entry), so a `const Family&` from find_family never dangles.
+struct RuntimeFamilies {
+  std::mutex mutex;
+  std::deque<Family> all;
+};
+RuntimeFamilies& runtime() {
+  static RuntimeFamilies r;
+  return r;
+}
+
+// The newest runtime family called `name`, or nullptr; the caller holds the mutex.
+const Family* find_runtime(const std::string& name) {
+  const auto& all = runtime().all;
+  const auto it = std::find_if(all.rbegin(), all.rend(), [&](const Family& f) { return f.name == name; });
+  return it == all.rend() ? nullptr : &*it;
+}
+
+}  // namespace
+
+std::vector<Family> estimator_families() {
+  std::vector<Family> out = builtin_families();
+  std::lock_guard lock(runtime().mutex);
+  for (const auto& f : runtime().all)
+    if (find_runtime(f.name) == &f) out.push_back(f);
+  return out;
+}
+
+void register_family(Family f, bool replace) {
+  require(!f.name.empty() && f.name.find_first_of(", \t\n") == std::string::npos,
+          "an estimator name is non-empty without commas or spaces, got '{}'", f.name);
+  require(f.kind != Kind::Learned && f.make && f.restore, "estimator '{}' needs make and restore to be registered",
+          f.name);
+  for (const auto& b : builtin_families())
+    require(b.name != f.name, "'{}' is the name of a built-in estimator; choose another name", f.name);
+  std::lock_guard lock(runtime().mutex);
+  require(replace || !find_runtime(f.name), "an estimator called '{}' is already registered", f.name);
+  runtime().all.push_back(std::move(f));
+}
+
 std::string to_string(Kind k) {
   switch (k) {
     case Kind::Hybrid:
@@ -216,11 +260,14 @@ nlohmann::json families_json() {
 }
 
 const Family& find_family(const std::string& name) {
-  std::string known;
-  for (const auto& f : estimator_families()) {
+  for (const auto& f : builtin_families())
     if (f.name == name) return f;
-    known += (known.empty() ? "" : ", ") + f.name;
+  {
+    std::lock_guard lock(runtime().mutex);
+    if (const Family* f = find_runtime(name)) return *f;
   }
+  std::string known;
+  for (const auto& f : estimator_families()) known += (known.empty() ? "" : ", ") + f.name;
   throw InvalidArgument(fmt::format("unknown estimator '{}' (known: {})", name, known));
 }
 

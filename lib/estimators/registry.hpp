@@ -52,9 +52,17 @@ struct Family {
   EstimatorFactory make_for_budget = {};
   bool default_study = false;     // among the estimators `kestrel variance` compares by default
   bool default_features = false;  // the one family that feature maps use by default (kestrel.sklearn.RandomFeatures)
+  // False: log_var_over_k2 is not known (an estimator written in Python without it); the variance study then
+  // estimates the variance by Monte Carlo (variance_study.hpp, kEmpiricalReps).
+  bool exact_variance = true;
 };
 
-const std::vector<Family>& estimator_families();
+// The built-in families in registry order, then those registered at run time (a snapshot).
+std::vector<Family> estimator_families();
+// Adds a family at run time (the Python module's estimators written in NumPy, python/bind_custom.cpp). Built-in names
+// are refused; an existing runtime name too unless `replace` (the newer entry wins; the older one stays valid for
+// references already held). Thread-safe.
+void register_family(Family f, bool replace = false);
 // The registry for output files and `kestrel estimators --json`: name, description, kind, label, color, marker, line.
 nlohmann::json families_json();
 const Family& find_family(const std::string& name);  // InvalidArgument listing the known names
