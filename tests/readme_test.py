@@ -85,11 +85,17 @@ def main(source, kestrel, pydir):
                     why = next((r for p, r in SKIP.items() if line.startswith(p)), None)
                     if why:
                         skipped.append(f"{doc}: {line[:60]} ({why})")
+                    elif "PYTHONPATH=build/python" in line and not os.path.isdir(os.path.join(pydir, "kestrel")):
+                        skipped.append(f"{doc}: {line[:60]} (no Python module in {pydir}: the sanitize preset does not "
+                                       "build it)")
                     elif line.startswith("mpirun") and not shutil.which("mpirun"):
                         skipped.append(f"{doc}: {line[:60]} (no mpirun)")
                     else:
                         line = line.replace("PYTHONPATH=build/python", f"PYTHONPATH={pydir}")
                         runs.append(["bash", "-c", shrink(line, kestrel)])
+            elif lang == "python" and not os.path.isdir(os.path.join(pydir, "kestrel")):
+                skipped.append(f"{doc}: python block {text.splitlines()[0][:40]} (no Python module in {pydir}: "
+                               "the sanitize preset does not build it)")
             elif lang == "python":
                 runs.append(["/usr/bin/python3", "-c", text])
             for argv in runs:
