@@ -63,5 +63,6 @@ void bind_data(py::module_& m);
 void bind_study(py::module_& m);
 void bind_reproduce(py::module_& m);
 void bind_custom(py::module_& m);  // estimators written in Python (kestrel.custom)
+void bind_tasks(py::module_& m);   // classification and attention for any registered estimator
 
 }  // namespace kestrel::python

@@ -88,5 +88,6 @@ PYBIND11_MODULE(_kestrel, m) {
   bind_data(m);
   bind_study(m);
   bind_reproduce(m);
+  bind_tasks(m);
   bind_custom(m);
 }
