@@ -12,6 +12,8 @@ built=$(date +%s)
 # halt_on_error: a UBSan finding fails the process (and so the test) instead of scrolling past in the log.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-ctest --test-dir build-asan --output-on-failure -j"$jobs"
+status=0
+ctest --test-dir build-asan --output-on-failure -j"$jobs" || status=$?
 end=$(date +%s)
 echo "sanitize preset: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s (-j$jobs)"
+exit "$status"
