@@ -11,7 +11,8 @@ exact kernel with the Monte Carlo simulator, register it and use it by name next
             ...
 
     kestrel.custom.certify(MyPRF, X, Y)      # unbiased? exact variance right? -> printable report, .passed
-    kestrel.custom.register(MyPRF)           # now kestrel.fit("my-pos", ...), variance_study(estimators=[...]), sweep
+    kestrel.custom.register(MyPRF)           # now kestrel.fit("my-pos", ...), variance_study(estimators=[...]), sweep,
+                                             # classify(set, "my-pos"), attention_error(Q, K, V, "my-pos")
 
 Features are f(omega_m, x_i) of the softmax kernel exp(x^T y), not divided by sqrt(M) (kestrel does that). The C++
 adapter (python/bind_custom.cpp) calls these methods under the GIL, one call at a time, from kestrel's threads: draw()
