@@ -16,6 +16,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "analysis/montecarlo.hpp"
+#include "analysis/operator_variance.hpp"
 #include "core/error.hpp"
 #include "estimators/registry.hpp"
 #include "test_util.hpp"
@@ -191,6 +192,42 @@ TEST_P(Contract, RestoresFromItsStateExactly) {
     nlohmann::json bad = state;
     bad.erase(key);
     EXPECT_THROW(restore_estimator(bad), InvalidArgument) << GetParam() << " without " << key;
+  }
+}
+
+// The exact variance of K-hat C (analysis/operator_variance.hpp) for every family with a three-point form: with a unit
+// column C = e_j it is the pair variance (deterministic, 1e-9 relative); a signed, a positive and their sum column
+// match the simulator (4.5-SE rule, M = 2: 4 rows x 3 columns = 12 checks at 6.8e-6, 8.2e-5 per family); and
+// the covariance of two columns is consistent with the variance of their sum (deterministic).
+TEST_P(Contract, KcVarianceIsExact) {
+  if (learned()) GTEST_SKIP() << GetParam() << " is a learned map: no variance";
+  const auto e = fitted();
+  const auto form = three_point_form(*e);
+  if (!form) GTEST_SKIP() << GetParam() << " has no three-point form: K-hat C's variance is estimated by Monte Carlo";
+  const arma::mat pair = log_variance(*e, Kernel::softmax(), X, Y, 2);
+  for (arma::uword j = 0; j < Y.n_cols; ++j) {
+    arma::mat unit(Y.n_cols, 1, arma::fill::zeros);
+    unit(j) = 1;
+    const arma::mat lv = kc_moments(*form, Kernel::softmax(), X, Y, unit, 2).log_var();
+    for (arma::uword i = 0; i < X.n_cols; ++i)
+      EXPECT_NEAR(lv(i), pair(i, j), 1e-9 * std::max(1.0, std::abs(pair(i, j)))) << GetParam() << " pair " << i << j;
+  }
+  arma::mat C(Y.n_cols, 3);
+  C.col(0) = {1.0, -0.7, 0.4, -1.3};
+  C.col(1) = {0.5, 1.0, 2.0, 0.8};
+  C.col(2) = C.col(0) + C.col(1);
+  const KcMoments ex = kc_moments(*form, Kernel::softmax(), X, Y, C, 2);
+  const MonteCarloResult r = simulate(*e, Kernel::softmax(), X, Y, {20000, 2, 31, Sampler::Iid}, &C);
+  const auto& m = *r.kernel_times;
+  const arma::mat var = arma::exp(ex.log_var());
+  for (arma::uword i = 0; i < m.exact.n_elem; ++i)
+    EXPECT_LE(std::abs(m.variance(i) - var(i)), test::kSigmas * m.se_variance(i))
+        << GetParam() << " entry " << i << ": MC var " << m.variance(i) << " vs exact " << var(i);
+  for (arma::uword i = 0; i < X.n_cols; ++i) {
+    const double cov01 = ex.cov.sign(0, 1, i) * std::exp(ex.cov.log_abs(0, 1, i));
+    EXPECT_EQ(ex.cov.sign(0, 1, i), ex.cov.sign(1, 0, i));
+    EXPECT_NEAR(var(i, 2), var(i, 0) + var(i, 1) + 2 * cov01, 1e-9 * var(i, 2)) << GetParam() << " row " << i;
+    EXPECT_NEAR(std::exp(ex.log_abs_kc(i, 2)) * ex.sign_kc(i, 2), m.exact(i, 2), 1e-12 * std::abs(m.exact(i, 2)));
   }
 }
 

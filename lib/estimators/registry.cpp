@@ -20,6 +20,18 @@ namespace kestrel {
 
 namespace {
 
+// The families' three-point forms (each family's free function over its parameters).
+ThreePointForm gerf_form(const Estimator& e) {
+  return gerf_three_point_form(dynamic_cast<const GerfEstimator&>(e).gerf_params(), e.dim());
+}
+ThreePointForm derf_form(const Estimator& e) {
+  const DerfParams& p = dynamic_cast<const DerfEstimator&>(e).derf_params();
+  return derf_three_point_form(p.A, p.B1, p.B2);
+}
+ThreePointForm dark_form(const Estimator& e) {
+  return dark_three_point_form(dynamic_cast<const DarkEstimator&>(e).sigma());
+}
+
 const std::vector<Family>& builtin_families() {
   using enum Kind;
   static const std::vector<Family> families = {
@@ -30,20 +42,23 @@ const std::vector<Family>& builtin_families() {
        .restore = restore_gerf,
        .complex_valued = true,
        .style = {"TrigRF", "tab:blue", "o"},
-       .default_study = true},
+       .default_study = true,
+       .three_point_form = gerf_form},
       {.name = "trig-real",
        .description = "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)",
        .kind = Random,
        .make = make_trig_real,
        .restore = restore_trig_real,
-       .style = {"TrigRF (real)", "tab:blue", "s"}},
+       .style = {"TrigRF (real)", "tab:blue", "s"},
+       .three_point_form = [](const Estimator&) { return trig_real_three_point_form(); }},
       {.name = "pos",
        .description = "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)",
        .kind = Random,
        .make = make_pos,
        .restore = restore_gerf,
        .style = {"PosRF", "tab:orange", "o"},
-       .default_study = true},
+       .default_study = true,
+       .three_point_form = gerf_form},
       {.name = "gerf",
        .description = "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)",
        .kind = Random,
@@ -51,7 +66,8 @@ const std::vector<Family>& builtin_families() {
        .restore = restore_gerf,
        .complex_valued = true,
        .style = {"GERF", "tab:green", "^"},
-       .default_study = true},
+       .default_study = true,
+       .three_point_form = gerf_form},
       {.name = "oprf",
        .description = "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)",
        .kind = Random,
@@ -59,25 +75,29 @@ const std::vector<Family>& builtin_families() {
        .restore = restore_gerf,
        .style = {"OPRF", "tab:red", "o"},
        .default_study = true,
-       .default_features = true},
+       .default_features = true,
+       .three_point_form = gerf_form},
       {.name = "aderf",
        .description = "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)",
        .kind = Random,
        .make = make_aderf,
        .restore = restore_derf,
-       .style = {"ADERF", "tab:olive", "v"}},
+       .style = {"ADERF", "tab:olive", "v"},
+       .three_point_form = derf_form},
       {.name = "sderf",
        .description = "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)",
        .kind = Random,
        .make = make_sderf,
        .restore = restore_derf,
-       .style = {"SDERF", "tab:cyan", "D"}},
+       .style = {"SDERF", "tab:cyan", "D"},
+       .three_point_form = derf_form},
       {.name = "saderf",
        .description = "SADERF, GERF on (Psi x, Psi^-1 y), diagonal Psi (DERF 4.3)",
        .kind = Random,
        .make = make_saderf,
        .restore = restore_derf,
-       .style = {"SADERF", "k", "P"}},
+       .style = {"SADERF", "k", "P"},
+       .three_point_form = derf_form},
       {.name = "pois",
        .description = "PoisRF, Poisson discretely-induced RFs, closed-form lambda* (CRT 3.2.1)",
        .kind = Random,
@@ -152,13 +172,15 @@ const std::vector<Family>& builtin_families() {
        .kind = Random,
        .make = make_dark,
        .restore = restore_dark,
-       .style = {"DARK", "tab:green", "*"}},
+       .style = {"DARK", "tab:green", "*"},
+       .three_point_form = dark_form},
       {.name = "dark-iso",
        .description = "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)",
        .kind = Random,
        .make = make_dark_iso,
        .restore = restore_dark,
-       .style = {"DARK isotropic", "tab:olive", "*"}},
+       .style = {"DARK isotropic", "tab:olive", "*"},
+       .three_point_form = dark_form},
       {.name = "luna-fixed-rff",
        .description =
            "LUNA learned map, fixed-rff variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`",
@@ -301,6 +323,12 @@ std::string default_feature_estimator() {
 }
 
 bool halved_by_halve_real(const std::string& family) { return !find_family(family).complex_valued; }
+
+std::optional<ThreePointForm> three_point_form(const Estimator& e) {
+  const Family& f = find_family(e.info().name);
+  if (!f.three_point_form) return std::nullopt;
+  return f.three_point_form(e);
+}
 
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
   const Family& f = find_estimator_family(name);

@@ -4,12 +4,14 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "estimators/estimator.hpp"
+#include "estimators/three_point.hpp"
 
 namespace kestrel {
 
@@ -55,6 +57,10 @@ struct Family {
   // False: log_var_over_k2 is not known (an estimator written in Python without it); the variance study then
   // estimates the variance by Monte Carlo (variance_study.hpp, kEmpiricalReps).
   bool exact_variance = true;
+  // The three-point form of a fitted estimator of the family (estimators/three_point.hpp), which gives the exact
+  // variance of K-hat C (analysis/operator_variance.hpp). Empty: no closed form (discrete, hybrid and learned
+  // families, estimators written in Python), and K-hat C's variance is estimated by Monte Carlo instead.
+  std::function<ThreePointForm(const Estimator&)> three_point_form = {};
 };
 
 // The built-in families in registry order, then those registered at run time (a snapshot).
@@ -71,6 +77,9 @@ const Family& find_estimator_family(const std::string& name);
 std::vector<std::string> estimator_names();           // every family with a variance, in registry order
 std::vector<std::string> default_study_estimators();  // the default of --estimators
 std::string default_feature_estimator();              // the family flagged default_features
+
+// The estimator's three-point form if its family has one (Family::three_point_form), else nothing.
+std::optional<ThreePointForm> three_point_form(const Estimator& e);
 
 // Each validates the sets first.
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);

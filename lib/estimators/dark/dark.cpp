@@ -48,6 +48,12 @@ DarkSecondMoment dark_second_moment(const SymEigen& s) {
   return f;
 }
 
+ThreePointForm dark_three_point_form(const arma::mat& Sigma) {
+  const SymEigen e = validate_dark_proposal(Sigma);
+  const arma::mat root = e.vectors * arma::diagmat(arma::sqrt(e.values)) * e.vectors.t();
+  return derf_three_point_form(0.25 * (arma::eye(Sigma.n_rows, Sigma.n_rows) - e.mat), root, root);
+}
+
 DarkEstimator::DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann::json summary)
     : sigma_(validate_dark_proposal(Sigma)), summary_(std::move(summary)) {
   sqrt_ = sigma_.vectors * arma::diagmat(arma::sqrt(sigma_.values)) * sigma_.vectors.t();

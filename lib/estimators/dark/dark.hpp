@@ -49,6 +49,7 @@
 #include <string>
 
 #include "estimators/estimator.hpp"
+#include "estimators/three_point.hpp"
 
 namespace kestrel {
 
@@ -72,6 +73,9 @@ struct DarkSecondMoment {
   arma::mat T;  // d x d
 };
 DarkSecondMoment dark_second_moment(const SymEigen& sigma);
+
+// The three-point form (three_point.hpp): the DERF one with A = (I - Sigma)/4, B1 = B2 = Sigma^(1/2).
+ThreePointForm dark_three_point_form(const arma::mat& Sigma);
 
 class DarkEstimator final : public Estimator {
  public:

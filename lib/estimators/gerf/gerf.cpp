@@ -54,6 +54,32 @@ GerfExponents gerf_exponents(const GerfParams& p, arma::uword d, double S) {
   return e;
 }
 
+ThreePointForm gerf_three_point_form(const GerfParams& p, arma::uword d) {
+  validate(p);
+  const double s = p.s;
+  const cplx A = p.A, one_4a = 1.0 - 4.0 * A, pp = 1.0 / (1.0 - 8.0 * A);
+  const double q = 1.0 - 8.0 * A.real(), abs_4a = std::abs(one_4a);
+  const GerfExponents e = gerf_exponents(p, d, 0.0);  // the constants, in gerf_exponents' cancellation-free forms
+  ThreePointTerm holo;
+  holo.a0 = e.rho1;
+  holo.cx = s * pp;
+  holo.cxy = pp;
+  holo.cy = 2.0 * s * A * pp;
+  holo.cyy = s * one_4a * pp;
+  if (A.imag() == 0.0 && p.s == 1) return {{holo}};
+  holo.weight = 0.5;
+  ThreePointTerm herm;
+  herm.weight = 0.5;
+  herm.hermitian = true;
+  herm.a0 = e.rho3;
+  // s = -1: (|1-4A| - 4 Re A)/q = (|1-4A| - Re(1-4A))/q + 1, the difference written without cancellation.
+  herm.cx = s > 0 ? (abs_4a + 4.0 * A.real()) / q : 16.0 * A.imag() * A.imag() / (abs_4a + one_4a.real()) / q + 1.0;
+  herm.cxy = (s * abs_4a + 4.0 * std::conj(A)) / q;
+  herm.cy = 2.0 * s * std::conj(A) / q;
+  herm.cyy = abs_4a / q;
+  return {{holo, herm}};
+}
+
 double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
   if (p.A == cplx(0, 0) && p.s == -1) return log_cosh_minus_one(S);  // TrigRF: exact closed form
   const GerfExponents e = gerf_exponents(p, d, S);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "estimators/estimator.hpp"
+#include "estimators/three_point.hpp"
 
 namespace kestrel {
 
@@ -36,6 +37,17 @@ struct GerfExponents {
   double re_rho1_plus_rho3 = 0;
 };
 GerfExponents gerf_exponents(const GerfParams& p, arma::uword d, double S);
+
+// The three-point form (three_point.hpp) with identity matrices. With p = 1/(1-8A), q = 1 - 8 Re A (the DERF form with
+// B1 = B, B2 = s B, B^2 = s(1-4A), C_k = -s/2):
+//   holomorphic E[f1^2 f2_j f2_k]/(K_j K_k): a0 = d Log(1-4A) - (d/2) Log(1-8A) (rho1's branch), cx = s p, cxy = p,
+//     cy = 2 s A p, cyy = s (1-4A) p;
+//   Hermitian E[|f1|^2 f2_j conj f2_k]/(K_j K_k): a0 = d log|1-4A| - (d/2) log q, cx = (|1-4A| + 4 s Re A)/q,
+//     cxy = (s |1-4A| + 4 conj A)/q, cy = 2 s conj(A)/q, cyy = |1-4A|/q;
+// weights 1/2 each, or the holomorphic term alone with weight 1 when A is real and s = +1 (real features). On the
+// diagonal they reduce to rho1 and rho3 above (E_jj = a0 + c S). TrigRF: cx = -1, cxy = 1, cy = 0, cyy = -1 and
+// cx = 1, cxy = -1, cy = 0, cyy = 1.
+ThreePointForm gerf_three_point_form(const GerfParams& p, arma::uword d);
 
 // Homogeneity statistics of a pair of sets (CRT eq. 8), in O(L d).
 struct HomogeneityStats {

@@ -17,6 +17,17 @@ double trig_real_log_var_over_k2(double S) {
   return S + std::log1p(-std::exp(-S) + 0.5 * std::exp(-2 * S));
 }
 
+ThreePointForm trig_real_three_point_form() {
+  ThreePointTerm holo, herm;
+  holo.weight = 0.5;
+  holo.cx = -1.0;
+  holo.cy = 0.0;
+  holo.cyy = -1.0;
+  herm.cxy = -1.0;
+  herm.cy = 0.0;
+  return {{holo, herm}};
+}
+
 TrigRealEstimator::TrigRealEstimator(arma::uword d) {
   require(d > 0, "dimension d must be > 0, got 0");
   info_ = {"trig-real", false, false};

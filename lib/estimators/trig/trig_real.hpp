@@ -8,10 +8,18 @@
 #include <memory>
 
 #include "estimators/estimator.hpp"
+#include "estimators/three_point.hpp"
 
 namespace kestrel {
 
 double trig_real_log_var_over_k2(double S);
+
+// The three-point form (three_point.hpp): averaging over the phase, cos^2(a) cos(b) cos(c) keeps the exponentials
+// whose phase multiples cancel, E_theta = [2 cos(2a - b - c) + 4 cos(b - c)] / 16, so
+//   E[f1^2 f2_j f2_k] = e^{|x|^2 + (|y_j|^2 + |y_k|^2)/2} (e^{-|2x - y_j - y_k|^2/2} / 2 + e^{-|y_j - y_k|^2/2}):
+// TrigRF's holomorphic term (cx = -1, cxy = 1, cy = 0, cyy = -1) with weight 1/2 and its Hermitian one (cx = 1,
+// cxy = -1, cy = 0, cyy = 1) with weight 1. On the diagonal: e^{-S}/2 + e^S, S = |x - y|^2, as above.
+ThreePointForm trig_real_three_point_form();
 
 class TrigRealEstimator final : public Estimator {
  public:

@@ -1,0 +1,267 @@
+// Exact covariance of the rows of K-hat C from a three-point form (operator_variance.hpp has the derivation).
+#include "analysis/operator_variance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+#include "core/parallel.hpp"
+#include "core/vecmath.hpp"
+
+namespace kestrel {
+
+namespace {
+
+using cx = std::complex<double>;
+constexpr arma::uword kQueryBlock = 512;  // rows per parallel block: G tiles are recomputed once per block
+constexpr arma::uword kKeyTile = 256;     // keys per tile of G (memory O(kKeyTile^2))
+
+double re(double v) { return v; }
+double re(cx v) { return v.real(); }
+double conj_t(double v) { return v; }
+cx conj_t(cx v) { return std::conj(v); }
+template <typename T>
+T coef(cx c) {
+  if constexpr (std::is_same_v<T, double>) return c.real();
+  else return c;
+}
+
+// expm1 of a complex number without cancellation near 0: e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2).
+cx expm1_c(cx z) {
+  if (std::abs(z) > 0.5) return std::exp(z) - 1.0;
+  const double s = std::sin(0.5 * z.imag());
+  return {std::expm1(z.real()) * std::cos(z.imag()) - 2 * s * s, std::exp(z.real()) * std::sin(z.imag())};
+}
+
+// x^T M x per column (M empty: the identity), and M X.
+arma::rowvec quad(const arma::mat& M, const arma::mat& X) {
+  return M.is_empty() ? arma::rowvec(arma::sum(arma::square(X), 0)) : arma::rowvec(arma::sum((M * X) % X, 0));
+}
+arma::mat apply(const arma::mat& M, const arma::mat& X) { return M.is_empty() ? X : arma::mat(M * X); }
+
+// The G tile of the header at h = (nu_j + nu_k)/2 >= |Re Gamma|: e^{-h} expm1(Gamma) (split) or e^{Gamma - h}, for a
+// real tile through the vectorised exp/expm1: expm1(Gamma) e^{-h} where Gamma is small (no cancellation),
+// e^{Gamma-h} - e^{-h} elsewhere (no overflow).
+void scaled_tile(arma::mat& G, const arma::rowvec& nu_j, const arma::rowvec& nu_k, bool split) {
+  arma::mat H(G.n_rows, G.n_cols);
+  for (arma::uword c = 0; c < G.n_cols; ++c)
+    for (arma::uword r = 0; r < G.n_rows; ++r) H(r, c) = -0.5 * (nu_j[r] + nu_k[c]);
+  arma::mat big = G + H;
+  simd::exp(big);
+  if (!split) {
+    G = std::move(big);
+    return;
+  }
+  arma::mat eh = H, small = G;
+  simd::exp(eh);
+  simd::expm1(small.memptr(), small.n_elem);
+  for (arma::uword i = 0; i < G.n_elem; ++i) G[i] = G[i] > 0.5 ? big[i] - eh[i] : small[i] * eh[i];
+}
+void scaled_tile(arma::cx_mat& G, const arma::rowvec& nu_j, const arma::rowvec& nu_k, bool split) {
+  for (arma::uword c = 0; c < G.n_cols; ++c)
+    for (arma::uword r = 0; r < G.n_rows; ++r) {
+      const double h = 0.5 * (nu_j[r] + nu_k[c]);
+      const cx g = G(r, c);
+      G(r, c) = !split ? std::exp(g - h) : g.real() > 0.5 ? std::exp(g - h) - std::exp(-h) : expm1_c(g) * std::exp(-h);
+    }
+}
+
+// One term's per-key data.
+struct KeySide {
+  arma::mat MxyY, MyyY;  // Mxy Y, Myy Y (d x Ly)
+  arma::rowvec qy, ny;   // y^T My y, y^T Myy y
+};
+
+// The split form (operator_variance.hpp) is used where every |Gamma_jk| <= kSplitMaxGamma: there its parts are no
+// larger than the second moment itself, and tiny variances come out of expm1 terms. Where |Gamma| is large (large
+// inputs) its two parts would be huge and cancel (TrigRF at |y|^2 = 55: e^165 against a variance of e^110), and the
+// second moment sum_jk w_ja w_kb e^{E_jk} minus (KC)_a (KC)_b is evaluated instead: there the variance is not tiny
+// against K^2 except at special configurations (every key near -x for PosRF), where digits are lost.
+constexpr double kSplitMaxGamma = 1.0;
+
+// Row-block results of one term: P1_ab = z_a^T G z'_b (scaled), delta_a (split only), the scales
+// (operator_variance.hpp), and whether the split form was used.
+template <typename T>
+struct TermRows {
+  bool split = true;
+  arma::Col<T> alpha;
+  arma::vec m, m2;
+  arma::Mat<T> delta;  // b x n
+  arma::Cube<T> P1;    // b x n x n
+};
+
+template <typename T>
+TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::mat& Xb, const arma::mat& Y,
+                      const arma::mat& C, const arma::mat& kappa) {
+  using Mat = arma::Mat<T>;
+  const arma::uword b = Xb.n_cols, Ly = Y.n_cols, n = C.n_cols;
+  const T cxy = coef<T>(t.cxy), cy = coef<T>(t.cy), cyy = coef<T>(t.cyy);
+  const arma::rowvec nu = std::abs(t.cyy) * ks.ny;
+  TermRows<T> r;
+  r.split = nu.max() <= kSplitMaxGamma;
+  r.alpha = coef<T>(t.a0) + coef<T>(t.cx) * arma::conv_to<arma::Col<T>>::from(quad(t.Mx, Xb).t());
+  Mat beta = cxy * arma::conv_to<Mat>::from(Xb.t() * ks.MxyY);
+  beta.each_row() += cy * arma::conv_to<arma::Row<T>>::from(ks.qy);
+
+  // Scales: m for z (kappa + Re beta + nu/2), m2 for delta (kappa + max(0, Re(alpha/2 + beta))).
+  r.m.set_size(b);
+  r.m2.set_size(b);
+  for (arma::uword i = 0; i < b; ++i) {
+    double m = -kInf, m2 = -kInf;
+    for (arma::uword j = 0; j < Ly; ++j) {
+      m = std::max(m, kappa(i, j) + re(beta(i, j)) + 0.5 * nu[j]);
+      m2 = std::max(m2, kappa(i, j) + std::max(0.0, re(0.5 * r.alpha[i] + beta(i, j))));
+    }
+    r.m[i] = m;
+    r.m2[i] = m2;
+  }
+  // delta_a = sum_j C_ja e^{kappa - m2} expm1(alpha/2 + beta_j); z = e^{kappa + beta + nu/2 - m}.
+  Mat D(b, Ly), Z(b, Ly);
+  for (arma::uword j = 0; j < Ly; ++j)
+    for (arma::uword i = 0; i < b; ++i) {
+      const T e = 0.5 * r.alpha[i] + beta(i, j);
+      const double s = kappa(i, j) - r.m2[i];
+      if constexpr (std::is_same_v<T, double>)
+        D(i, j) = e > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * std::expm1(e);
+      else
+        D(i, j) = e.real() > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * expm1_c(e);
+      Z(i, j) = std::exp(kappa(i, j) + beta(i, j) + 0.5 * nu[j] - r.m[i]);
+    }
+  r.delta = D * arma::conv_to<Mat>::from(C);
+
+  // P1_ab = sum_{J,K} ((Z o C_a)_J G_JK) o (Z' o C_b)_K summed over the row, G_JK = e^{-h} expm1(Gamma_JK).
+  r.P1.zeros(b, n, n);
+  const Mat Zp = t.hermitian ? Mat(arma::conj(Z)) : Z;
+  std::vector<Mat> Za(n), Zb(n);
+  for (arma::uword a = 0; a < n; ++a) {
+    Za[a] = Z;
+    Za[a].each_row() %= arma::conv_to<arma::Row<T>>::from(C.col(a).t());
+    Zb[a] = Zp;
+    Zb[a].each_row() %= arma::conv_to<arma::Row<T>>::from(C.col(a).t());
+  }
+  const arma::uword tiles = (Ly + kKeyTile - 1) / kKeyTile;
+  auto span = [&](arma::uword t_) { return arma::span(t_ * kKeyTile, std::min(Ly, (t_ + 1) * kKeyTile) - 1); };
+  for (arma::uword K = 0; K < tiles; ++K) {
+    std::vector<Mat> W(n, Mat(b, span(K).b - span(K).a + 1, arma::fill::zeros));
+    for (arma::uword J = 0; J < tiles; ++J) {
+      Mat G = cyy * arma::conv_to<Mat>::from(Y.cols(span(J)).t() * ks.MyyY.cols(span(K)));
+      scaled_tile(G, nu.cols(span(J)), nu.cols(span(K)), r.split);
+      for (arma::uword a = 0; a < n; ++a) W[a] += Za[a].cols(span(J)) * G;
+    }
+    for (arma::uword a = 0; a < n; ++a)
+      for (arma::uword c = 0; c < n; ++c) r.P1.slice(c).col(a) += arma::sum(W[a] % Zb[c].cols(span(K)), 1);
+  }
+  return r;
+}
+
+SignedLog signed_log(double log_scale, double v) {
+  SignedLog s = SignedLog::from_value(v);
+  if (s.sign) s.log_abs += log_scale;
+  return s;
+}
+
+// The weight times Re sum_{j,k} w_ja w_kb (exp(E_jk) - 1) (split) or Re sum_{j,k} w_ja w_kb exp(E_jk) for one row.
+template <typename T>
+SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword i, arma::uword a, arma::uword b,
+                      double s_a, double s_b) {
+  const double lw = std::log(t.weight);
+  // e^{alpha + 2m} P1: Re(e^{i Im alpha} P1) at scale Re alpha + 2m.
+  const T p1 = r.P1(i, a, b);
+  double v1;
+  if constexpr (std::is_same_v<T, double>) v1 = p1;
+  else v1 = (std::exp(cx(0, r.alpha[i].imag())) * p1).real();
+  SignedLog out = signed_log(re(r.alpha[i]) + 2 * r.m[i] + lw, v1);
+  if (!r.split) return out;  // the weighted second moment; the caller subtracts (KC)_a (KC)_b
+  // e^{2 m2} (delta_a u'_b + s_a delta'_b), u'_b = s_b + delta'_b, all at scale m2 (s_a, s_b given at that scale).
+  const T da = r.delta(i, a), db = t.hermitian ? conj_t(r.delta(i, b)) : r.delta(i, b);
+  const double v2 = re(da * (s_b + db) + s_a * db);
+  return out + signed_log(2 * r.m2[i] + lw, v2);
+}
+
+void check_inputs(const arma::mat& X, const arma::mat& Y, const arma::mat& C, arma::uword M) {
+  validate_sets(X, Y);
+  require(C.n_rows == Y.n_cols && C.n_cols > 0, "C must be Ly x n with Ly = {} keys and n > 0, got {} x {}",
+          Y.n_cols, C.n_rows, C.n_cols);
+  require(C.is_finite(), "C must be finite (found NaN or Inf)");
+  require(M > 0, "the number of features M must be > 0, got 0");
+}
+
+}  // namespace
+
+arma::mat KcMoments::log_var() const {
+  arma::mat out(log_abs_kc.n_rows, log_abs_kc.n_cols);
+  for (arma::uword i = 0; i < out.n_rows; ++i)
+    for (arma::uword a = 0; a < out.n_cols; ++a) out(i, a) = cov.sign(a, a, i) > 0 ? cov.log_abs(a, a, i) : -kInf;
+  return out;
+}
+
+KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                     const arma::mat& C, arma::uword M) {
+  check_inputs(X, Y, C, M);
+  require(!form.terms.empty(), "three-point form without terms");
+  const arma::uword Lx = X.n_cols, n = C.n_cols;
+  std::vector<KeySide> keys;
+  for (const auto& t : form.terms) {
+    KeySide ks{apply(t.Mxy, Y), apply(t.Myy.is_empty() ? t.Myy : arma::mat(0.5 * (t.Myy + t.Myy.t())), Y),
+               quad(t.My, Y), {}};
+    ks.ny = arma::sum(ks.MyyY % Y, 0);
+    keys.push_back(std::move(ks));
+  }
+  const double log_m = std::log(static_cast<double>(M));
+
+  KcMoments out;
+  out.log_abs_kc.set_size(Lx, n);
+  out.sign_kc.set_size(Lx, n);
+  out.cov.log_abs.set_size(n, n, Lx);
+  out.cov.sign.set_size(n, n, Lx);
+  for_each_block((Lx + kQueryBlock - 1) / kQueryBlock, [&](std::size_t blk) {
+    const arma::uword i0 = blk * kQueryBlock, i1 = std::min(Lx, i0 + kQueryBlock) - 1;
+    const arma::mat Xb = X.cols(i0, i1);
+    const arma::uword b = Xb.n_cols;
+    const arma::mat kappa = log_kernel(k, Xb, Y);
+    // (KC)_ia = e^{m3} s_ia.
+    const arma::vec m3 = arma::max(kappa, 1);
+    arma::mat E3 = kappa;
+    E3.each_col() -= m3;
+    simd::exp(E3);
+    const arma::mat s = E3 * C;
+    std::vector<TermRows<double>> real_rows(form.terms.size());
+    std::vector<TermRows<cx>> cx_rows(form.terms.size());
+    for (std::size_t t = 0; t < form.terms.size(); ++t) {
+      if (form.terms[t].real()) real_rows[t] = term_rows<double>(form.terms[t], keys[t], Xb, Y, C, kappa);
+      else cx_rows[t] = term_rows<cx>(form.terms[t], keys[t], Xb, Y, C, kappa);
+    }
+    for (arma::uword i = 0; i < b; ++i) {
+      for (arma::uword a = 0; a < n; ++a) {
+        const SignedLog kc = signed_log(m3[i], s(i, a));
+        out.log_abs_kc(i0 + i, a) = kc.log_abs;
+        out.sign_kc(i0 + i, a) = kc.sign;
+      }
+      for (arma::uword a = 0; a < n; ++a)
+        for (arma::uword c = 0; c < n; ++c) {
+          // M Cov = sum over split terms of their excess + sum over the others of their second moment
+          //         + (sum of the split terms' weights - 1) (KC)_a (KC)_b.
+          double extra = -1;
+          SignedLog v;
+          for (std::size_t t = 0; t < form.terms.size(); ++t) {
+            const auto& term = form.terms[t];
+            const bool real = term.real();
+            if (real ? real_rows[t].split : cx_rows[t].split) extra += term.weight;
+            const double to_m2 = std::exp(m3[i] - (real ? real_rows[t].m2[i] : cx_rows[t].m2[i]));
+            const double sa = s(i, a) * to_m2, sc = s(i, c) * to_m2;
+            v = v + (real ? term_excess(real_rows[t], term, i, a, c, sa, sc) : term_excess(cx_rows[t], term, i, a, c, sa, sc));
+          }
+          if (extra != 0)
+            v = v + signed_log(2 * m3[i] + std::log(std::abs(extra)), (extra < 0 ? -1 : 1) * s(i, a) * s(i, c));
+          if (a == c && v.sign < 0) v = {};  // a variance that rounds below 0 is 0 (an exact estimate)
+          out.cov.log_abs(a, c, i0 + i) = v.sign ? v.log_abs - log_m : -kInf;
+          out.cov.sign(a, c, i0 + i) = v.sign;
+        }
+    }
+  });
+  return out;
+}
+
+}  // namespace kestrel
