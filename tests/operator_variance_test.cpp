@@ -23,8 +23,8 @@ arma::mat values(arma::uword L, arma::uword n, std::uint64_t seed) {
 }
 
 // Every entry's Monte Carlo variance within 4.5 SE of the exact one; returns the largest |z|.
-double check_against_mc(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                        const arma::mat& C, const KcMoments& ex, arma::uword M, std::size_t reps, bool expect = true) {
+double check_against_mc(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, const arma::mat& C,
+                        const KcMoments& ex, arma::uword M, std::size_t reps, bool expect = true) {
   const MonteCarloResult r = simulate(e, k, X, Y, {reps, M, 17, Sampler::Iid}, &C);
   const auto& m = *r.kernel_times;
   const arma::mat lv = ex.log_var();

@@ -24,8 +24,7 @@ SignedLog times(SignedLog s, double v) {
 }  // namespace
 
 AttentionPrediction predict_attention_error(const ThreePointForm& form, bool positive, const Kernel& k,
-                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V,
-                                            arma::uword M) {
+                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V, arma::uword M) {
   require(V.n_cols > 0, "V must have at least one column");
   const arma::uword dv = V.n_cols, Lx = X.n_cols;
   const KcMoments m = kc_moments(form, k, X, Y, arma::join_rows(V, arma::ones(V.n_rows)), M);
@@ -70,8 +69,8 @@ AttentionPrediction predict_attention_error(const ThreePointForm& form, bool pos
 
 AttentionMeasurement simulate_attention(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
                                         const arma::mat& V, const MonteCarloOptions& opt) {
-  require(V.n_rows == Y.n_cols && V.n_cols > 0, "V must be Ly x dv with Ly = {} keys, got {} x {}", Y.n_cols,
-          V.n_rows, V.n_cols);
+  require(V.n_rows == Y.n_cols && V.n_cols > 0, "V must be Ly x dv with Ly = {} keys, got {} x {}", Y.n_cols, V.n_rows,
+          V.n_cols);
   require(opt.reps >= 2, "the attention simulation needs at least 2 repetitions, got {}", opt.reps);
   const arma::mat C = arma::join_rows(V, arma::ones(V.n_rows));
   const arma::mat NC = kernel_times(k, X, Y, C);
@@ -109,9 +108,10 @@ AttentionMeasurement simulate_attention(const Estimator& e, const Kernel& k, con
   out.mse = t1 / R;
   out.se_mse = arma::sqrt(arma::clamp(t2 / R - arma::square(out.mse), 0, arma::datum::inf) / (R - 1));
   if (!out.mse.is_finite())
-    throw NumericalError(fmt::format("estimator '{}': attention simulation overflowed or divided by a zero "
-                                     "normaliser (non-finite error)",
-                                     e.info().name));
+    throw NumericalError(
+        fmt::format("estimator '{}': attention simulation overflowed or divided by a zero "
+                    "normaliser (non-finite error)",
+                    e.info().name));
   return out;
 }
 

@@ -28,25 +28,24 @@ namespace kestrel {
 inline constexpr double kDeltaMethodMaxRelVar = 0.01;
 
 struct AttentionPrediction {
-  arma::vec log_mse;      // log of the predicted E|Y-hat_i - Y_i|^2 (leading order; -inf where exact)
-  arma::vec log_norm_y;   // log |Y_i|
-  arma::vec log_bias;     // log |bias_i| (the vector norm over V's columns; -inf where 0)
-  arma::vec log_rel_var;  // log r_i = log(Var D_i / D_i^2)
+  arma::vec log_mse;              // log of the predicted E|Y-hat_i - Y_i|^2 (leading order; -inf where exact)
+  arma::vec log_norm_y;           // log |Y_i|
+  arma::vec log_bias;             // log |bias_i| (the vector norm over V's columns; -inf where 0)
+  arma::vec log_rel_var;          // log r_i = log(Var D_i / D_i^2)
   arma::vec p_nonpositive_bound;  // Cantelli's bound on P(D-hat_i <= 0); 0 for positive features
-  arma::vec log_mse_bound;         // positive features: log sum_a max_j (V_ja - Y_ia)^2 (holds for every draw); +inf
-  arma::uvec outside;              // 1 where r_i > kDeltaMethodMaxRelVar or the prediction exceeds the bound
+  arma::vec log_mse_bound;        // positive features: log sum_a max_j (V_ja - Y_ia)^2 (holds for every draw); +inf
+  arma::uvec outside;             // 1 where r_i > kDeltaMethodMaxRelVar or the prediction exceeds the bound
   arma::mat Y;                    // exact attention output, Lx x dv
 };
 
 // Predicted error of the attention rows for queries X (d x Lx), keys Y (d x Ly), values V (Ly x dv), M iid features
 // of the estimator with this three-point form (positive: its features are positive, so D-hat > 0).
 AttentionPrediction predict_attention_error(const ThreePointForm& form, bool positive, const Kernel& k,
-                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V,
-                                            arma::uword M);
+                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V, arma::uword M);
 
 struct AttentionMeasurement {
-  arma::vec mse, se_mse;              // per row: mean over draws of |Y-hat_i - Y_i|^2, and its standard error
-  arma::uvec nonpositive;             // per row: draws with D-hat_i <= 0
+  arma::vec mse, se_mse;   // per row: mean over draws of |Y-hat_i - Y_i|^2, and its standard error
+  arma::uvec nonpositive;  // per row: draws with D-hat_i <= 0
   std::size_t reps = 0;
 };
 

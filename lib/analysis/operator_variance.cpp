@@ -24,8 +24,10 @@ double conj_t(double v) { return v; }
 cx conj_t(cx v) { return std::conj(v); }
 template <typename T>
 T coef(cx c) {
-  if constexpr (std::is_same_v<T, double>) return c.real();
-  else return c;
+  if constexpr (std::is_same_v<T, double>)
+    return c.real();
+  else
+    return c;
 }
 
 // expm1 of a complex number without cancellation near 0: e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2).
@@ -170,8 +172,10 @@ SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword
   // e^{alpha + 2m} P1: Re(e^{i Im alpha} P1) at scale Re alpha + 2m.
   const T p1 = r.P1(i, a, b);
   double v1;
-  if constexpr (std::is_same_v<T, double>) v1 = p1;
-  else v1 = (std::exp(cx(0, r.alpha[i].imag())) * p1).real();
+  if constexpr (std::is_same_v<T, double>)
+    v1 = p1;
+  else
+    v1 = (std::exp(cx(0, r.alpha[i].imag())) * p1).real();
   SignedLog out = signed_log(re(r.alpha[i]) + 2 * r.m[i] + lw, v1);
   if (!r.split) return out;  // the weighted second moment; the caller subtracts (KC)_a (KC)_b
   // e^{2 m2} (delta_a u'_b + s_a delta'_b), u'_b = s_b + delta'_b, all at scale m2 (s_a, s_b given at that scale).
@@ -182,8 +186,8 @@ SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword
 
 void check_inputs(const arma::mat& X, const arma::mat& Y, const arma::mat& C, arma::uword M) {
   validate_sets(X, Y);
-  require(C.n_rows == Y.n_cols && C.n_cols > 0, "C must be Ly x n with Ly = {} keys and n > 0, got {} x {}",
-          Y.n_cols, C.n_rows, C.n_cols);
+  require(C.n_rows == Y.n_cols && C.n_cols > 0, "C must be Ly x n with Ly = {} keys and n > 0, got {} x {}", Y.n_cols,
+          C.n_rows, C.n_cols);
   require(C.is_finite(), "C must be finite (found NaN or Inf)");
   require(M > 0, "the number of features M must be > 0, got 0");
 }
@@ -204,8 +208,8 @@ KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::ma
   const arma::uword Lx = X.n_cols, n = C.n_cols;
   std::vector<KeySide> keys;
   for (const auto& t : form.terms) {
-    KeySide ks{apply(t.Mxy, Y), apply(t.Myy.is_empty() ? t.Myy : arma::mat(0.5 * (t.Myy + t.Myy.t())), Y),
-               quad(t.My, Y), {}};
+    KeySide ks{
+        apply(t.Mxy, Y), apply(t.Myy.is_empty() ? t.Myy : arma::mat(0.5 * (t.Myy + t.Myy.t())), Y), quad(t.My, Y), {}};
     ks.ny = arma::sum(ks.MyyY % Y, 0);
     keys.push_back(std::move(ks));
   }
@@ -230,8 +234,10 @@ KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::ma
     std::vector<TermRows<double>> real_rows(form.terms.size());
     std::vector<TermRows<cx>> cx_rows(form.terms.size());
     for (std::size_t t = 0; t < form.terms.size(); ++t) {
-      if (form.terms[t].real()) real_rows[t] = term_rows<double>(form.terms[t], keys[t], Xb, Y, C, kappa);
-      else cx_rows[t] = term_rows<cx>(form.terms[t], keys[t], Xb, Y, C, kappa);
+      if (form.terms[t].real())
+        real_rows[t] = term_rows<double>(form.terms[t], keys[t], Xb, Y, C, kappa);
+      else
+        cx_rows[t] = term_rows<cx>(form.terms[t], keys[t], Xb, Y, C, kappa);
     }
     for (arma::uword i = 0; i < b; ++i) {
       for (arma::uword a = 0; a < n; ++a) {
@@ -251,7 +257,8 @@ KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::ma
             if (real ? real_rows[t].split : cx_rows[t].split) extra += term.weight;
             const double to_m2 = std::exp(m3[i] - (real ? real_rows[t].m2[i] : cx_rows[t].m2[i]));
             const double sa = s(i, a) * to_m2, sc = s(i, c) * to_m2;
-            v = v + (real ? term_excess(real_rows[t], term, i, a, c, sa, sc) : term_excess(cx_rows[t], term, i, a, c, sa, sc));
+            v = v + (real ? term_excess(real_rows[t], term, i, a, c, sa, sc)
+                          : term_excess(cx_rows[t], term, i, a, c, sa, sc));
           }
           if (extra != 0)
             v = v + signed_log(2 * m3[i] + std::log(std::abs(extra)), (extra < 0 ? -1 : 1) * s(i, a) * s(i, c));

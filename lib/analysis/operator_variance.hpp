@@ -2,7 +2,8 @@
 // regression): for an estimator averaging M iid features, row i of K-hat C is (1/M) sum_m Re f1(w_m, x_i) g(w_m),
 // g(w) = sum_j C_j f2(w, y_j), so for columns a, b of C (Ly x n)
 //   M Cov((K-hat C)_ia, (K-hat C)_ib) = E[Re(f1 g_a) Re(f1 g_b)] - (KC)_ia (KC)_ib
-//                                     = sum_t weight_t Re sum_{j,k} w_ja w_kb (exp(E^t_jk) - 1) + (W - 1)(KC)_ia (KC)_ib
+//                                     = sum_t weight_t Re sum_{j,k} w_ja w_kb (exp(E^t_jk) - 1) + (W - 1)(KC)_ia
+//                                     (KC)_ib
 // with w_ja = C_ja K(x_i, y_j), W = sum_t weight_t and E^t_jk = alpha + beta_j + beta'_k + Gamma_jk the family's
 // three-point form (estimators/three_point.hpp). Where every |Gamma_jk| <= 1 (the regime of small inputs, where
 // variances can be tiny against K^2), two exact rewrites keep it accurate and BLAS-shaped:
