@@ -1,11 +1,13 @@
 // Python bindings of the estimators: kestrel.fit, kestrel.estimators and the Estimator/Draw classes (fit, draw,
-// features, exact variance).
+// features, exact variance of pairs and of K-hat C, predicted attention error).
 #include <string>
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "analysis/attention_variance.hpp"
+#include "analysis/operator_variance.hpp"
 #include "analysis/pairwise.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
@@ -13,6 +15,19 @@
 #include "estimators/registry.hpp"
 
 namespace kestrel::python {
+
+namespace {
+
+// The estimator's three-point form, or a ValueError saying that its family has none.
+ThreePointForm closed_form(const Estimator& e) {
+  auto form = three_point_form(e);
+  require(form.has_value(),
+          "estimator '{}' has no closed-form K-hat C moments (no three-point form): estimate them by simulation",
+          e.info().name);
+  return *form;
+}
+
+}  // namespace
 
 void bind_estimators(py::module_& m) {
   py::class_<Draw>(m, "Draw", "M random objects omega_1..omega_M (d x M) and, for the cos form, phases (M)")
@@ -195,6 +210,60 @@ void bind_estimators(py::module_& m) {
           },
           py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
           "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n")
+      .def(
+          "kc_variance",
+          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
+             const py::object& kernel, arma::uword features) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), c = mat_in(C, "C");
+            const Kernel k = kernel_of(kernel);
+            check_points(e, *x, "X"), check_points(e, *y, "Y");
+            require(features > 0, "number of features M must be > 0, got {}", features);
+            const ThreePointForm form = closed_form(e);
+            KcMoments m;
+            {
+              py::gil_scoped_release nogil;
+              m = kc_moments(form, k, *x, *y, *c, features);
+            }
+            py::dict out;
+            out["log_var"] = mat_out(m.log_var());
+            out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
+            out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
+            return out;
+          },
+          py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
+          "form (lib/analysis/operator_variance.hpp): dict of log_var (Lx x n, -inf where exact), log_abs_kc and "
+          "sign_kc. ValueError for a family without a closed form")
+      .def(
+          "predict_attention",
+          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
+             const py::object& kernel, arma::uword features) {
+            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), v = mat_in(V, "V");
+            const Kernel k = kernel_of(kernel);
+            check_points(e, *x, "X"), check_points(e, *y, "Y");
+            require(features > 0, "number of features M must be > 0, got {}", features);
+            const ThreePointForm form = closed_form(e);
+            AttentionPrediction a;
+            {
+              py::gil_scoped_release nogil;
+              a = predict_attention_error(form, e.info().positive, k, *x, *y, *v, features);
+            }
+            py::dict out;
+            auto col = [](const arma::vec& c) { return mat_out(arma::mat(c)).attr("ravel")(); };
+            out["log_mse"] = col(a.log_mse);
+            out["log_norm_y"] = col(a.log_norm_y);
+            out["log_bias"] = col(a.log_bias);
+            out["log_rel_var"] = col(a.log_rel_var);
+            out["p_nonpositive_bound"] = col(a.p_nonpositive_bound);
+            out["outside"] = col(arma::conv_to<arma::vec>::from(a.outside)).attr("astype")("bool");
+            out["Y"] = mat_out(std::move(a.Y));
+            return out;
+          },
+          py::arg("X"), py::arg("Y"), py::arg("V"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          "Predicted error of the attention rows (K-hat V)_i / (K-hat 1)_i with M features, by the delta method from "
+          "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
+          "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range) "
+          "and the exact output Y (Lx x dv)")
       .def("__repr__",
            [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
 

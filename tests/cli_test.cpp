@@ -139,6 +139,61 @@ TEST(Cli, ImageRegimesRunOnRealData) {
   EXPECT_NE(bad.err.find("d = s^2"), std::string::npos) << bad.err;
 }
 
+// --quantity kc / attention: every row says its quantity; families with a three-point form are exact and agree with
+// the simulator on the --mc subset; a family without one (geom) gets Monte Carlo rows marked as such. Agreement rule:
+// an entry's empirical variance (or MSE) within 3 of its standard errors of the exact (predicted) value has
+// probability about 0.9973 under the normal approximation, so at least 9 of 32 entries outside has probability at most
+// 32 * 0.0027 / 9 < 1% (Markov, whatever the dependence between entries; about 1e-16 were they independent), and at
+// least 4 of the 12-16 attention rows compared outside at most 16 * 0.0027 / 4 ~ 1%.
+TEST(Cli, QuantityKcAndAttentionRows) {
+  for (const char* q : {"kc", "attention"}) {
+    const bool kc = std::string(q) == "kc";
+    // Attention: M = 256 puts every row's normaliser well inside the delta method's range (relative variance < 0.01).
+    const CliRun r = run(std::string("variance --quantity ") + q +
+                         " --regime normal --sigma 0.3 --dim 4 --points 48 --pairs 1 --seed 5 --value-dim 2 "
+                         "--estimators pos,oprf,sderf,geom --mc 3000 --mc-points 16 --json --quiet --features " +
+                         (kc ? "1" : "256"));
+    ASSERT_EQ(r.code, 0) << q << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["provenance"]["options"]["quantity"], q);
+    ASSERT_EQ(j["results"].size(), 4u);
+    for (const auto& e : j["results"]) {
+      const std::string name = e["estimator"];
+      EXPECT_EQ(e["quantity"], q) << name;
+      EXPECT_EQ(e["status"], "ok") << name;
+      EXPECT_TRUE(std::isfinite(e["mean_log_var"].get<double>())) << name;
+      // Entries of K-hat V are 48 x 2 and attention rows 48; Monte Carlo rows cover the first --mc-points points.
+      const int rows = name == "geom" ? 16 : 48;
+      EXPECT_EQ(e["n_pairs"].get<int>(), kc ? 2 * rows : rows) << name;
+      if (name == "geom") {
+        EXPECT_TRUE(e.contains("empirical_reps")) << e.dump();
+        EXPECT_FALSE(e.contains("mc")) << name;
+        continue;
+      }
+      ASSERT_TRUE(e.contains("mc")) << name;
+      if (!kc) EXPECT_EQ(e["n_flagged"].get<int>(), 0) << name;
+      // Attention compares the rows inside the delta method's range on the subset (16 keys: PosRF loses one row).
+      if (kc)
+        EXPECT_EQ(e["mc"]["entries"].get<int>(), 32) << name;
+      else
+        EXPECT_GE(e["mc"]["entries"].get<int>(), 12) << name;
+      EXPECT_GE(e["mc"]["frac_var_within_3se"].get<double>(), 0.75) << e.dump();
+    }
+  }
+  // The HDF5 table says what its rows summarise.
+  const fs::path out = fs::temp_directory_path() / (fmt_name("kestrel_q") + ".h5");
+  const CliRun w = run("variance --quantity attention --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --out " +
+                       out.string());
+  ASSERT_EQ(w.code, 0) << w.err;
+  const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  char text[512] = {};
+  ASSERT_GE(H5LTget_attribute_string(f, "variance/oprf", "quantity", text), 0);
+  EXPECT_EQ(std::string(text).rfind("attention:", 0), 0u) << text;
+  H5Fclose(f);
+  fs::remove(out);
+}
+
 TEST(Cli, DatasetsListsAndVerifies) {
   const CliRun r = run("datasets");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -43,7 +43,16 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
       opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
           ? " preprocess=" + to_string(opt.regime_options.preprocess)
           : "");
-  std::cout << fmt::format("{:<10} {:>6} {:>22} {:>22}", "estimator", "sigma", "log Var", "log(Var/K)");
+  // The quantity's names for Var and K (study_options: --quantity).
+  const bool att = opt.quantity == Quantity::Attention, kc = opt.quantity == Quantity::Kc;
+  if (opt.quantity != Quantity::Pair)
+    std::cout << fmt::format("quantity={} values={} value-dim={}: mean +- std over {}\n", to_string(opt.quantity),
+                             opt.values, opt.value_dim,
+                             att ? "rows of K-hat V / K-hat 1 (delta method)" : "entries of K-hat V");
+  std::cout << fmt::format("{:<10} {:>6} {:>22} {:>22}", "estimator", "sigma", att ? "log MSE" : "log Var",
+                           att  ? "log(MSE/|Y|)"
+                           : kc ? "log(Var/|KV|)"
+                                : "log(Var/K)");
   if (opt.mc_reps) std::cout << fmt::format(" {:>12} {:>12} {:>8}", "MC log Var", "exact(sub)", "in 3se");
   std::cout << '\n';
   for (const auto& r : results) {
@@ -57,8 +66,12 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
     if (r.mc)
       std::cout << fmt::format(" {:>12.4f} {:>12.4f} {:>7.1f}%", r.mc->log_var_mc.mean, r.mc->log_var_exact.mean,
                                100 * r.mc->frac_var_within_3se);
-    if (r.mc && !r.mc->trusted()) std::cout << " MC UNTRUSTED";
-    if (r.summary.n_exact) std::cout << fmt::format("  ({} exact pairs left out)", r.summary.n_exact);
+    if (r.mc && !r.mc->trusted()) std::cout << (att ? " PREDICTION OFF" : " MC UNTRUSTED");
+    if (r.summary.n_exact)
+      std::cout << fmt::format("  ({} exact {} left out)", r.summary.n_exact, att ? "rows" : kc ? "entries" : "pairs");
+    if (r.summary.n_flagged)
+      std::cout << fmt::format("  ({} rows outside the delta method's range)", r.summary.n_flagged);
+    if (r.empirical_reps) std::cout << "  (Monte Carlo estimate: no exact formula)";
     std::cout << '\n';
   }
 }
@@ -73,7 +86,13 @@ void warn(const Global& g, const std::vector<VarianceResult>& results, const Var
       untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
   }
   if (const std::string u = undefined_summary(rows); !u.empty()) progress(g, u);
-  if (!untrusted.empty())
+  if (!untrusted.empty() && opt.quantity == Quantity::Attention)
+    std::cerr << fmt::format(
+        "[kestrel] warning: the delta method's attention error disagrees with simulation for {}: fewer than {:g}% "
+        "of the rows inside its range lie within 3 SE of the prediction. Heavy-tailed features make its remainder "
+        "shrink slowly with M; read the simulated MSE (MC log Var) there.\n",
+        untrusted, 100 * McSummary::kMcTrustedShare);
+  else if (!untrusted.empty())
     std::cerr << fmt::format(
         "[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries "
         "lie within 3 SE of the exact variance. The estimate is heavy-tailed there, so its "

@@ -11,11 +11,13 @@
 namespace kestrel {
 
 struct PairwiseSummary {
-  RunningStats log_var;       // log Var of one feature
-  RunningStats log_rel_var;   // log(Var / K)
-  RunningStats log_kernel;    // log K
-  std::uint64_t n_exact = 0;  // pairs with Var = 0
+  RunningStats log_var;         // log Var of one feature
+  RunningStats log_rel_var;     // log(Var / K)
+  RunningStats log_kernel;      // log K
+  std::uint64_t n_exact = 0;    // pairs with Var = 0
+  std::uint64_t n_flagged = 0;  // attention rows outside the delta method's range (analysis/attention_variance.hpp)
   void merge(const PairwiseSummary& o) {
+    n_flagged += o.n_flagged;
     log_var.merge(o.log_var);
     log_rel_var.merge(o.log_rel_var);
     log_kernel.merge(o.log_kernel);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/attention_variance.hpp"
 #include "analysis/montecarlo.hpp"
+#include "analysis/operator_variance.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "data/regimes.hpp"
@@ -27,6 +29,35 @@ void validate(const VarianceStudyOptions& opt) {
   require(opt.mc_reps == 0 || opt.mc_reps >= 4, "Monte Carlo needs at least 4 repetitions, got {}", opt.mc_reps);
   require(opt.mc_reps == 0 || opt.mc_points <= opt.points, "--mc-points {} is more than --points {}", opt.mc_points,
           opt.points);
+  require(std::find(kValueKinds.begin(), kValueKinds.end(), opt.values) != kValueKinds.end(),
+          "values must be normal, uniform or ones, got '{}'", opt.values);
+  require(opt.value_dim > 0, "value-dim must be > 0, got 0");
+}
+
+std::string to_string(Quantity q) {
+  switch (q) {
+    case Quantity::Pair:
+      return "pair";
+    case Quantity::Kc:
+      return "kc";
+    case Quantity::Attention:
+      return "attention";
+  }
+  return "pair";
+}
+
+Quantity parse_quantity(const std::string& s) {
+  for (Quantity q : {Quantity::Pair, Quantity::Kc, Quantity::Attention})
+    if (to_string(q) == s) return q;
+  throw InvalidArgument(fmt::format("quantity must be pair, kc or attention, got '{}'", s));
+}
+
+arma::mat study_values(const VarianceStudyOptions& opt, arma::uword Ly, std::uint64_t set_index) {
+  if (opt.values == "ones") return arma::ones(Ly, opt.value_dim);
+  Rng rng(opt.seed, Stream::Values, set_index);
+  arma::mat V(Ly, opt.value_dim);
+  for (double& v : V) v = opt.values == "normal" ? rng.normal() : rng.uniform();
+  return V;
 }
 
 arma::uword mc_points_used(const VarianceStudyOptions& opt) {
@@ -49,6 +80,9 @@ nlohmann::json to_json(const VarianceStudyOptions& opt) {
           {"sampler", to_string(opt.sampler)},
           {"regime_options", to_json(opt.regime_options)},
           {"halve_real", opt.halve_real},
+          {"quantity", to_string(opt.quantity)},
+          {"values", opt.values},
+          {"value_dim", opt.value_dim},
           {"halve_real_rule", kHalveRealRule}};
 }
 
@@ -99,6 +133,90 @@ PairwiseSummary empirical_summary(const Estimator& e, const SetPair& sp, const V
   return s;
 }
 
+// Adds one Monte Carlo comparison per entry: the empirical variance (or MSE) v with its standard error against the
+// exact (or predicted) log value.
+void add_mc_entries(McSummary& acc, const arma::mat& v, const arma::mat& se, const arma::mat& exact) {
+  double within = acc.frac_var_within_3se * acc.entries;
+  for (arma::uword k = 0; k < exact.n_elem; ++k) {
+    if (std::abs(v(k) - std::exp(exact(k))) < 3 * se(k) || (v(k) == 0 && exact(k) == -kInf)) within += 1;
+    ++acc.entries;
+    if (v(k) > 0 && exact(k) > -kInf) {
+      acc.log_var_mc.add(std::log(v(k)));
+      acc.log_var_exact.add(exact(k));
+    }
+  }
+  acc.frac_var_within_3se = within / acc.entries;
+}
+
+void add_entries(PairwiseSummary& s, const arma::mat& log_var, const arma::mat& log_size) {
+  for (arma::uword k = 0; k < log_var.n_elem; ++k) {
+    s.log_kernel.add(log_size(k));
+    if (log_var(k) == -kInf) {
+      ++s.n_exact;
+      continue;
+    }
+    s.log_var.add(log_var(k));
+    s.log_rel_var.add(log_var(k) - log_size(k));
+  }
+}
+
+// Exact Y = (K V) / (K 1) row by row, and log |Y_i|.
+arma::vec log_attention_norms(const Kernel& k, const arma::mat& X, const arma::mat& Y, const arma::mat& V) {
+  const arma::mat NC = kernel_times(k, X, Y, arma::join_rows(V, arma::ones(V.n_rows)));
+  arma::mat out = NC.head_cols(V.n_cols);
+  out.each_col() /= NC.col(V.n_cols);
+  return 0.5 * arma::log(arma::sum(arma::square(out), 1));
+}
+
+// --quantity kc / attention on one set pair (see the header): exact where the family has a three-point form
+// (estimators/three_point.hpp), else the simulator's estimate (kEmpiricalReps on the first mc_points_used points, as
+// for pair variances without an exact formula; `empirical` is set). With --mc the exact values are checked against
+// the simulator on the first mc_points_used points (attention: on the rows inside the delta method's range).
+PairwiseSummary operator_summary(const Estimator& e, const SetPair& sp, const VarianceStudyOptions& opt, arma::uword M,
+                                 std::uint64_t p, bool& empirical, std::optional<McSummary>& mc) {
+  const auto form = three_point_form(e);
+  empirical = !form;
+  const arma::uword n = mc_points_used(opt);
+  const arma::mat Xs = sp.X.cols(0, n - 1), Ys = sp.Y.cols(0, n - 1);
+  const arma::mat V = study_values(opt, sp.Y.n_cols, p), Vs = V.rows(0, n - 1);
+  const MonteCarloOptions mo{empirical ? kEmpiricalReps : opt.mc_reps, M, opt.seed ^ mix64(p + 1), opt.sampler};
+  const bool check = !empirical && opt.mc_reps > 0;
+  PairwiseSummary s;
+  if (opt.quantity == Quantity::Kc) {
+    if (empirical) {
+      const EntryMoments r = *simulate(e, opt.kernel, Xs, Ys, mo, &Vs).kernel_times;
+      add_entries(s, arma::log(r.variance), arma::log(arma::abs(r.exact)));
+      return s;
+    }
+    const KcMoments m = kc_moments(*form, opt.kernel, sp.X, sp.Y, V, M);
+    add_entries(s, m.log_var(), m.log_abs_kc);
+    if (check) {
+      const EntryMoments r = *simulate(e, opt.kernel, Xs, Ys, mo, &Vs).kernel_times;
+      if (!mc) mc = McSummary{};
+      add_mc_entries(*mc, r.variance, r.se_variance, kc_moments(*form, opt.kernel, Xs, Ys, Vs, M).log_var());
+    }
+    return s;
+  }
+  if (empirical) {
+    const AttentionMeasurement m = simulate_attention(e, opt.kernel, Xs, Ys, Vs, mo);
+    add_entries(s, arma::log(m.mse), log_attention_norms(opt.kernel, Xs, Ys, Vs));
+    return s;
+  }
+  const AttentionPrediction a = predict_attention_error(*form, e.info().positive, opt.kernel, sp.X, sp.Y, V, M);
+  add_entries(s, a.log_mse, a.log_norm_y);
+  s.n_flagged = arma::accu(a.outside);
+  if (check) {  // only rows inside the delta method's range: elsewhere the prediction is not expected to hold
+    const AttentionPrediction sub = predict_attention_error(*form, e.info().positive, opt.kernel, Xs, Ys, Vs, M);
+    const arma::uvec inside = arma::find(sub.outside == 0);
+    if (!inside.is_empty()) {
+      const AttentionMeasurement m = simulate_attention(e, opt.kernel, Xs, Ys, Vs, mo);
+      if (!mc) mc = McSummary{};
+      add_mc_entries(*mc, m.mse(inside), m.se_mse(inside), sub.log_mse(inside));
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_string(Status s) {
@@ -130,9 +248,15 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
     const auto e = make_estimator(name, sp.X, sp.Y);
     const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
     row.features = M;
-    const bool exact = find_family(name).exact_variance;
-    const PairwiseSummary s =
-        exact ? summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M) : empirical_summary(*e, sp, opt, M, p);
+    bool exact = find_family(name).exact_variance;
+    PairwiseSummary s;
+    if (opt.quantity == Quantity::Pair) {
+      s = exact ? summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M) : empirical_summary(*e, sp, opt, M, p);
+    } else {
+      bool empirical = false;
+      s = operator_summary(*e, sp, opt, M, p, empirical, row.mc);
+      exact = !empirical;
+    }
     if (!exact) row.empirical_reps = kEmpiricalReps;
     if (s.log_var.n > 0 && !std::isfinite(s.log_var.mean)) {
       row.status = Status::Undefined;
@@ -142,7 +266,8 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
     row.summary.merge(s);
     row.per_set.push_back(s);
     row.params.push_back(e->params());
-    if (opt.mc_reps > 0 && exact) row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
+    if (opt.mc_reps > 0 && exact && opt.quantity == Quantity::Pair)
+      row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
   } catch (const Undefined& err) {
     row.status = Status::Undefined;
     row.reason = err.what();
@@ -182,6 +307,7 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
 
 ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
   ResultRow row{.estimator = r.estimator,
+                .quantity = to_string(opt.quantity),
                 .status = r.status,
                 .reason = r.status == Status::Ok ? "" : r.reason,
                 .regime = opt.regime,
@@ -204,6 +330,7 @@ ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
   row.std_log_rel_var = r.summary.log_rel_var.stddev();
   row.mean_log_kernel = r.summary.log_kernel.mean;
   for (const auto& s : r.per_set) row.mean_log_var_per_set.push_back(s.log_var.mean);
+  row.n_flagged = r.summary.n_flagged;
   if (r.mc)
     row.mc = McRow{.reps = opt.mc_reps,
                    .points = mc_points_used(opt),
@@ -220,6 +347,7 @@ ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
 nlohmann::json to_json(const ResultRow& r) {
   nlohmann::json j = {
       {"estimator", r.estimator},
+      {"quantity", r.quantity},
       {"status", to_string(r.status)},
       {"regime", r.regime},
       {"sigma", r.sigma},
@@ -246,6 +374,7 @@ nlohmann::json to_json(const ResultRow& r) {
   j["std_log_rel_var"] = r.std_log_rel_var;
   j["mean_log_kernel"] = r.mean_log_kernel;
   j["mean_log_var_per_set"] = r.mean_log_var_per_set;
+  if (r.quantity == "attention") j["n_flagged"] = r.n_flagged;
   if (r.mc)
     j["mc"] = {{"reps", r.mc->reps},
                {"points", r.mc->points},
@@ -261,6 +390,7 @@ nlohmann::json to_json(const ResultRow& r) {
 
 ResultRow row_from_json(const nlohmann::json& j) {
   ResultRow r{.estimator = j.at("estimator").get<std::string>(),
+              .quantity = j.value("quantity", "pair"),
               .status = parse_status(j.at("status").get<std::string>()),
               .reason = j.value("reason", ""),
               .regime = j.at("regime").get<std::string>(),
@@ -281,6 +411,7 @@ ResultRow row_from_json(const nlohmann::json& j) {
   r.std_log_rel_var = j.at("std_log_rel_var").get<double>();
   r.mean_log_kernel = j.at("mean_log_kernel").get<double>();
   r.mean_log_var_per_set = j.at("mean_log_var_per_set").get<std::vector<double>>();
+  r.n_flagged = j.value<std::uint64_t>("n_flagged", 0);
   if (j.contains("mc")) {
     const auto& m = j["mc"];
     r.mc = McRow{.reps = m.at("reps").get<std::size_t>(),
@@ -312,6 +443,18 @@ std::string undefined_summary(const std::vector<ResultRow>& rows) {
       bad, rows.size(), shown, bad > 5 ? fmt::format("; and {} more", bad - 5) : "");
 }
 
+namespace {
+std::string quantity_description(const std::string& q) {
+  if (q == "kc")
+    return "kc: the summarised entries are the rows x columns of K-hat V (V: options.values, options.value_dim); "
+           "'pairs' are those entries, Var is Var((K-hat V)_ia), K is |(K V)_ia|";
+  if (q == "attention")
+    return "attention: the summarised entries are the rows of Y-hat = K-hat V / K-hat 1; 'pairs' are rows, Var is the "
+           "delta method's MSE E|Y-hat_i - Y_i|^2 (analysis/attention_variance.hpp), K is |Y_i|";
+  return "pair: the summarised entries are the point pairs (x_i, y_j); Var is Var(K-hat(x_i, y_j)), K is K(x_i, y_j)";
+}
+}  // namespace
+
 void write_table(H5Writer& h5, const std::string& group, const std::vector<ResultRow>& rows,
                  const std::vector<std::string>& estimators) {
   struct Real {
@@ -341,6 +484,9 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<Resul
       {"n_pairs", [](const ResultRow& r) { return std::int64_t(r.n_pairs); }, "point pairs summarised"},
       {"n_exact", [](const ResultRow& r) { return std::int64_t(r.n_exact); },
        "pairs with zero variance (log Var = -inf), left out of the means"},
+      {"n_flagged", [](const ResultRow& r) { return std::int64_t(r.n_flagged); },
+       "quantity attention: rows outside the delta method's range (normaliser's relative variance > 0.01, or the "
+       "prediction above the bound every draw obeys); 0 for the other quantities"},
   };
   const std::string zero_note = "; 0 in rows whose status is not ok";
   for (const auto& name : estimators) {
@@ -350,6 +496,7 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<Resul
     const std::string g = group + "/" + name;
     h5.group(g);
     h5.attr(g, "rows", "one row per grid point (dim, points, features, sigma) of this estimator");
+    if (!mine.empty()) h5.attr(g, "quantity", quantity_description(mine.front()->quantity));
     if (!mine.empty() && mine.front()->empirical_reps)
       h5.attr(g, "variance",
               fmt::format("empirical: no exact variance; sample variance of {} Monte Carlo repetitions on the first {} "

@@ -18,6 +18,15 @@
 
 namespace kestrel {
 
+// What is studied: one kernel entry per pair of points ("pair"), the entries of K-hat V ("kc": rows x columns of V),
+// or the attention rows K-hat V / K-hat 1 ("attention": the delta method's MSE per row, attention_variance.hpp).
+// V holds one row of `value_dim` values per key, drawn per set pair from the seed: "normal" N(0, 1), "uniform"
+// U[0, 1) or "ones".
+enum class Quantity { Pair, Kc, Attention };
+std::string to_string(Quantity q);
+Quantity parse_quantity(const std::string& s);  // InvalidArgument naming the choices
+inline const std::vector<std::string> kValueKinds = {"normal", "uniform", "ones"};
+
 struct VarianceStudyOptions {
   std::string regime = "normal";
   std::vector<double> sigmas = {0.5, 1.0};
@@ -36,7 +45,13 @@ struct VarianceStudyOptions {
   // families get twice the features (their variance is halved); the rule is per family, see
   // halved_by_halve_real in estimators/registry.hpp.
   bool halve_real = false;
+  Quantity quantity = Quantity::Pair;
+  std::string values = "normal";  // kc, attention: how V is drawn (kValueKinds)
+  arma::uword value_dim = 1;      // kc, attention: columns of V
 };
+
+// The values V (Ly x opt.value_dim) of set pair `set_index` (stream Values of the seed).
+arma::mat study_values(const VarianceStudyOptions& opt, arma::uword Ly, std::uint64_t set_index);
 
 void validate(const VarianceStudyOptions& opt);
 arma::uword mc_points_used(const VarianceStudyOptions& opt);  // mc_points, or min(64, L) when 0
@@ -100,6 +115,7 @@ struct McRow {
 
 struct ResultRow {
   std::string estimator;
+  std::string quantity = "pair";  // to_string(Quantity)
   Status status = Status::Ok;
   std::string reason;  // empty for ok rows
   std::string regime, kernel;
@@ -109,6 +125,7 @@ struct ResultRow {
   std::uint64_t n_pairs = 0, n_exact = 0;
   double mean_log_var = 0, std_log_var = 0, mean_log_rel_var = 0, std_log_rel_var = 0, mean_log_kernel = 0;
   std::vector<double> mean_log_var_per_set;
+  std::uint64_t n_flagged = 0;  // attention: rows outside the delta method's range (attention_variance.hpp)
   std::optional<McRow> mc;
   // > 0: the variances are empirical (kEmpiricalReps repetitions on the first empirical_points points of each set).
   std::size_t empirical_reps = 0;

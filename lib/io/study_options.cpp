@@ -159,6 +159,23 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   t.push_back(text_opt(
+      "quantity",
+      "What to study: pair (each kernel entry), kc (each entry of K-hat V) or attention (each row of "
+      "K-hat V / K-hat 1: the delta method's MSE)",
+      [](O& x, W where, W text) {
+        x.quantity = named(where, [&] { return parse_quantity(text); }, text, {"pair", "kc", "attention"});
+      },
+      [](const O& x) { return to_string(x.quantity); }));
+  t.push_back(text_opt(
+      "values", "kc, attention: the values V, one row per key: normal (N(0,1)), uniform (U[0,1)) or ones",
+      [](O& x, W where, W text) {
+        require(std::find(kValueKinds.begin(), kValueKinds.end(), text) != kValueKinds.end(),
+                "{}: expected normal, uniform or ones, got '{}'{}", where, text, did_you_mean(text, kValueKinds));
+        x.values = text;
+      },
+      [](const O& x) { return x.values; }));
+  t.push_back(uint_opt("value-dim", "kc, attention: columns of V", &O::value_dim, 1, false));
+  t.push_back(text_opt(
       "data-dir", "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)",
       [](O& x, W where, W text) {
         std::error_code ec;
@@ -230,6 +247,9 @@ VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
   if (o.regime != "file")
     for (const char* f : {"x-file", "y-file"})
       require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", where_of(v, f), o.regime);
+  if (o.quantity == Quantity::Pair)
+    for (const char* f : {"values", "value-dim"})
+      require(!given(v, f), "{}: only used with --quantity kc or attention (the quantity is 'pair')", where_of(v, f));
   if (o.regime == "file")
     require(given(v, "x-file"),
             "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
