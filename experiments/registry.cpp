@@ -16,6 +16,7 @@ void run_crt_table1(const Options&, H5Writer&, std::vector<Claim>&);
 void run_derf_fig3(const Options&, H5Writer&, std::vector<Claim>&);
 void run_attention(const Options&, H5Writer&, std::vector<Claim>&);
 void run_luna(const Options&, H5Writer&, std::vector<Claim>&);
+void run_attention_variance(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -32,6 +33,9 @@ const std::vector<Experiment>& all_experiments() {
       {"crt-table1", "CRT Tables 1 and 3: Nadaraya-Watson classification accuracy on eight UCI sets", run_crt_table1},
       {"derf-fig3", "DERF Fig. 3: kernel classification accuracy vs M for the DERF family", run_derf_fig3},
       {"attention", "CRT eq. 3: softmax attention by random features, errors vs M and time vs L", run_attention},
+      {"attention-variance",
+       "Exact K-hat V variance and the delta method's attention-row error vs simulation; features for 10% error",
+       run_attention_variance},
       {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };
   return list;

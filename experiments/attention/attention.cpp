@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "attention/inputs.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "data/regimes.hpp"
-#include "estimators/dark/dark.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
 #include "tasks/attention.hpp"
@@ -20,12 +20,6 @@
 namespace kestrel::experiments {
 
 namespace {
-
-struct Input {
-  std::string name, regime;
-  double sigma;
-  Preprocess preprocess = Preprocess::Raw;
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -138,17 +132,6 @@ Curves estimator_curves(const Options& opt, const Setup& s, const std::string& n
 
 Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
   const auto& [d, L, dv, Ms, trials, weight_rows] = s;
-  // aniso: mean eigenvalue 1 as iso-1, condition 100, sigma 0.5 so that lambda_max of the scaled
-  // second moment is 0.14 < 1/2 (DARK's Sigma* exists) and < 1/6 (PosRF's expected variance is finite,
-  // DARK Thm 3.2 / dark.hpp). Images: centred pixels, scaled so that lambda_max of the scaled pooled
-  // second moment is kImageLambda (the group's attribute sigma records the factor): comparable difficulty
-  // for both data sets, and DARK's Sigma* exists.
-  const std::vector<Input> inputs = {{"iso-0.5", "normal", 0.5},
-                                     {"iso-1", "normal", 1.0},
-                                     {"aniso", "aniso", 0.5},
-                                     {"mnist", "mnist", 1.0, Preprocess::Center},
-                                     {"cifar10", "cifar10", 1.0, Preprocess::Center}};
-  constexpr double kImageLambda = 0.25;
   const std::vector<std::string> ests = {"pos",  "oprf",      "sderf",       "saderf",    "dark",
                                          "trig", "trig-real", "hrf-angular", "hrf-gauss", "hrf-cluster"};
   std::string est_list, input_list;
@@ -163,19 +146,10 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
 
   Accuracy out;
   auto& [err_y, err_a1_all, negw, positive_nonpositive] = out;
-  for (const auto& in : inputs) {
-    RegimeOptions ro = opt.regime_options;
-    ro.preprocess = in.preprocess;
-    ro.spectrum = "geometric:100";
-    SetPair sp = draw_regime(in.regime, d, L, in.sigma, opt.seed, 0, ro);
-    double sigma = in.sigma;
-    const double lambda_max = arma::eig_sym(pooled_second_moment(attention_scaled(sp.X), attention_scaled(sp.Y))).max();
-    if (in.preprocess != Preprocess::Raw) {
-      const double f = std::sqrt(kImageLambda / lambda_max);
-      sigma *= f, sp.X *= f, sp.Y *= f;
-    }
-    const arma::mat& Q = sp.X;
-    const arma::mat& K = sp.Y;
+  for (const auto& in : attention_inputs(opt, d, L)) {
+    const double sigma = in.sigma, lambda_max = in.lambda_max;
+    const arma::mat& Q = in.Q;
+    const arma::mat& K = in.K;
     Rng vrng(opt.seed, Stream::Data, 1000);
     const arma::mat V = vrng.normal_matrix(L, dv);
     const ExactAttention ex = exact_attention(Q, K, V);
@@ -185,7 +159,7 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
     h5.attr(g, "sigma", sigma);
     h5.attr(g, "lambda_max_at_nominal_sigma", lambda_max);
     h5.attr(g, "preprocess", to_string(in.preprocess));
-    h5.attr(g, "spectrum", in.regime == "aniso" ? ro.spectrum : std::string("-"));
+    h5.attr(g, "spectrum", in.spectrum);
     h5.attr(g, "d", static_cast<std::int64_t>(d));
     h5.attr(g, "L", static_cast<std::int64_t>(L));
     h5.attr(g, "dv", static_cast<std::int64_t>(dv));

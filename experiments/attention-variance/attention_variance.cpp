@@ -1,0 +1,213 @@
+// Predicted against measured error of random-feature attention rows and of K-hat V over M (issue 17), for every
+// positive estimator with a closed-form three-point form (asked of the registry), on the attention study's inputs
+// (attention/inputs.hpp). Predicted: the delta method's MSE of each row of Y-hat = K-hat V / K-hat 1
+// (analysis/attention_variance.hpp) and the exact variance of each entry of K-hat V (analysis/operator_variance.hpp).
+// Measured: simulation with R draws, the first Lq queries against all L keys. The relative RMSE of Y is
+// sqrt(sum_i E|Y-hat_i - Y_i|^2 / sum_i |Y_i|^2); the M each estimator needs for 10% is read off the prediction
+// (MSE ~ 1/M) and checked by simulation at that M.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "analysis/attention_variance.hpp"
+#include "analysis/operator_variance.hpp"
+#include "analysis/variance_study.hpp"
+#include "attention/inputs.hpp"
+#include "core/logmath.hpp"
+#include "estimators/registry.hpp"
+#include "experiment.hpp"
+#include "tasks/attention.hpp"
+
+namespace kestrel::experiments {
+
+namespace {
+
+constexpr double kTarget = 0.1;  // relative RMSE of Y
+
+struct Setup {
+  arma::uword d, L, Lq, dv;
+  std::vector<double> Ms;     // predicted at every M
+  std::vector<double> mc_Ms;  // also simulated
+  std::size_t reps;
+  arma::uword max_check_M;  // largest M at which the M for the target is checked by simulation
+};
+
+Setup setup_of(const Options& opt) {
+  if (opt.quick) return {64, 64, 16, 8, {16, 64, 256, 1024}, {256}, 200, 512};
+  return {64, 256, 32, 16, {16, 64, 256, 1024, 4096}, {64, 256}, 400, 2048};
+}
+
+double log_sum(const arma::vec& logs) {
+  double s = -kInf;
+  for (double v : logs) s = log_add_exp(s, v);
+  return s;
+}
+
+// The estimator's positive families with a three-point form, fitted on (Qs, Ks).
+std::vector<std::string> closed_form_positive(const arma::mat& Qs, const arma::mat& Ks) {
+  std::vector<std::string> out;
+  for (const auto& f : estimator_families())
+    if (f.kind == Kind::Random && f.three_point_form && fit_attention_estimator(f.name, Qs, Ks)->info().positive)
+      out.push_back(f.name);
+  return out;
+}
+
+struct Measured {
+  double rel_mse = 0, rel_mse_se = 0;  // on the rows given
+};
+
+// Simulated relative MSE of Y over `rows` of the subset. Rows share draws, so the standard error of the sum is
+// bounded by the sum of the rows' standard errors (the SD of a sum is at most the sum of the SDs).
+Measured measure(const AttentionMeasurement& m, const arma::vec& log_norm_y, const arma::uvec& rows) {
+  const double norm2 = std::exp(log_sum(2 * log_norm_y(rows)));
+  return {arma::accu(m.mse(rows)) / norm2, arma::accu(m.se_mse(rows)) / norm2};
+}
+
+struct Outcome {
+  double pred_rel_mse_top = 0, meas_rel_mse_top = 0, meas_se_top = 0;  // at the largest simulated M, rows inside
+  arma::uword rows_inside_top = 0;  // simulated rows inside the delta method's range at the largest simulated M
+  double m_target = 0;
+  double kv_worst_z = 0;  // max over trusted M of |sum MC Var / sum exact Var - 1| / its SE
+  int kv_trusted = 0;     // simulated M whose sample variances are trusted
+};
+
+Outcome study_estimator(const Options& opt, const Setup& s, const std::string& name, const arma::mat& Qs,
+                        const arma::mat& Ks, const arma::mat& V, H5Writer& h5, const std::string& g) {
+  const auto e = fit_attention_estimator(name, Qs, Ks);
+  const ThreePointForm form = *three_point_form(*e);
+  const Kernel k = Kernel::softmax();
+  const arma::mat Qsub = Qs.head_cols(s.Lq);
+  Outcome out;
+  std::vector<double> pred, outside, meas, meas_se, meas_M, kv_ratio, kv_se, kv_within;
+  for (double Md : s.Ms) {
+    const auto M = static_cast<arma::uword>(Md);
+    const AttentionPrediction p = predict_attention_error(form, true, k, Qs, Ks, V, M);
+    pred.push_back(std::sqrt(std::exp(log_sum(p.log_mse) - log_sum(2 * p.log_norm_y))));
+    outside.push_back(arma::mean(arma::conv_to<arma::vec>::from(p.outside)));
+    if (std::find(s.mc_Ms.begin(), s.mc_Ms.end(), Md) == s.mc_Ms.end()) continue;
+    // Simulation on the subset: attention rows inside the delta method's range, and every entry of K-hat V.
+    const MonteCarloOptions mo{s.reps, M, opt.seed + M, Sampler::Iid};
+    const AttentionPrediction ps = predict_attention_error(form, true, k, Qsub, Ks, V, M);
+    const arma::uvec inside = arma::find(ps.outside == 0);
+    const AttentionMeasurement am = simulate_attention(*e, k, Qsub, Ks, V, mo);
+    const Measured ms = inside.is_empty() ? Measured{} : measure(am, ps.log_norm_y, inside);
+    meas_M.push_back(Md), meas.push_back(std::sqrt(ms.rel_mse));
+    meas_se.push_back(ms.rel_mse > 0 ? ms.rel_mse_se / (2 * std::sqrt(ms.rel_mse)) : 0.0);  // delta method for sqrt
+    out.rows_inside_top = inside.n_elem;
+    if (!inside.is_empty()) {
+      out.pred_rel_mse_top = std::exp(log_sum(ps.log_mse(inside)) - log_sum(2 * ps.log_norm_y(inside)));
+      out.meas_rel_mse_top = ms.rel_mse, out.meas_se_top = ms.rel_mse_se;
+    }
+    // K-hat V: the pooled ratio sum(MC Var) / sum(exact Var) over the entries (the sample variance is unbiased, so no
+    // log bias), its SE bounded by sum(SE) / sum(exact Var); where fewer than 90% of the entries lie within 3 SE the
+    // sample variance is heavy-tailed and untrusted (McSummary's rule), and is not compared.
+    const KcMoments kc = kc_moments(form, k, Qsub, Ks, V, M);
+    const EntryMoments r = *simulate(*e, k, Qsub, Ks, mo, &V).kernel_times;
+    const arma::mat exact_var = arma::exp(kc.log_var());
+    const double within = arma::mean(
+        arma::vectorise(arma::conv_to<arma::mat>::from(arma::abs(r.variance - exact_var) < 3 * r.se_variance)));
+    kv_ratio.push_back(arma::accu(r.variance) / arma::accu(exact_var));
+    kv_se.push_back(arma::accu(r.se_variance) / arma::accu(exact_var));
+    kv_within.push_back(within);
+    if (within >= McSummary::kMcTrustedShare) {
+      ++out.kv_trusted;
+      out.kv_worst_z = std::max(out.kv_worst_z, std::abs(kv_ratio.back() - 1) / kv_se.back());
+    }
+  }
+  // MSE ~ 1/M at leading order: the M for the target from the smallest M's prediction, then checked.
+  out.m_target = std::ceil(s.Ms.front() * std::pow(pred.front() / kTarget, 2));
+  double check = -1, check_se = 0;
+  if (out.m_target <= static_cast<double>(s.max_check_M)) {
+    const auto M = static_cast<arma::uword>(out.m_target);
+    const AttentionPrediction ps = predict_attention_error(form, true, k, Qsub, Ks, V, M);
+    const AttentionMeasurement am = simulate_attention(*e, k, Qsub, Ks, V, {s.reps, M, opt.seed + 7, Sampler::Iid});
+    const Measured ms = measure(am, ps.log_norm_y, arma::regspace<arma::uvec>(0, s.Lq - 1));
+    check = std::sqrt(ms.rel_mse), check_se = ms.rel_mse_se / (2 * check);
+  }
+  h5.group(g);
+  h5.write(g + "/features", s.Ms);
+  h5.write(g + "/predicted_rel_rmse", pred);
+  h5.write(g + "/frac_rows_outside", outside);
+  h5.write(g + "/mc_features", meas_M);
+  h5.write(g + "/measured_rel_rmse", meas);
+  h5.write(g + "/measured_rel_rmse_se", meas_se);
+  h5.write(g + "/kv_ratio", kv_ratio);
+  h5.write(g + "/kv_ratio_se", kv_se);
+  h5.write(g + "/kv_frac_within_3se", kv_within);
+  h5.attr(g, "rows_inside_at_top_mc_M", static_cast<std::int64_t>(out.rows_inside_top));
+  h5.attr(g, "m_for_target", out.m_target);
+  h5.attr(g, "measured_rel_rmse_at_m_for_target", check);
+  h5.attr(g, "measured_rel_rmse_at_m_for_target_se", check_se);
+  h5.write_text(g + "/params", e->params().dump());
+  return out;
+}
+
+}  // namespace
+
+void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
+  const Setup s = setup_of(opt);
+  const std::string at =
+      fmt::format("d = {}, L = {} keys, dv = {}, {} draws on {} queries", s.d, s.L, s.dv, s.reps, s.Lq);
+  std::string input_list, est_list;
+  std::map<std::string, std::map<std::string, Outcome>> res;
+  for (const auto& in : attention_inputs(opt, s.d, s.L)) {
+    const arma::mat Qs = attention_scaled(in.Q), Ks = attention_scaled(in.K);
+    Rng vrng(opt.seed, Stream::Data, 1000);
+    const arma::mat V = vrng.normal_matrix(s.L, s.dv);
+    const std::string g = "/" + in.name;
+    h5.group(g);
+    h5.attr(g, "regime", in.regime);
+    h5.attr(g, "sigma", in.sigma);
+    input_list += (input_list.empty() ? "" : " ") + in.name;
+    const auto ests = closed_form_positive(Qs, Ks);
+    if (est_list.empty())
+      for (const auto& n : ests) est_list += (est_list.empty() ? "" : " ") + n;
+    for (const auto& name : ests) {
+      opt.say(fmt::format("attention-variance: {} {}", in.name, name));
+      res[in.name][name] = study_estimator(opt, s, name, Qs, Ks, V, h5, g + "/" + name);
+    }
+  }
+  h5.attr("/", "inputs", input_list);
+  h5.attr("/", "estimators", est_list);
+  h5.attr("/", "target_rel_rmse", kTarget);
+  h5.attr("/", "note",
+          std::string("predicted: delta method (lib/analysis/attention_variance.hpp) over all L queries; measured: "
+                      "simulation on the first Lq queries, rows inside the delta method's range; iid projections; "
+                      "queries/keys scaled by d^-1/4"));
+  for (const auto& [in, by] : res) {
+    for (const std::string e : {"pos", "oprf", "sderf"}) {
+      if (!by.count(e)) continue;
+      const Outcome& o = by.at(e);
+      if (o.rows_inside_top == 0) continue;  // nothing to compare: recorded as rows_inside_at_top_mc_M = 0
+      claims.push_back({"issue 17 (delta method)",
+                        "the second-order prediction of the attention rows' MSE matches simulation where the "
+                        "normaliser's relative variance is below 0.01",
+                        fmt::format("measured / predicted relative MSE of Y, {} ({}, M = {})", e, in, s.mc_Ms.back()),
+                        "~", 1.0, o.meas_rel_mse_top / o.pred_rel_mse_top, 3 * o.meas_se_top / o.pred_rel_mse_top, at,
+                        "tolerance: 3 SE of the measured MSE. Where it differs the prediction is high: the "
+                        "linearisation keeps the heavy tails of K-hat V and K-hat 1 while Y-hat, a convex combination "
+                        "of V's rows, is bounded, so its remainder exceeds what r alone suggests (conservative)"});
+    }
+    double worst = 0;
+    int trusted = 0;
+    for (const auto& [e, o] : by) worst = std::max(worst, o.kv_worst_z), trusted += o.kv_trusted;
+    h5.attr("/" + in, "kv_trusted_comparisons", static_cast<std::int64_t>(trusted));
+    if (trusted == 0) continue;  // every sample variance heavy-tailed here: nothing to compare
+    claims.push_back(
+        {"issue 17 (exact K-hat C)", "the exact variance of K-hat V matches simulation",
+         fmt::format("worst |sum MC Var / sum exact Var - 1| / SE over {} trusted (estimator, M) ({})", trusted, in),
+         "<", 3.0, worst, 0, at, "untrusted (heavy-tailed) sample variances are not compared"});
+  }
+  for (const std::string in : {"iso-0.5", "mnist"})
+    claims.push_back({"CRT 3.3, 5.3", "OPRF (FAVOR++) approximates softmax attention better than PosRF (FAVOR+)",
+                      fmt::format("features for 10% relative RMSE of Y, OPRF / PosRF ({})", in), "<", 1.0,
+                      res[in]["oprf"].m_target / res[in]["pos"].m_target, 0, at, "predicted by the delta method"});
+  for (const std::string in : {"mnist", "cifar10"})
+    claims.push_back({"DERF 5", "FAVOR# (SDERF) is at least as accurate as FAVOR++ (OPRF)",
+                      fmt::format("features for 10% relative RMSE of Y, SDERF / OPRF ({})", in), "<", 1.01,
+                      res[in]["sderf"].m_target / res[in]["oprf"].m_target, 0, at, "predicted by the delta method"});
+}
+
+}  // namespace kestrel::experiments
