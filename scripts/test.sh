@@ -7,3 +7,4 @@ bash scripts/install-data.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 bash scripts/test-python-package.sh  # the Python tests again, against `pip install .` in a fresh venv
+bash scripts/test-sanitize.sh        # the whole suite again under ASan + UBSan (build-asan/): a memory error fails
