@@ -17,6 +17,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "analysis/montecarlo.hpp"
+#include "analysis/operator_variance.hpp"
 #include "analysis/pairwise.hpp"
 #include "core/parallel.hpp"
 #include "data/catalog.hpp"
@@ -117,6 +118,19 @@ void monte_carlo(benchmark::State& st, const std::string& name) {
   for (auto _ : st) benchmark::DoNotOptimize(simulate(*e, kGauss, p.X, p.Y, opt, &C));
   st.counters["GFLOPs"] = benchmark::Counter(R * (4.0 * L * d * M + 2.0 * L * L * mc + 4.0 * L * mc * n) * 1e-9,
                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Issue 17: the exact variance of K-hat C (analysis/operator_variance.hpp), O(L^3 n) work in BLAS-shaped tiles, to set
+// beside one exact L x L x L product (dgemm at n = L).
+void kc_variance(benchmark::State& st, const std::string& name) {
+  const arma::uword L = st.range(0), d = st.range(1), n = st.range(2);
+  const SetPair& p = data(d, L);
+  const auto e = make_estimator(name, p.X, p.Y);
+  const ThreePointForm form = *three_point_form(*e);
+  const arma::mat C = c_matrix(L, n);
+  for (auto _ : st) benchmark::DoNotOptimize(kc_moments(form, kGauss, p.X, p.Y, C));
+  st.counters["L3n_GFLOPs"] =
+      benchmark::Counter(2.0 * L * L * L * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The machine's limit: DGEMM through Armadillo (the same BLAS kestrel links), square n x n.
@@ -290,7 +304,15 @@ void register_all() {
         ->Args({512, 64, 256, 32})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-  RegisterBenchmark("dgemm", dgemm)->ArgName("n")->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+  RegisterBenchmark("dgemm", dgemm)->ArgName("n")->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (const auto& n : {"pos", "oprf", "sderf"})
+    RegisterBenchmark((std::string("kc_variance/") + n).c_str(), kc_variance, std::string(n))
+        ->ArgNames({"L", "d", "n"})
+        ->Args({4096, 64, 1})
+        ->Args({1024, 64, 16})
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   // Scaling (log-log slopes in bench/report.py): exact vs random-feature K C in L, M, d; pairwise variance in L, d.
   {
     auto* ex = RegisterBenchmark("scale_exact_kc", kernel_times_exact)->ArgNames({"L", "d", "n"});

@@ -18,13 +18,24 @@ namespace kestrel::python {
 
 namespace {
 
-// The estimator's three-point form, or a ValueError saying that its family has none.
-ThreePointForm closed_form(const Estimator& e) {
+// The checked inputs of the exact K-hat C moments: points X, Y against the estimator, the matrix C (or V), M > 0,
+// and the estimator's three-point form (a ValueError saying that its family has none).
+struct OperatorInputs {
+  MatIn x, y, c;
+  Kernel k;
+  ThreePointForm form;
+};
+OperatorInputs operator_inputs(const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
+                               const char* c_name, const py::object& kernel, arma::uword features) {
+  OperatorInputs in{mat_in(X, "X"), mat_in(Y, "Y"), mat_in(C, c_name), kernel_of(kernel), {}};
+  check_points(e, *in.x, "X"), check_points(e, *in.y, "Y");
+  require(features > 0, "number of features M must be > 0, got {}", features);
   auto form = three_point_form(e);
   require(form.has_value(),
           "estimator '{}' has no closed-form K-hat C moments (no three-point form): estimate them by simulation",
           e.info().name);
-  return *form;
+  in.form = std::move(*form);
+  return in;
 }
 
 }  // namespace
@@ -214,15 +225,11 @@ void bind_estimators(py::module_& m) {
           "kc_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
              const py::object& kernel, arma::uword features) {
-            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), c = mat_in(C, "C");
-            const Kernel k = kernel_of(kernel);
-            check_points(e, *x, "X"), check_points(e, *y, "Y");
-            require(features > 0, "number of features M must be > 0, got {}", features);
-            const ThreePointForm form = closed_form(e);
+            const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
             KcMoments m;
             {
               py::gil_scoped_release nogil;
-              m = kc_moments(form, k, *x, *y, *c, features);
+              m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features);
             }
             py::dict out;
             out["log_var"] = mat_out(m.log_var());
@@ -238,15 +245,11 @@ void bind_estimators(py::module_& m) {
           "predict_attention",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
              const py::object& kernel, arma::uword features) {
-            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), v = mat_in(V, "V");
-            const Kernel k = kernel_of(kernel);
-            check_points(e, *x, "X"), check_points(e, *y, "Y");
-            require(features > 0, "number of features M must be > 0, got {}", features);
-            const ThreePointForm form = closed_form(e);
+            const OperatorInputs in = operator_inputs(e, X, Y, V, "V", kernel, features);
             AttentionPrediction a;
             {
               py::gil_scoped_release nogil;
-              a = predict_attention_error(form, e.info().positive, k, *x, *y, *v, features);
+              a = predict_attention_error(in.form, e.info().positive, in.k, *in.x, *in.y, *in.c, features);
             }
             py::dict out;
             auto col = [](const arma::vec& c) { return mat_out(arma::mat(c)).attr("ravel")(); };
