@@ -156,7 +156,8 @@ void bind_estimators(py::module_& m) {
             return e.draw(features, rng, s);
           },
           py::arg("features"), py::arg("seed"), py::arg("sampler") = "iid", py::arg("index") = 0,
-          "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, structured, halton")
+          "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, simplex, structured, "
+          "halton")
       .def(
           "features",
           [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side) {

@@ -1,4 +1,4 @@
-// Projection samplers (lib/sampling/omega.hpp): marginal laws of iid, orthogonal, structured (SORF)
+// Projection samplers (lib/sampling/omega.hpp): marginal laws of iid, orthogonal, simplex, structured (SORF)
 // and Halton omegas; the Haar trap of the GUIDE with a plain-QR negative control; the exact bias of
 // SORF at d = 2; and CRT Thm 4.1 (orthogonal variance <= iid variance for PosRF and OPRF).
 // Thresholds: k = 4.5 standard errors (test_util.hpp), P(|Z| > 4.5) = 6.8e-6 two-sided, 3.4e-6 one-
@@ -79,7 +79,8 @@ class PlainQrEstimator final : public Estimator {
   std::unique_ptr<Estimator> base_;
 };
 
-const std::vector<Sampler> kAll = {Sampler::Iid, Sampler::Orthogonal, Sampler::Structured, Sampler::Halton};
+const std::vector<Sampler> kAll = {Sampler::Iid, Sampler::Orthogonal, Sampler::Structured, Sampler::Halton,
+                                   Sampler::Simplex};
 
 }  // namespace
 
@@ -87,12 +88,13 @@ TEST(Sampler, ParseAndNames) {
   for (Sampler s : kAll) EXPECT_EQ(parse_sampler(to_string(s)), s);
   EXPECT_EQ(to_string(Sampler::Structured), "structured");
   EXPECT_EQ(to_string(Sampler::Halton), "halton");
+  EXPECT_EQ(to_string(Sampler::Simplex), "simplex");
   try {
     parse_sampler("sobol");
     FAIL() << "sobol accepted";
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
-    for (const char* w : {"sobol", "iid", "orthogonal", "structured", "halton"})
+    for (const char* w : {"sobol", "iid", "orthogonal", "simplex", "structured", "halton"})
       EXPECT_NE(msg.find(w), std::string::npos) << msg;
   }
   EXPECT_THROW(parse_sampler(""), InvalidArgument);
@@ -177,13 +179,11 @@ TEST(Sampler, MarginalMeanZeroAndIdentityCovariance) {
   // Every sampler: per-coordinate mean 0 and variance 1, and E[w_0 w_1] = 0, for columns 0, 4 and 8
   // (first block, last column of the first orthogonal block, next block) from N = 20000 independent
   // draws; SEs from the empirical second / fourth moments. Structured at d = 5 (p = 8, truncated and
-  // exchangeable rows) and d = 4 (p = d). 5 cases x (5 x 3 x 2 + 3) = 165 checks: false-failure
-  // rate <= 1.1e-3.
-  const std::vector<std::pair<Sampler, arma::uword>> cases = {{Sampler::Iid, 5},
-                                                              {Sampler::Orthogonal, 5},
-                                                              {Sampler::Structured, 5},
-                                                              {Sampler::Structured, 4},
-                                                              {Sampler::Halton, 5}};
+  // exchangeable rows) and d = 4 (p = d). 6 cases x (5 x 3 x 2 + 3) = 198 checks: false-failure
+  // rate <= 1.4e-3.
+  const std::vector<std::pair<Sampler, arma::uword>> cases = {{Sampler::Iid, 5},        {Sampler::Orthogonal, 5},
+                                                              {Sampler::Simplex, 5},    {Sampler::Structured, 5},
+                                                              {Sampler::Structured, 4}, {Sampler::Halton, 5}};
   const int N = 20000;
   for (const auto& [s, d] : cases) {
     std::vector<arma::mat> draws;

@@ -20,9 +20,12 @@ namespace kestrel {
 
 namespace {
 
-// The families' three-point forms (each family's free function over its parameters).
+// The families' three-point and isotropic forms (each family's free function over its parameters).
 ThreePointForm gerf_form(const Estimator& e) {
   return gerf_three_point_form(dynamic_cast<const GerfEstimator&>(e).gerf_params(), e.dim());
+}
+IsotropicForm gerf_iso(const Estimator& e) {
+  return gerf_isotropic_form(dynamic_cast<const GerfEstimator&>(e).gerf_params());
 }
 ThreePointForm derf_form(const Estimator& e) {
   const DerfParams& p = dynamic_cast<const DerfEstimator&>(e).derf_params();
@@ -43,7 +46,8 @@ const std::vector<Family>& builtin_families() {
        .complex_valued = true,
        .style = {"TrigRF", "tab:blue", "o"},
        .default_study = true,
-       .three_point_form = gerf_form},
+       .three_point_form = gerf_form,
+       .isotropic_form = gerf_iso},
       {.name = "trig-real",
        .description = "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)",
        .kind = Random,
@@ -58,7 +62,8 @@ const std::vector<Family>& builtin_families() {
        .restore = restore_gerf,
        .style = {"PosRF", "tab:orange", "o"},
        .default_study = true,
-       .three_point_form = gerf_form},
+       .three_point_form = gerf_form,
+       .isotropic_form = gerf_iso},
       {.name = "gerf",
        .description = "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)",
        .kind = Random,
@@ -67,7 +72,8 @@ const std::vector<Family>& builtin_families() {
        .complex_valued = true,
        .style = {"GERF", "tab:green", "^"},
        .default_study = true,
-       .three_point_form = gerf_form},
+       .three_point_form = gerf_form,
+       .isotropic_form = gerf_iso},
       {.name = "oprf",
        .description = "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)",
        .kind = Random,
@@ -76,7 +82,8 @@ const std::vector<Family>& builtin_families() {
        .style = {"OPRF", "tab:red", "o"},
        .default_study = true,
        .default_features = true,
-       .three_point_form = gerf_form},
+       .three_point_form = gerf_form,
+       .isotropic_form = gerf_iso},
       {.name = "aderf",
        .description = "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)",
        .kind = Random,
@@ -328,6 +335,12 @@ std::optional<ThreePointForm> three_point_form(const Estimator& e) {
   const Family& f = find_family(e.info().name);
   if (!f.three_point_form) return std::nullopt;
   return f.three_point_form(e);
+}
+
+std::optional<IsotropicForm> isotropic_form(const Estimator& e) {
+  const Family& f = find_family(e.info().name);
+  if (!f.isotropic_form) return std::nullopt;
+  return f.isotropic_form(e);
 }
 
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {

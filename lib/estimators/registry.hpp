@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "estimators/estimator.hpp"
+#include "estimators/isotropic.hpp"
 #include "estimators/three_point.hpp"
 
 namespace kestrel {
@@ -61,6 +62,10 @@ struct Family {
   // variance of K-hat C (analysis/operator_variance.hpp). Empty: no closed form (discrete, hybrid and learned
   // families, estimators written in Python), and K-hat C's variance is estimated by Monte Carlo instead.
   std::function<ThreePointForm(const Estimator&)> three_point_form = {};
+  // The isotropic form of a fitted estimator of the family (estimators/isotropic.hpp), which gives the exact variance
+  // with orthogonal and simplex projections (analysis/coupled_variance.hpp). Empty: not known (then only the iid
+  // variance is exact, and coupled samplers are measured by Monte Carlo).
+  std::function<IsotropicForm(const Estimator&)> isotropic_form = {};
 };
 
 // The built-in families in registry order, then those registered at run time (a snapshot).
@@ -80,6 +85,9 @@ std::string default_feature_estimator();              // the family flagged defa
 
 // The estimator's three-point form if its family has one (Family::three_point_form), else nothing.
 std::optional<ThreePointForm> three_point_form(const Estimator& e);
+
+// The estimator's isotropic form if its family has one (Family::isotropic_form), else nothing.
+std::optional<IsotropicForm> isotropic_form(const Estimator& e);
 
 // Each validates the sets first.
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y);

@@ -143,7 +143,7 @@ std::vector<StudyOption> make_table() {
     t.push_back(o);
   }
   t.push_back(text_opt(
-      "sampler", "Projections for Monte Carlo: iid, orthogonal, structured (SORF, slightly biased) or halton",
+      "sampler", "Projections for Monte Carlo: iid, orthogonal, simplex, structured (SORF, slightly biased) or halton",
       [](O& x, W where, W text) { x.sampler = named(where, [&] { return parse_sampler(text); }); },
       [](const O& x) { return to_string(x.sampler); }));
   {

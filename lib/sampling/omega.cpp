@@ -1,4 +1,5 @@
-// Gaussian projection samplers: dispatch, iid and block-orthogonal (CRT appendix 9.1); see omega.hpp.
+// Gaussian projection samplers: dispatch, iid, block-orthogonal (CRT appendix 9.1) and simplex blocks (Reid et al.
+// 2023); see omega.hpp.
 // The structured (SORF) and Halton samplers live in structured.cpp and halton.cpp.
 #include "sampling/omega.hpp"
 
@@ -11,7 +12,9 @@ Sampler parse_sampler(const std::string& name) {
   if (name == "orthogonal") return Sampler::Orthogonal;
   if (name == "structured") return Sampler::Structured;
   if (name == "halton") return Sampler::Halton;
-  throw InvalidArgument(fmt::format("unknown sampler '{}' (expected iid, orthogonal, structured or halton)", name));
+  if (name == "simplex") return Sampler::Simplex;
+  throw InvalidArgument(
+      fmt::format("unknown sampler '{}' (expected iid, orthogonal, simplex, structured or halton)", name));
 }
 
 std::string to_string(Sampler s) {
@@ -24,6 +27,8 @@ std::string to_string(Sampler s) {
       return "structured";
     case Sampler::Halton:
       return "halton";
+    case Sampler::Simplex:
+      return "simplex";
   }
   throw InvalidArgument("unknown sampler enum value");
 }
@@ -48,12 +53,19 @@ arma::mat draw_gaussian_omegas(arma::uword d, arma::uword M, Sampler sampler, Rn
     case Sampler::Halton:
       return draw_halton_omegas(d, M, rng);
     case Sampler::Orthogonal:
+    case Sampler::Simplex:
       break;
   }
   arma::mat W(d, M);
   for (arma::uword start = 0; start < M; start += d) {
     const arma::uword n = std::min(d, M - start);
-    const arma::mat Q = haar_orthogonal(d, rng);
+    arma::mat Q = haar_orthogonal(d, rng);
+    if (sampler == Sampler::Simplex && d > 1) {
+      // Q s_k with s_k = (e_k - 1/d) / sqrt((d-1)/d): the rotated simplex without forming it.
+      const arma::vec mean = arma::mean(Q, 1);
+      Q.each_col() -= mean;
+      Q *= std::sqrt(static_cast<double>(d) / static_cast<double>(d - 1));
+    }
     for (arma::uword k = 0; k < n; ++k) W.col(start + k) = Q.col(k) * rng.chi(static_cast<unsigned>(d));
   }
   return W;

@@ -1,6 +1,7 @@
 // Samplers for Gaussian projections omega (columns of a d x M matrix): iid, block-orthogonal (CRT
-// appendix 9.1) with Haar blocks and chi(d) norms, structured Hadamard blocks (SORF, Yu et al. 2016;
-// HRF's "ORF-Had") and randomised Halton points (HRF's "Halton-R"). What each guarantees about the
+// appendix 9.1) with Haar blocks and chi(d) norms, simplex blocks (Reid et al. 2023, "Simplex random
+// features"), structured Hadamard blocks (SORF, Yu et al. 2016; HRF's "ORF-Had") and randomised Halton
+// points (HRF's "Halton-R"). What each guarantees about the
 // marginal law of a column, and so about unbiasedness, is stated per sampler below.
 #pragma once
 #include <string>
@@ -18,6 +19,16 @@ namespace kestrel {
 //   independent. Each column is exactly N(0, I_d); columns of a block are orthogonal. Every estimator
 //   stays unbiased for every M; CRT Thm 4.1 bounds the variance of positive estimators (PosRF, OPRF)
 //   by the iid variance.
+//
+// simplex: independent blocks of d columns r_k Q s_k, Q Haar on O(d) (as above), s_1..s_d the unit vertices
+//   of a regular simplex centred at 0 (the columns of I - 11^T/d normalised), r_k ~ chi(d) independent;
+//   Q s_k = (q_k - mean of Q's columns) sqrt(d/(d-1)), O(d^2) per block after the QR. Each column is exactly
+//   N(0, I_d) (Q s_k is uniform on the sphere, independent of r_k), so every estimator stays unbiased for
+//   every M; within a block the directions have pairwise cosine exactly -1/(d-1), the most negative common
+//   cosine d unit vectors can have (they sum to zero). The last block of an M that is not a multiple of d
+//   keeps its first columns (pairwise cosine -1/(d-1) still). d = 1: the one vertex is +-1 uniformly, so
+//   columns are iid. The exact variance of GERF-family estimators with these blocks, and with orthogonal
+//   ones, is in analysis/coupled_variance.hpp (for positive features: simplex <= orthogonal <= iid).
 //
 // structured (SORF): blocks of p columns, p = the next power of two >= d. With H the normalised
 //   p x p Walsh-Hadamard matrix and D0..D3 independent uniform random sign diagonals, a block's
@@ -56,9 +67,9 @@ namespace kestrel {
 //   with M small against the large prime bases of high coordinates, the first M points of those
 //   coordinates are nearly collinear, and the variance can be far above iid (measured, PosRF/OPRF at
 //   d = M = 64: about 10x; below iid at d <= 4, about equal at d = 8). HRF Table 1 also finds Halton-R the worst.
-enum class Sampler { Iid, Orthogonal, Structured, Halton };
+enum class Sampler { Iid, Orthogonal, Structured, Halton, Simplex };
 
-Sampler parse_sampler(const std::string& name);  // iid | orthogonal | structured | halton
+Sampler parse_sampler(const std::string& name);  // iid | orthogonal | simplex | structured | halton
 std::string to_string(Sampler s);
 
 // Largest dimension of GSL's Halton generator.

@@ -33,7 +33,7 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     n_features : int, the budget of real feature columns (the draws are kestrel.draws_for_budget(estimator, n)).
     kernel : "gaussian" or "softmax".
     gamma : float > 0, the kernel's scale (as RBFSampler's gamma for the Gaussian kernel).
-    sampler : "iid", "orthogonal", "structured" or "halton": how the projections are drawn.
+    sampler : "iid", "orthogonal", "simplex", "structured" or "halton": how the projections are drawn.
     random_state : int, RandomState or None: the draw's seed (an int gives the same features in every run).
 
     Attributes

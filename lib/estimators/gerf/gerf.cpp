@@ -80,6 +80,11 @@ ThreePointForm gerf_three_point_form(const GerfParams& p, arma::uword d) {
   return {{holo, herm}};
 }
 
+IsotropicForm gerf_isotropic_form(const GerfParams& p) {
+  validate(p);
+  return {p.s, static_cast<double>(p.s)};
+}
+
 double gerf_log_var_over_k2(const GerfParams& p, arma::uword d, double S) {
   if (p.A == cplx(0, 0) && p.s == -1) return log_cosh_minus_one(S);  // TrigRF: exact closed form
   const GerfExponents e = gerf_exponents(p, d, S);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "estimators/estimator.hpp"
+#include "estimators/isotropic.hpp"
 #include "estimators/three_point.hpp"
 
 namespace kestrel {
@@ -48,6 +49,12 @@ GerfExponents gerf_exponents(const GerfParams& p, arma::uword d, double S);
 // diagonal they reduce to rho1 and rho3 above (E_jj = a0 + c S). TrigRF: cx = -1, cxy = 1, cy = 0, cyy = -1 and
 // cx = 1, cxy = -1, cy = 0, cyy = 1.
 ThreePointForm gerf_three_point_form(const GerfParams& p, arma::uword d);
+
+// The isotropic form (estimators/isotropic.hpp): f1 f2 / K = D^2 e^{-sS/2} exp(2A|w|^2 + B w^T (x + s y)), so
+// kappa2 = B^2 / (1 - 4A) = s whatever A is: the mean of a feature given its direction does not depend on A, and
+// neither does the covariance of two coupled features (only the single-feature variance does). Confirmed by Monte
+// Carlo with complex A in tests/coupled_variance_test.cpp.
+IsotropicForm gerf_isotropic_form(const GerfParams& p);
 
 // Homogeneity statistics of a pair of sets (CRT eq. 8), in O(L d).
 struct HomogeneityStats {
