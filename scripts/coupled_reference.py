@@ -12,7 +12,7 @@ whatever A is; at c = 0 (orthogonal) the integrand does not depend on phi. With 
     Var(K-hat_M) / K^2 = (M V1 + sum_b n_b (n_b - 1) Cov_c) / M^2.
 
 Run: /usr/bin/python3 scripts/coupled_reference.py [--quick] [--cpp | --prototype]
-  --quick      smaller Monte Carlo runs (~1 min); the default takes ~5 min on one core.
+  --quick      smaller Monte Carlo runs; the whole script takes ~10-15 min on one core (mostly the mpmath grid).
   --cpp        print only the reference values that tests/coupled_variance_test.cpp embeds.
   --prototype  only the check of python/examples/simplex_prf.py (tests/coupled_variance_test.cpp runs it).
 Monte Carlo threshold: |empirical - exact| < 4.5 standard errors (P(|Z| > 4.5) = 6.8e-6 per check for a normal
