@@ -12,7 +12,7 @@ whatever A is; at c = 0 (orthogonal) the integrand does not depend on phi. With 
     Var(K-hat_M) / K^2 = (M V1 + sum_b n_b (n_b - 1) Cov_c) / M^2.
 
 Run: /usr/bin/python3 scripts/coupled_reference.py [--quick] [--cpp | --prototype]
-  --quick      smaller Monte Carlo runs (~1 min); the default takes ~5 min on one core.
+  --quick      smaller Monte Carlo runs; the whole script takes ~10-15 min on one core (mostly the mpmath grid).
   --cpp        print only the reference values that tests/coupled_variance_test.cpp embeds.
   --prototype  only the check of python/examples/simplex_prf.py (tests/coupled_variance_test.cpp runs it).
 Monte Carlo threshold: |empirical - exact| < 4.5 standard errors (P(|Z| > 4.5) = 6.8e-6 per check for a normal
@@ -51,33 +51,52 @@ def var1(A, s, d, S):
 
 
 def _M(d, y):
-    """1F1(d; d/2; y); zeroprec lets mpmath return its exact zeros (d = 2: (1 + y) e^y vanishes at y = -1)."""
-    return mp.hyp1f1(d, mp.mpf(d) / 2, y, zeroprec=4 * mp.mp.prec)
+    """1F1(d; d/2; y). For y = -z < 0 Kummer's transformation e^-z 1F1(-d/2; d/2; z); for even d that is a polynomial
+    (an exact zero at d = 2, z = 1; at z = 350 some 2^-1500 of its terms), summed with z/2 + 20 extra digits."""
+    h = mp.mpf(d) / 2
+    if y >= 0:
+        return mp.hyp1f1(d, h, y)
+    z = -y
+    if d % 2:
+        return mp.exp(-z) * mp.hyp1f1(-h, h, z)
+    with mp.workdps(mp.mp.dps + int(z / 2) + 20):
+        poly = mp.fsum(mp.rf(-h, k) / mp.rf(h, k) / mp.factorial(k) * z ** k for k in range(d // 2 + 1))
+    return mp.exp(-z) * poly
 
 
 def _J(d, c, y0):
-    """E_phi[M(d, d/2, y0 (1 + c sin phi))] by tanh-sinh quadrature (split where sin^(d-1) concentrates)."""
+    """E_phi[M(d, d/2, y0 (1 + c sin phi))] and its error estimate, by tanh-sinh quadrature on 8 pieces of
+    [0, pi/2 - w] and 16 of the end [pi/2 - w, pi/2], w = min(pi/2, 10/sqrt(d)), where sin^(d-1) concentrates and the
+    integrand may rise as e^(|y0 c| sin phi)."""
     h = mp.mpf(d) / 2
     if c == 0:
-        return _M(d, y0)
+        return _M(d, y0), mp.mpf(0)
     W = mp.sqrt(mp.pi) * mp.gamma(h) / (2 * mp.gamma(h + mp.mpf(1) / 2))
-    split = mp.pi / 2 - min(mp.pi / 2, 10 / mp.sqrt(d))
-    pts = [0, split, mp.pi / 2] if split > 0 else [0, mp.pi / 2]
-    return mp.quad(lambda p: mp.sin(p) ** (d - 1) * _M(d, y0 * (1 + c * mp.sin(p))), pts) / W
+    w = min(mp.pi / 2, 10 / mp.sqrt(d))
+    pts = (mp.linspace(0, mp.pi / 2 - w, 9) if w < mp.pi / 2 else [mp.mpf(0)]) + mp.linspace(mp.pi / 2 - w, mp.pi / 2,
+                                                                                          17)[1:]
+    val, err = mp.quad(lambda p: mp.sin(p) ** (d - 1) * _M(d, y0 * (1 + c * mp.sin(p))), pts, error=True)
+    return val / W, err / W
 
 
 def cov(d, c, s, S, dps=None):
     """Cov(Re g1, Re g2)/K^2 for directions with cosine c (mpmath; working precision grows as S -> 0, where the
-    result is O(S) or O(S^2) against terms of size 1)."""
+    result is O(S) or O(S^2) against terms of size 1). Refuses a result whose quadrature error estimate exceeds
+    1e-4 of it: mpmath's estimate is pessimistic here (1e-5 where 16, 32 and 64 pieces agree to 15 digits), but a
+    single piece had given 1e-4 wrong answers at large S with its estimate 5e-2."""
     if dps is None:
         dps = 30 + int(2 * max(0.0, -math.log10(max(S, 1e-300))))
     with mp.workdps(dps):
         S, c = mp.mpf(S), mp.mpf(c)
         y0 = s * S / 2
         if s > 0:
-            r = mp.exp(-S) * _J(d, c, y0) - 1
+            j, e = _J(d, c, y0)
+            r, err = mp.exp(-S) * j - 1, mp.exp(-S) * e
         else:
-            r = mp.exp(S) * (_J(d, c, y0) + _J(d, -c, y0)) / 2 - 1
+            (j1, e1), (j2, e2) = _J(d, c, y0), _J(d, -c, y0)
+            r, err = mp.exp(S) * (j1 + j2) / 2 - 1, mp.exp(S) * (e1 + e2) / 2
+        if err > abs(r) * mp.mpf("1e-4"):
+            raise ArithmeticError(f"mpmath quadrature did not converge: d={d} c={c} s={s} S={S}: {r} +- {err}")
         return +r
 
 
@@ -341,7 +360,8 @@ def cpp_reference():
     for d, c, s, S in [(2, 0.0, 1, 1.0), (2, -1.0, 1, 1.0), (2, -1.0, -1, 1.0), (3, 0.0, -1, 2.5), (8, -1 / 7, 1, 1e-12),
                        (8, -1 / 7, -1, 1e-6), (8, 0.0, 1, 1e-12), (8, 0.0, -1, 1e-6), (8, -1 / 7, 1, 30.0),
                        (8, -1 / 7, -1, 30.0), (64, 0.0, 1, 0.7), (64, -1 / 63, 1, 0.7), (64, -1 / 63, -1, 0.7),
-                       (64, -1 / 63, 1, 200.0), (5, -0.25, -1, 300.0), (3, 0.0, -1, 300.0), (256, -1 / 255, 1, 3.0)]:
+                       (64, -1 / 63, 1, 200.0), (5, -0.25, -1, 300.0), (3, 0.0, -1, 300.0), (256, -1 / 255, 1, 3.0),
+                       (64, 0.0, -1, 100.0), (8, -1 / 7, -1, 300.0)]:
         v = cov(d, c, s, S)
         sign = int(mp.sign(v))
         print(f"{{{d}, {c!r}, {s}, {S!r}, {sign}, {mp.nstr(mp.log(abs(v)), 20) if sign else '-kInf'}}},")

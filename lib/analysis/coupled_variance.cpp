@@ -63,17 +63,43 @@ double scaled_cosh_minus_one(double x, double S) {
   return 0.5 * std::exp(a - S) * t * t;
 }
 
+// e^-x M(-n, n, x) for an integer n >= 1 (d = 2n even), where the Poisson sum Q = E[(-1)^k Pi_k] is a finite
+// alternating sum that cancels: M(-n, n, x) = L_n^(n-1)(x) n! (n-1)! / (2n-1)! with the Laguerre recurrence
+// (m+1) L_{m+1} = (2m + 1 + a - x) L_m - (m + a) L_{m-1}, a = n - 1, run forward (stable), rescaled to stay finite.
+double laguerre_q(double n, double x) {
+  const double a = n - 1;
+  double prev = 1, cur = 1 + a - x, log_scale = 0;  // L_0, L_1
+  for (double m = 1; m < n; ++m) {
+    const double next = ((2 * m + 1 + a - x) * cur - (m + a) * prev) / (m + 1);
+    prev = cur;
+    cur = next;
+    if (std::abs(cur) > 1e150) {
+      cur *= 1e-150, prev *= 1e-150;
+      log_scale += 150 * M_LN10;
+    }
+  }
+  if (cur == 0) return 0;
+  const double log_norm = std::lgamma(n + 1) + std::lgamma(n) - std::lgamma(2 * n);
+  return std::copysign(std::exp(std::log(std::abs(cur)) + log_scale + log_norm - x), cur);
+}
+
 // e^-S (H(t1) H(t2) - 1) averaged over the directions for one v, kappa2 < 0: eq. (5) (cancellation-free as S -> 0) or
-// the direct form e^-S (e^S (Q(y+) + Q(y-)) / 2 - 1) of eq. (3) (no cancellation for large S, where (5)'s T2 is a
-// tiny difference of O(1) terms), whichever has the smaller rounding scale.
-double oscillating_term(double h, double S, double c, double v) {
-  const double x = S * c * v;
-  const PoissonSums p = poisson_sums(h, 0.5 * S * (1 + c * v));
-  const PoissonSums m = c == 0 ? p : poisson_sums(h, 0.5 * S * (1 - c * v));
+// the direct form e^-S (e^S (Q(y+) + Q(y-)) / 2 - 1) of eq. (3) (for large S, where (5)'s T2 is a tiny difference of
+// O(1) terms), whichever has the smaller rounding scale. Q is the Poisson sum for odd d (whose terms beyond k = d/2
+// have one sign) and the Laguerre recurrence for even d (relative error ~ d eps).
+double oscillating_term(arma::uword d, double S, double c, double v) {
+  const double h = 0.5 * static_cast<double>(d), x = S * c * v, yp = 0.5 * S * (1 + c * v), ym = 0.5 * S * (1 - c * v);
+  const PoissonSums p = poisson_sums(h, yp);
+  const PoissonSums m = c == 0 ? p : poisson_sums(h, ym);
   const double ch = scaled_cosh_minus_one(x, S), e = std::exp(-S);
   const double a = ch - 0.5 * (p.t2 + m.t2), a_scale = ch + 0.5 * (p.t2_abs + m.t2_abs);
-  const double b = 0.5 * (p.q + m.q) - e, b_scale = 0.5 * (p.q_abs + m.q_abs) + e;
-  return a_scale <= b_scale ? a : b;
+  double q = 0.5 * (p.q + m.q), q_scale = 0.5 * (p.q_abs + m.q_abs);
+  if (d % 2 == 0) {
+    const double qp = laguerre_q(h, yp), qm = c == 0 ? qp : laguerre_q(h, ym);
+    q = 0.5 * (qp + qm);
+    q_scale = 0.5 * h * (std::abs(qp) + std::abs(qm));
+  }
+  return a_scale <= q_scale + e ? a : q - e;
 }
 
 // E_v[f(v)], v = cos(psi) with density cos^(d-1)(psi) / W_d on [0, pi/2]; split where the weight concentrates.
@@ -125,7 +151,7 @@ SignedLog coupled_cov_over_k2(const IsotropicForm& f, arma::uword d, double S, d
   }
   // eq. (5), scaled by e^-S
   const double I =
-      c == 0 ? oscillating_term(h, S, 0.0, 1.0) : expect_v(d, [&](double v) { return oscillating_term(h, S, c, v); });
+      c == 0 ? oscillating_term(d, S, 0.0, 1.0) : expect_v(d, [&](double v) { return oscillating_term(d, S, c, v); });
   const SignedLog r = SignedLog::from_value(I);
   return SignedLog::from_log(r.log_abs + S, r.sign);
 }
