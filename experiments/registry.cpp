@@ -17,6 +17,7 @@ void run_derf_fig3(const Options&, H5Writer&, std::vector<Claim>&);
 void run_attention(const Options&, H5Writer&, std::vector<Claim>&);
 void run_luna(const Options&, H5Writer&, std::vector<Claim>&);
 void run_attention_variance(const Options&, H5Writer&, std::vector<Claim>&);
+void run_couplings(const Options&, H5Writer&, std::vector<Claim>&);
 
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
@@ -36,6 +37,8 @@ const std::vector<Experiment>& all_experiments() {
       {"attention-variance",
        "Exact K-hat V variance and the delta method's attention-row error vs simulation; features for 10% error",
        run_attention_variance},
+      {"couplings", "Exact variance of orthogonal and simplex projections against iid over d and input geometry",
+       run_couplings},
       {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };
   return list;

@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "analysis/attention_variance.hpp"
+#include "analysis/coupled_variance.hpp"
 #include "analysis/operator_variance.hpp"
 #include "analysis/pairwise.hpp"
 #include "convert.hpp"
@@ -114,19 +115,24 @@ void bind_estimators(py::module_& m) {
       .def(
           "log_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
-             arma::uword features) {
+             arma::uword features, const std::string& sampler) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
+            const Sampler s = parse_sampler(sampler);
             check_points(e, *x, "X"), check_points(e, *y, "Y");
             arma::mat r;
             {
               py::gil_scoped_release nogil;
-              r = log_variance(e, k, *x, *y, features);
+              r = s == Sampler::Iid ? log_variance(e, k, *x, *y, features)
+                                    : coupled_log_variance(e, k, *x, *y, features, s);
             }
             return mat_out(std::move(r));
           },
           py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          "log Var of the M-feature estimate of K^(alpha)(x_i, y_j): Lx x Ly")
+          py::arg("sampler") = "iid",
+          "log Var of the M-feature estimate of K^(alpha)(x_i, y_j): Lx x Ly. sampler: iid, or orthogonal / simplex "
+          "(blocks of d coupled projections, exact for families with an isotropic form: "
+          "lib/analysis/coupled_variance.hpp; ValueError for the others)")
       .def(
           "summarize_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
