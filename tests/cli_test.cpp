@@ -171,12 +171,12 @@ TEST(Cli, QuantityKcAndAttentionRows) {
         continue;
       }
       ASSERT_TRUE(e.contains("mc")) << name;
-      if (!kc) EXPECT_EQ(e["n_flagged"].get<int>(), 0) << name;
+      if (!kc) {
+        EXPECT_EQ(e["n_flagged"].get<int>(), 0) << name;
+      }
       // Attention compares the rows inside the delta method's range on the subset (16 keys: PosRF loses one row).
-      if (kc)
-        EXPECT_EQ(e["mc"]["entries"].get<int>(), 32) << name;
-      else
-        EXPECT_GE(e["mc"]["entries"].get<int>(), 12) << name;
+      EXPECT_GE(e["mc"]["entries"].get<int>(), kc ? 32 : 12) << name;
+      EXPECT_LE(e["mc"]["entries"].get<int>(), kc ? 32 : 16) << name;
       EXPECT_GE(e["mc"]["frac_var_within_3se"].get<double>(), 0.75) << e.dump();
     }
   }

@@ -33,7 +33,9 @@ double check_against_mc(const Estimator& e, const Kernel& k, const arma::mat& X,
     // Compared as ratios to the exact variance, so that e^110 is no problem.
     const double ratio = m.variance(i) / std::exp(lv(i)), se = m.se_variance(i) / std::exp(lv(i));
     zmax = std::max(zmax, std::abs(ratio - 1) / se);
-    if (expect) EXPECT_LE(std::abs(ratio - 1), test::kSigmas * se) << e.info().name << " entry " << i;
+    if (expect) {
+      EXPECT_LE(std::abs(ratio - 1), test::kSigmas * se) << e.info().name << " entry " << i;
+    }
   }
   return zmax;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Exact log(Var_coupled / Var_iid) of the M = d feature estimate against d for orthogonal (solid) and simplex
-(dashed) projections, one panel per family, one line per input norm r at theta = pi/2; Monte Carlo points (2 SE)."""
+(dashed) projections, one panel per family, one line per input norm r at theta = pi/2; Monte Carlo points (2 SE) at r = 0.5."""
 import sys
 from pathlib import Path
 
