@@ -244,14 +244,6 @@ TEST(CoupledVariance, SimplexSamplerLaw) {
   // P(sqrt(n) D_n > 2.5) <= 7.5e-6 per KS check, 3 checks: false-failure rate <= 2.3e-5).
   const arma::uword d = 5, M = 12;
   std::vector<double> norms, first, last;
-  auto ks = [](std::vector<double> u) {
-    std::sort(u.begin(), u.end());
-    const double n = static_cast<double>(u.size());
-    double D = 0;
-    for (std::size_t i = 0; i < u.size(); ++i)
-      D = std::max({D, (static_cast<double>(i) + 1) / n - u[i], u[i] - static_cast<double>(i) / n});
-    return D * std::sqrt(n);
-  };
   for (int r = 0; r < 4000; ++r) {
     Rng rng(81, Stream::User, r);
     const arma::mat W = draw_gaussian_omegas(d, M, Sampler::Simplex, rng);
@@ -266,9 +258,9 @@ TEST(CoupledVariance, SimplexSamplerLaw) {
     first.push_back(gsl_cdf_ugaussian_P(W(2, 0)));
     last.push_back(gsl_cdf_ugaussian_P(W(1, M - 1)));
   }
-  EXPECT_LT(ks(norms), 2.5) << "norms are not chi(d)";
-  EXPECT_LT(ks(first), 2.5) << "column 0 is not N(0, I)";
-  EXPECT_LT(ks(last), 2.5) << "the partial block's column is not N(0, I)";
+  EXPECT_LT(test::ks_uniform(norms), test::kDkw) << "norms are not chi(d)";
+  EXPECT_LT(test::ks_uniform(first), test::kDkw) << "column 0 is not N(0, I)";
+  EXPECT_LT(test::ks_uniform(last), test::kDkw) << "the partial block's column is not N(0, I)";
 }
 
 TEST(CoupledVariance, PythonPrototypeHasTheSameExactVariance) {

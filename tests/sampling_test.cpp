@@ -24,17 +24,8 @@ using namespace kestrel;
 
 namespace {
 
-constexpr double kDkw = 2.5;  // sqrt(n) D_n threshold: false-failure rate <= 7.5e-6 per KS check
-
-// Kolmogorov-Smirnov distance of values already mapped through their hypothesised CDF (so U(0,1)).
-double ks_uniform(std::vector<double> u) {
-  std::sort(u.begin(), u.end());
-  const double n = static_cast<double>(u.size());
-  double D = 0;
-  for (std::size_t i = 0; i < u.size(); ++i)
-    D = std::max({D, (static_cast<double>(i) + 1) / n - u[i], u[i] - static_cast<double>(i) / n});
-  return D * std::sqrt(n);
-}
+using test::kDkw;
+using test::ks_uniform;
 
 // Mean of a sample and its standard error.
 std::pair<double, double> mean_se(const std::vector<double>& x) {

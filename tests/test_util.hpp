@@ -1,6 +1,11 @@
 // Shared helpers for the tests: small point sets and the Monte Carlo threshold convention.
 #pragma once
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include <armadillo>
 
 #include "analysis/montecarlo.hpp"
@@ -12,6 +17,18 @@ namespace kestrel::test {
 // k standard errors for Monte Carlo checks. For a normal statistic P(|Z| > 4.5) = 6.8e-6 per check;
 // each test states its number of checks, so the union bound gives its false-failure rate.
 inline constexpr double kSigmas = 4.5;
+
+// Kolmogorov-Smirnov: sqrt(n) D_n of values already mapped through their hypothesised CDF (so U(0,1)), and the
+// threshold whose false-failure rate is <= 7.5e-6 per check (DKW: P(sqrt(n) D_n > t) <= 2 e^{-2 t^2}).
+inline constexpr double kDkw = 2.5;
+inline double ks_uniform(std::vector<double> u) {
+  std::sort(u.begin(), u.end());
+  const double n = static_cast<double>(u.size());
+  double D = 0;
+  for (std::size_t i = 0; i < u.size(); ++i)
+    D = std::max({D, (static_cast<double>(i) + 1) / n - u[i], u[i] - static_cast<double>(i) / n});
+  return D * std::sqrt(n);
+}
 
 // d x L points with iid N(0, scale^2) entries from a fixed stream.
 inline arma::mat points(arma::uword d, arma::uword L, double scale, std::uint64_t seed) {
