@@ -13,9 +13,6 @@ namespace kestrel {
 
 namespace {
 
-SignedLog entry(const SignedLogCube& c, arma::uword a, arma::uword b, arma::uword i) {
-  return c.sign(a, b, i) ? SignedLog{c.log_abs(a, b, i), c.sign(a, b, i)} : SignedLog{};
-}
 SignedLog times(SignedLog s, double v) {
   if (v == 0 || s.sign == 0) return {};
   return {s.log_abs + std::log(std::abs(v)), v > 0 ? s.sign : -s.sign};
@@ -27,7 +24,8 @@ AttentionPrediction predict_attention_error(const ThreePointForm& form, bool pos
                                             const arma::mat& X, const arma::mat& Y, const arma::mat& V, arma::uword M) {
   require(V.n_cols > 0, "V must have at least one column");
   const arma::uword dv = V.n_cols, Lx = X.n_cols;
-  const KcMoments m = kc_moments(form, k, X, Y, arma::join_rows(V, arma::ones(V.n_rows)), M);
+  const RatioMoments m = ratio_moments(form, k, X, Y, V, M);
+  auto cov_d = [&](arma::uword i, arma::uword a) { return SignedLog::from_log(m.log_abs_cov(i, a), m.sign_cov(i, a)); };
   AttentionPrediction p;
   p.log_mse.set_size(Lx);
   p.log_norm_y.set_size(Lx);
@@ -40,15 +38,15 @@ AttentionPrediction predict_attention_error(const ThreePointForm& form, bool pos
   p.Y.set_size(Lx, dv);
   for (arma::uword i = 0; i < Lx; ++i) {
     const double log_d = m.log_abs_kc(i, dv);  // D = (K 1)_i > 0
-    const SignedLog var_d = entry(m.cov, dv, dv, i);
+    const SignedLog var_d = cov_d(i, dv);
     double norm2 = 0, bias2 = 0;
-    SignedLog mse;
+    SignedLog mse = SignedLog::from_log(m.log_trace(i));
     for (arma::uword a = 0; a < dv; ++a) {
       const double y = m.sign_kc(i, a) * std::exp(m.log_abs_kc(i, a) - log_d);
       p.Y(i, a) = y;
       norm2 += y * y;
-      mse = mse + entry(m.cov, a, a, i) + times(entry(m.cov, a, dv, i), -2 * y) + times(var_d, y * y);
-      const SignedLog b = times(var_d, y) + times(entry(m.cov, a, dv, i), -1.0);
+      mse = mse + times(cov_d(i, a), -2 * y) + times(var_d, y * y);
+      const SignedLog b = times(var_d, y) + times(cov_d(i, a), -1.0);
       if (b.sign) bias2 += std::exp(2 * (b.log_abs - 2 * log_d));
     }
     p.log_mse(i) = mse.sign > 0 ? mse.log_abs - 2 * log_d : -kInf;  // below 0 only by rounding: exact

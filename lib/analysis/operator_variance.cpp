@@ -90,13 +90,17 @@ struct TermRows {
   bool split = true;
   arma::Col<T> alpha;
   arma::vec m, m2;
-  arma::Mat<T> delta;  // b x n
-  arma::Cube<T> P1;    // b x n x n
+  arma::Mat<T> delta;     // b x n
+  arma::Cube<T> P1;       // b x n x n (full mode)
+  arma::Mat<T> P1_last;   // b x n: P1_{last,a} (ratio mode)
+  arma::Col<T> P1_trace;  // b: sum_{a < last} P1_aa (ratio mode)
 };
 
+// ratio: C's last column is 1 and only what the ratio rows need is formed (ratio_moments): P1_{last,a} from one
+// product Z G and the trace sum_{a<last} z_a^T G z'_a = Z^T (G o H) Z', H = V V^T, from a second, whatever n is.
 template <typename T>
 TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::mat& Xb, const arma::mat& Y,
-                      const arma::mat& C, const arma::mat& kappa) {
+                      const arma::mat& C, const arma::mat& kappa, bool ratio) {
   using Mat = arma::Mat<T>;
   const arma::uword b = Xb.n_cols, Ly = Y.n_cols, n = C.n_cols;
   const T cxy = coef<T>(t.cxy), cy = coef<T>(t.cy), cyy = coef<T>(t.cyy);
@@ -134,8 +138,35 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
   r.delta = D * arma::conv_to<Mat>::from(C);
 
   // P1_ab = sum_{J,K} ((Z o C_a)_J G_JK) o (Z' o C_b)_K summed over the row, G_JK = e^{-h} expm1(Gamma_JK).
-  r.P1.zeros(b, n, n);
   const Mat Zp = t.hermitian ? Mat(arma::conj(Z)) : Z;
+  const arma::uword tiles = (Ly + kKeyTile - 1) / kKeyTile;
+  auto span = [&](arma::uword t_) { return arma::span(t_ * kKeyTile, std::min(Ly, (t_ + 1) * kKeyTile) - 1); };
+  auto g_tile = [&](arma::uword J, arma::uword K) {
+    Mat G = cyy * arma::conv_to<Mat>::from(Y.cols(span(J)).t() * ks.MyyY.cols(span(K)));
+    scaled_tile(G, nu.cols(span(J)), nu.cols(span(K)), r.split);
+    return G;
+  };
+  if (ratio) {
+    const arma::uword last = n - 1;
+    r.P1_last.zeros(b, n);
+    r.P1_trace.zeros(b);
+    for (arma::uword K = 0; K < tiles; ++K) {
+      const arma::uword w = span(K).b - span(K).a + 1;
+      Mat Wl(b, w, arma::fill::zeros), Wt(b, w, arma::fill::zeros);
+      for (arma::uword J = 0; J < tiles; ++J) {
+        const Mat G = g_tile(J, K);
+        Wl += Z.cols(span(J)) * G;  // C's last column is 1: Z o C_last = Z
+        if (last > 0) {
+          const arma::mat H = C.submat(span(J), arma::span(0, last - 1)) * C.submat(span(K), arma::span(0, last - 1)).t();
+          Wt += Z.cols(span(J)) * Mat(G % arma::conv_to<Mat>::from(H));
+        }
+      }
+      r.P1_last += Mat(Wl % Zp.cols(span(K))) * arma::conv_to<Mat>::from(C.rows(span(K)));
+      r.P1_trace += arma::sum(Wt % Zp.cols(span(K)), 1);
+    }
+    return r;
+  }
+  r.P1.zeros(b, n, n);
   std::vector<Mat> Za(n), Zb(n);
   for (arma::uword a = 0; a < n; ++a) {
     Za[a] = Z;
@@ -143,13 +174,10 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
     Zb[a] = Zp;
     Zb[a].each_row() %= arma::conv_to<arma::Row<T>>::from(C.col(a).t());
   }
-  const arma::uword tiles = (Ly + kKeyTile - 1) / kKeyTile;
-  auto span = [&](arma::uword t_) { return arma::span(t_ * kKeyTile, std::min(Ly, (t_ + 1) * kKeyTile) - 1); };
   for (arma::uword K = 0; K < tiles; ++K) {
     std::vector<Mat> W(n, Mat(b, span(K).b - span(K).a + 1, arma::fill::zeros));
     for (arma::uword J = 0; J < tiles; ++J) {
-      Mat G = cyy * arma::conv_to<Mat>::from(Y.cols(span(J)).t() * ks.MyyY.cols(span(K)));
-      scaled_tile(G, nu.cols(span(J)), nu.cols(span(K)), r.split);
+      const Mat G = g_tile(J, K);
       for (arma::uword a = 0; a < n; ++a) W[a] += Za[a].cols(span(J)) * G;
     }
     for (arma::uword a = 0; a < n; ++a)
@@ -164,13 +192,21 @@ SignedLog signed_log(double log_scale, double v) {
   return s;
 }
 
-// The weight times Re sum_{j,k} w_ja w_kb (exp(E_jk) - 1) (split) or Re sum_{j,k} w_ja w_kb exp(E_jk) for one row.
+// The delta part of the split form for row i, columns (a, b): Re(delta_a u'_b + s_a delta'_b), u'_b = s_b + delta'_b
+// (operator_variance.hpp), at scale m2 (s_a, s_b given at that scale).
 template <typename T>
-SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword i, arma::uword a, arma::uword b,
-                      double s_a, double s_b) {
+double delta_part(const TermRows<T>& r, const ThreePointTerm& t, arma::uword i, arma::uword a, arma::uword b,
+                  double s_a, double s_b) {
+  const T da = r.delta(i, a), db = t.hermitian ? conj_t(r.delta(i, b)) : r.delta(i, b);
+  return re(da * (s_b + db) + s_a * db);
+}
+
+// The weight times Re sum_{j,k} w_ja w_kb (exp(E_jk) - 1) (split) or Re sum_{j,k} w_ja w_kb exp(E_jk) for one row,
+// from its P1 entry and (split only) its delta part; sums of such entries (a trace) go through the same way.
+template <typename T>
+SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword i, T p1, double v2) {
   const double lw = std::log(t.weight);
   // e^{alpha + 2m} P1: Re(e^{i Im alpha} P1) at scale Re alpha + 2m.
-  const T p1 = r.P1(i, a, b);
   double v1;
   if constexpr (std::is_same_v<T, double>)
     v1 = p1;
@@ -178,9 +214,6 @@ SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword
     v1 = (std::exp(cx(0, r.alpha[i].imag())) * p1).real();
   SignedLog out = signed_log(re(r.alpha[i]) + 2 * r.m[i] + lw, v1);
   if (!r.split) return out;  // the weighted second moment; the caller subtracts (KC)_a (KC)_b
-  // e^{2 m2} (delta_a u'_b + s_a delta'_b), u'_b = s_b + delta'_b, all at scale m2 (s_a, s_b given at that scale).
-  const T da = r.delta(i, a), db = t.hermitian ? conj_t(r.delta(i, b)) : r.delta(i, b);
-  const double v2 = re(da * (s_b + db) + s_a * db);
   return out + signed_log(2 * r.m2[i] + lw, v2);
 }
 
@@ -190,6 +223,69 @@ void check_inputs(const arma::mat& X, const arma::mat& Y, const arma::mat& C, ar
           C.n_rows, C.n_cols);
   require(C.is_finite(), "C must be finite (found NaN or Inf)");
   require(M > 0, "the number of features M must be > 0, got 0");
+}
+
+// One block of query rows: (KC)_ia = e^{m3_i} s_ia and every term's rows.
+struct RowBlock {
+  arma::uword i0 = 0, b = 0;
+  arma::vec m3;
+  arma::mat s;
+  std::vector<TermRows<double>> real_rows;
+  std::vector<TermRows<cx>> cx_rows;
+};
+
+// Calls body(block) for fixed blocks of query rows in parallel (each block writes its own rows).
+template <typename Body>
+void for_each_row_block(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                        const arma::mat& C, bool ratio, Body&& body) {
+  require(!form.terms.empty(), "three-point form without terms");
+  std::vector<KeySide> keys;
+  for (const auto& t : form.terms) {
+    KeySide ks{
+        apply(t.Mxy, Y), apply(t.Myy.is_empty() ? t.Myy : arma::mat(0.5 * (t.Myy + t.Myy.t())), Y), quad(t.My, Y), {}};
+    ks.ny = arma::sum(ks.MyyY % Y, 0);
+    keys.push_back(std::move(ks));
+  }
+  const arma::uword Lx = X.n_cols;
+  for_each_block((Lx + kQueryBlock - 1) / kQueryBlock, [&](std::size_t blk) {
+    RowBlock rb;
+    rb.i0 = blk * kQueryBlock;
+    const arma::mat Xb = X.cols(rb.i0, std::min(Lx, rb.i0 + kQueryBlock) - 1);
+    rb.b = Xb.n_cols;
+    const arma::mat kappa = log_kernel(k, Xb, Y);
+    rb.m3 = arma::max(kappa, 1);
+    arma::mat E3 = kappa;
+    E3.each_col() -= rb.m3;
+    simd::exp(E3);
+    rb.s = E3 * C;
+    rb.real_rows.resize(form.terms.size());
+    rb.cx_rows.resize(form.terms.size());
+    for (std::size_t t = 0; t < form.terms.size(); ++t) {
+      if (form.terms[t].real())
+        rb.real_rows[t] = term_rows<double>(form.terms[t], keys[t], Xb, Y, C, kappa, ratio);
+      else
+        rb.cx_rows[t] = term_rows<cx>(form.terms[t], keys[t], Xb, Y, C, kappa, ratio);
+    }
+    body(rb);
+  });
+}
+
+// M times a covariance of row i (or a sum of them): every term's excess plus (sum of the split terms' weights - 1)
+// times ss = sum (KC)_a (KC)_b at scale e^{2 m3}. part(rows, term, to_m2) gives a term's P1 entry and delta part
+// (delta_part with s scaled by to_m2 = e^{m3 - m2}).
+template <typename Part>
+SignedLog row_moment(const ThreePointForm& form, const RowBlock& rb, arma::uword i, double ss, Part&& part) {
+  double extra = -1;
+  SignedLog v;
+  auto add = [&](const auto& rows, const ThreePointTerm& term) {
+    if (rows.split) extra += term.weight;
+    const auto [p1, v2] = part(rows, term, std::exp(rb.m3[i] - rows.m2[i]));
+    v = v + term_excess(rows, term, i, p1, v2);
+  };
+  for (std::size_t t = 0; t < form.terms.size(); ++t)
+    form.terms[t].real() ? add(rb.real_rows[t], form.terms[t]) : add(rb.cx_rows[t], form.terms[t]);
+  if (extra != 0) v = v + signed_log(2 * rb.m3[i] + std::log(std::abs(extra)), (extra < 0 ? -1 : 1) * ss);
+  return v;
 }
 
 }  // namespace
@@ -204,68 +300,72 @@ arma::mat KcMoments::log_var() const {
 KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
                      const arma::mat& C, arma::uword M) {
   check_inputs(X, Y, C, M);
-  require(!form.terms.empty(), "three-point form without terms");
   const arma::uword Lx = X.n_cols, n = C.n_cols;
-  std::vector<KeySide> keys;
-  for (const auto& t : form.terms) {
-    KeySide ks{
-        apply(t.Mxy, Y), apply(t.Myy.is_empty() ? t.Myy : arma::mat(0.5 * (t.Myy + t.Myy.t())), Y), quad(t.My, Y), {}};
-    ks.ny = arma::sum(ks.MyyY % Y, 0);
-    keys.push_back(std::move(ks));
-  }
   const double log_m = std::log(static_cast<double>(M));
-
   KcMoments out;
   out.log_abs_kc.set_size(Lx, n);
   out.sign_kc.set_size(Lx, n);
   out.cov.log_abs.set_size(n, n, Lx);
   out.cov.sign.set_size(n, n, Lx);
-  for_each_block((Lx + kQueryBlock - 1) / kQueryBlock, [&](std::size_t blk) {
-    const arma::uword i0 = blk * kQueryBlock, i1 = std::min(Lx, i0 + kQueryBlock) - 1;
-    const arma::mat Xb = X.cols(i0, i1);
-    const arma::uword b = Xb.n_cols;
-    const arma::mat kappa = log_kernel(k, Xb, Y);
-    // (KC)_ia = e^{m3} s_ia.
-    const arma::vec m3 = arma::max(kappa, 1);
-    arma::mat E3 = kappa;
-    E3.each_col() -= m3;
-    simd::exp(E3);
-    const arma::mat s = E3 * C;
-    std::vector<TermRows<double>> real_rows(form.terms.size());
-    std::vector<TermRows<cx>> cx_rows(form.terms.size());
-    for (std::size_t t = 0; t < form.terms.size(); ++t) {
-      if (form.terms[t].real())
-        real_rows[t] = term_rows<double>(form.terms[t], keys[t], Xb, Y, C, kappa);
-      else
-        cx_rows[t] = term_rows<cx>(form.terms[t], keys[t], Xb, Y, C, kappa);
-    }
-    for (arma::uword i = 0; i < b; ++i) {
+  for_each_row_block(form, k, X, Y, C, false, [&](const RowBlock& rb) {
+    for (arma::uword i = 0; i < rb.b; ++i) {
       for (arma::uword a = 0; a < n; ++a) {
-        const SignedLog kc = signed_log(m3[i], s(i, a));
-        out.log_abs_kc(i0 + i, a) = kc.log_abs;
-        out.sign_kc(i0 + i, a) = kc.sign;
+        const SignedLog kc = signed_log(rb.m3[i], rb.s(i, a));
+        out.log_abs_kc(rb.i0 + i, a) = kc.log_abs;
+        out.sign_kc(rb.i0 + i, a) = kc.sign;
       }
       for (arma::uword a = 0; a < n; ++a)
         for (arma::uword c = 0; c < n; ++c) {
-          // M Cov = sum over split terms of their excess + sum over the others of their second moment
-          //         + (sum of the split terms' weights - 1) (KC)_a (KC)_b.
-          double extra = -1;
-          SignedLog v;
-          for (std::size_t t = 0; t < form.terms.size(); ++t) {
-            const auto& term = form.terms[t];
-            const bool real = term.real();
-            if (real ? real_rows[t].split : cx_rows[t].split) extra += term.weight;
-            const double to_m2 = std::exp(m3[i] - (real ? real_rows[t].m2[i] : cx_rows[t].m2[i]));
-            const double sa = s(i, a) * to_m2, sc = s(i, c) * to_m2;
-            v = v + (real ? term_excess(real_rows[t], term, i, a, c, sa, sc)
-                          : term_excess(cx_rows[t], term, i, a, c, sa, sc));
-          }
-          if (extra != 0)
-            v = v + signed_log(2 * m3[i] + std::log(std::abs(extra)), (extra < 0 ? -1 : 1) * s(i, a) * s(i, c));
+          SignedLog v = row_moment(form, rb, i, rb.s(i, a) * rb.s(i, c), [&](const auto& r, const auto& t, double to) {
+            return std::pair(r.P1(i, a, c), delta_part(r, t, i, a, c, rb.s(i, a) * to, rb.s(i, c) * to));
+          });
           if (a == c && v.sign < 0) v = {};  // a variance that rounds below 0 is 0 (an exact estimate)
-          out.cov.log_abs(a, c, i0 + i) = v.sign ? v.log_abs - log_m : -kInf;
-          out.cov.sign(a, c, i0 + i) = v.sign;
+          out.cov.log_abs(a, c, rb.i0 + i) = v.sign ? v.log_abs - log_m : -kInf;
+          out.cov.sign(a, c, rb.i0 + i) = v.sign;
         }
+    }
+  });
+  return out;
+}
+
+RatioMoments ratio_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                           const arma::mat& V, arma::uword M) {
+  const arma::mat C = arma::join_rows(V, arma::ones(V.n_rows));
+  check_inputs(X, Y, C, M);
+  const arma::uword Lx = X.n_cols, n = C.n_cols, last = n - 1;
+  const double log_m = std::log(static_cast<double>(M));
+  RatioMoments out;
+  out.log_abs_kc.set_size(Lx, n);
+  out.sign_kc.set_size(Lx, n);
+  out.log_abs_cov.set_size(Lx, n);
+  out.sign_cov.set_size(Lx, n);
+  out.log_trace.set_size(Lx);
+  auto store = [&](SignedLog v, auto& log_abs, auto& sign) {
+    log_abs = v.sign ? v.log_abs - log_m : -kInf;
+    sign = v.sign;
+  };
+  for_each_row_block(form, k, X, Y, C, true, [&](const RowBlock& rb) {
+    for (arma::uword i = 0; i < rb.b; ++i) {
+      const arma::uword row = rb.i0 + i;
+      for (arma::uword a = 0; a < n; ++a) {
+        const SignedLog kc = signed_log(rb.m3[i], rb.s(i, a));
+        out.log_abs_kc(row, a) = kc.log_abs;
+        out.sign_kc(row, a) = kc.sign;
+        SignedLog v = row_moment(form, rb, i, rb.s(i, last) * rb.s(i, a), [&](const auto& r, const auto& t, double to) {
+          return std::pair(r.P1_last(i, a), delta_part(r, t, i, last, a, rb.s(i, last) * to, rb.s(i, a) * to));
+        });
+        if (a == last && v.sign < 0) v = {};
+        store(v, out.log_abs_cov(row, a), out.sign_cov(row, a));
+      }
+      double ss = 0;
+      for (arma::uword a = 0; a < last; ++a) ss += rb.s(i, a) * rb.s(i, a);
+      SignedLog tr = row_moment(form, rb, i, ss, [&](const auto& r, const auto& t, double to) {
+        double v2 = 0;
+        for (arma::uword a = 0; a < last; ++a) v2 += delta_part(r, t, i, a, a, rb.s(i, a) * to, rb.s(i, a) * to);
+        return std::pair(r.P1_trace(i), v2);
+      });
+      if (tr.sign < 0) tr = {};
+      out.log_trace(row) = tr.sign ? tr.log_abs - log_m : -kInf;
     }
   });
   return out;
