@@ -21,6 +21,7 @@ Action add_estimators(CLI::App& app, const Global& g);
 Action add_datasets(CLI::App& app, const Global& g);
 Action add_reproduce(CLI::App& app, const Global& g);
 Action add_sweep(CLI::App& app, const Global& g);
+Action add_advise(CLI::App& app, const Global& g);
 
 void progress(const Global& g, const std::string& msg);
 

@@ -1,0 +1,179 @@
+// `kestrel advise`: which estimator, how many features and which number format for the user's own queries, keys and
+// values (tasks/advise.hpp); a table on stdout (or --json), and with --out an HDF5 report and a PNG beside it.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "data/points_file.hpp"
+#include "io/advise_options.hpp"
+#include "io/hdf5.hpp"
+#include "io/output.hpp"
+#include "io/provenance.hpp"
+#include "tasks/advise.hpp"
+
+namespace kestrel::cli {
+
+namespace {
+
+struct Args {
+  std::string queries, keys, values, out;
+  bool json = false, force = false;
+  std::map<std::string, std::string> text;
+  std::map<std::string, bool> flag;
+  std::map<std::string, CLI::Option*> option;
+};
+
+std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
+
+void print_report(const Advice& a) {
+  const auto& o = a.options;
+  std::cout << fmt::format("inputs: d={} Lq={} Lk={} dv={}  scaling={}  kernel={}  target={}  budget={}\n", a.d, a.Lq,
+                           a.Lk, a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)",
+                           o.kernel.name(), pct(o.target), o.budget);
+  std::cout << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem,
+                           o.seed);
+  std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
+                           "e(1) med", "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
+                           o.validate ? "  measured p95 +- SE" : "");
+  std::string skipped;
+  for (const auto& r : a.rows) {
+    const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
+    if (r.status != "ok") {
+      skipped += fmt::format("  {:<22} {}: {}\n", label, r.status, r.reason);
+      continue;
+    }
+    auto m = [&](arma::uword v) { return v ? std::to_string(v) : "> " + std::to_string(o.budget); };
+    std::string fp16 = "-";
+    if (r.range)
+      for (std::size_t k = 0; k < number_formats().size(); ++k)
+        if (number_formats()[k].name == "fp16")
+          fp16 = (r.range->verdict[k].first == "ok" ? "ok" : r.range->verdict[k].first.substr(0, r.range->verdict[k].first.find(':'))) +
+                 " / " +
+                 (r.range->verdict[k].second == "ok" || r.range->verdict[k].second == "n/a"
+                      ? r.range->verdict[k].second
+                      : r.range->verdict[k].second.substr(0, r.range->verdict[k].second.find(':')));
+    std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}", label, r.method,
+                             pct(r.err1_median), pct(r.err1_p95), m(r.m_median), m(r.m_p95), pct(r.at_m_p95), fp16);
+    if (r.validate_reps)
+      std::cout << fmt::format("  {} +- {} at M={}{}", pct(r.measured_p95), pct(r.measured_p95_se), r.validate_m,
+                               r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
+    if (r.outside_share > 0.05) std::cout << fmt::format("  ({} rows outside delta range)", pct(r.outside_share));
+    std::cout << '\n';
+  }
+  if (!skipped.empty()) std::cout << "not compared:\n" << skipped;
+  if (!a.cost.m.empty()) {
+    std::cout << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB", a.cost.exact_flops / 1e9,
+                             a.cost.exact_bytes / 1e6);
+    for (std::size_t k = 0; k < a.cost.m.size(); ++k)
+      std::cout << fmt::format("; M={}: {:.3g} GFLOP, {:.3g} MB (cheaper for L > {:.0f})", a.cost.m[k],
+                               a.cost.rf_flops[k] / 1e9, a.cost.rf_bytes[k] / 1e6, a.cost.crossover_length[k]);
+    std::cout << '\n';
+  }
+  if (a.cost.exact_seconds >= 0)
+    std::cout << fmt::format("measured on this machine: exact {:.3g} s, {} M={} {:.3g} s (median of 3)\n",
+                             a.cost.exact_seconds, a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds);
+  std::cout << "recommendation: " << a.recommendation << '\n';
+}
+
+void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
+  write_provenance(h5, prov);
+  h5.attr("/", "layout",
+          "advise/report.json: the whole report (options, per estimator and sampler the predicted error quantiles, "
+          "M for the target, numerical range, validation; cost; recommendation); advise/<estimator>/<sampler>/curve_*: "
+          "predicted error against M");
+  h5.group("/advise");
+  h5.write_text("/advise/report.json", to_json(a).dump(2));
+  h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "quantity", a.quantity_label);
+  h5.attr("/advise", "target", a.options.target);
+  for (const auto& r : a.rows) {
+    if (r.status != "ok") continue;
+    const std::string g = "/advise/" + r.estimator + "/" + r.sampler;
+    h5.group(g);
+    h5.write(g + "/curve_m", r.curve_m);
+    h5.describe(g + "/curve_m", "number of features M", "m");
+    h5.write(g + "/curve_median", r.curve_median);
+    h5.describe(g + "/curve_median", "predicted median relative error over the sampled rows (pairs)", "m");
+    h5.write(g + "/curve_p95", r.curve_p95);
+    h5.describe(g + "/curve_p95", "predicted 95th-percentile relative error over the sampled rows (pairs)", "m");
+    h5.attr(g, "method", r.method);
+    h5.attr(g, "m_for_target_p95", static_cast<std::int64_t>(r.m_p95));
+  }
+}
+
+}  // namespace
+
+Action add_advise(CLI::App& app, const Global& g) {
+  auto a = std::make_shared<Args>();
+  app.add_option("--queries", a->queries, "Queries: CSV, .npy or FILE.h5:/dataset, one token per row")->required();
+  app.add_option("--keys", a->keys, "Keys, as --queries (the same d)")->required();
+  app.add_option("--values", a->values, "Values, one row per key (attention output rows; without: the normalisers)");
+  const AdviseOptions defaults;
+  for (const auto& o : advise_options()) {
+    CLI::Option* opt = nullptr;
+    if (o.kind == OptionKind::Flag) {
+      opt = app.add_flag("--" + o.name, a->flag[o.name], o.help);
+    } else {
+      opt = app.add_option("--" + o.name, a->text[o.name], o.help)->default_str(o.show(defaults));
+      opt->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    }
+    a->option[o.name] = opt;
+  }
+  app.add_option("--out", a->out, "Write the report to this HDF5 file and the plot beside it (.png)");
+  app.add_flag("--force", a->force, "Replace an existing --out file (and its .png)");
+  app.add_flag("--json", a->json, "Print the report as JSON on stdout");
+  return [a, &g] {
+    StudyValues v;
+    for (const auto& [name, opt] : a->option)
+      if (opt->count())
+        v[name] = {a->flag.count(name) ? (a->flag.at(name) ? "true" : "false") : a->text.at(name), "--" + name};
+    const AdviseOptions opt = advise_options_from(v);
+    std::string png;
+    std::unique_ptr<H5Writer> h5;
+    if (!a->out.empty()) {
+      png = std::filesystem::path(a->out).replace_extension(".png").string();
+      check_output(a->out, a->force);
+      check_output(png, a->force);
+    }
+    const auto q = load_points(a->queries), k = load_points(a->keys);
+    arma::mat V;
+    if (!a->values.empty()) {
+      const auto vf = load_points(a->values);
+      V = vf->points.t();
+      require(V.n_rows == k->points.n_cols, "--values: {} has {} rows, one per key expected ({} keys in {})",
+              a->values, V.n_rows, k->points.n_cols, a->keys);
+    }
+    require(q->points.n_rows == k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
+            q->points.n_rows, k->points.n_rows);
+    if (!a->out.empty()) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    const Advice adv = advise(q->points, k->points, V, opt, [&](const std::string& m) { progress(g, m); });
+    nlohmann::json files = {{"queries", {{"spec", q->spec}, {"sha256", q->sha256}}},
+                            {"keys", {{"spec", k->spec}, {"sha256", k->sha256}}}};
+    if (!a->values.empty()) {
+      const auto vf = load_points(a->values);
+      files["values"] = {{"spec", vf->spec}, {"sha256", vf->sha256}};
+    }
+    nlohmann::json options = to_json(opt);
+    options["files"] = files;
+    const nlohmann::json prov = provenance(g.command_line, options);
+    if (h5) {
+      write_report(*h5, adv, prov);
+      h5->commit();
+      progress(g, "wrote " + a->out);
+      const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
+      const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, a->out, png);
+      if (std::system(cmd.c_str()) != 0) throw IoError(fmt::format("plot script failed: {}", cmd));
+      progress(g, "wrote " + png);
+    }
+    if (a->json)
+      std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv)}}.dump(2) << '\n';
+    else
+      print_report(adv);
+  };
+}
+
+}  // namespace kestrel::cli

@@ -1,0 +1,28 @@
+// The one definition of `kestrel advise`'s options, shared by the command line and Python's kestrel.advise: names,
+// help, defaults (read from AdviseOptions{}) and the strict parser of each value. The front-ends collect text with
+// where it came from ("--target", "target="); every value goes through the same check here.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/study_options.hpp"
+#include "tasks/advise.hpp"
+
+namespace kestrel {
+
+struct AdviseOption {
+  std::string name;  // --name on the command line, name with '_' for '-' in Python
+  std::string help;
+  OptionKind kind = OptionKind::Text;
+  std::function<void(AdviseOptions&, const std::string& where, const std::string& text)> set;
+  std::function<std::string(const AdviseOptions&)> show;  // the default as text
+};
+
+const std::vector<AdviseOption>& advise_options();
+// Builds the options from given values (option name -> text and source); an unknown name is an error naming the
+// nearest valid one, and combinations are checked (a Gaussian kernel only with quantity kernel).
+AdviseOptions advise_options_from(const StudyValues& values);
+
+}  // namespace kestrel

@@ -1,0 +1,635 @@
+// `kestrel advise` (see advise.hpp): fit every family on the user's points, predict the error over a sample of rows
+// from the exact moments, read off M, measure the features' exponents and the cost, and say what to use.
+#include "tasks/advise.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "analysis/attention_variance.hpp"
+#include "analysis/coupled_variance.hpp"
+#include "analysis/montecarlo.hpp"
+#include "core/error.hpp"
+#include "core/logmath.hpp"
+#include "core/parallel.hpp"
+#include "core/rng.hpp"
+#include "estimators/registry.hpp"
+#include "tasks/attention.hpp"
+
+namespace kestrel {
+
+namespace {
+
+// The q-quantile of v (linear interpolation between order statistics).
+double quantile(arma::vec v, double q) {
+  v = arma::sort(v);
+  const double pos = q * static_cast<double>(v.n_elem - 1);
+  const auto lo = static_cast<arma::uword>(std::floor(pos));
+  const arma::uword hi = std::min<arma::uword>(lo + 1, v.n_elem - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// A seeded sample of n of 0..L-1 without replacement, ascending (all when n >= L).
+arma::uvec sample_indices(arma::uword L, arma::uword n, std::uint64_t seed, std::uint64_t stream_index) {
+  if (n >= L) return arma::regspace<arma::uvec>(0, L - 1);
+  Rng rng(seed, Stream::User, stream_index);
+  std::vector<arma::uword> idx(L);
+  for (arma::uword i = 0; i < L; ++i) idx[i] = i;
+  for (arma::uword i = 0; i < n; ++i) std::swap(idx[i], idx[i + std::min<arma::uword>(L - i - 1, static_cast<arma::uword>(rng.uniform() * double(L - i)))]);
+  idx.resize(n);
+  std::sort(idx.begin(), idx.end());
+  return arma::uvec(idx);
+}
+
+// Smallest M in [1, budget] with f(M) <= target for f decreasing in M (0 if f(budget) > target).
+template <typename F>
+arma::uword smallest_m(F&& f, double target, arma::uword budget) {
+  if (f(budget) > target) return 0;
+  arma::uword lo = 0, hi = budget;  // f(hi) <= target; lo = 0 or f(lo) > target
+  while (hi - lo > 1) {
+    const arma::uword mid = lo + (hi - lo) / 2;
+    (f(mid) <= target ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+std::vector<arma::uword> curve_grid(arma::uword budget) {
+  std::vector<arma::uword> m;
+  for (arma::uword v = 1; v < budget; v *= 2) m.push_back(v);
+  m.push_back(budget);
+  return m;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The inputs as the estimators see them: kernel points (scaled by d^(-1/4) when asked) and, for the attention
+// routines that scale themselves, points whose attention_scaled() are those kernel points.
+struct Inputs {
+  arma::mat Qk, Kk;  // kernel points
+  arma::mat Qa, Ka;  // attention inputs: attention_scaled(Qa) == Qk
+  arma::mat V;       // Lk x dv, or Lk x 1 of ones for the normaliser
+  arma::uvec rows;   // sampled query rows
+  arma::uvec keys;   // sampled keys (kernel quantity)
+  bool normaliser = false;
+};
+
+// ----- numerical range -----
+
+// log sum_i e^{v_i} (-inf for an empty or all -inf v).
+double log_sum_exp(const arma::vec& v) {
+  const double m = v.is_empty() ? -kInf : v.max();
+  return m == -kInf ? -kInf : m + std::log(arma::accu(arma::exp(v - m)));
+}
+
+FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, const arma::vec& log_norm,
+                           const Kernel& k) {
+  FeatureRange r;
+  r.stabilisable = e.info().positive;
+  const arma::mat Qr = in.Qk.cols(in.rows);
+  // K^(alpha) = exp(alpha |x|^2) K^(0) exp(alpha |y|^2): the row scales of its features.
+  auto scale = [&](const arma::mat& X) {
+    return k.alpha == 0 ? arma::vec() : arma::vec(k.alpha * arma::sum(arma::square(X), 0).t());
+  };
+  arma::mat P, S;
+  if (r.stabilisable) {
+    P = e.log_features(w, Qr, Side::Query, scale(Qr));
+    S = e.log_features(w, in.Kk, Side::Key, scale(in.Kk));
+  } else {
+    P = arma::log(arma::abs(e.features(w, Qr, Side::Query, scale(Qr))));
+    S = arma::log(arma::abs(e.features(w, in.Kk, Side::Key, scale(in.Kk))));
+  }
+  // Undo the 1/sqrt(M) inside features(): the exponents of the features themselves.
+  const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));
+  P += half_log_m;
+  S += half_log_m;
+  r.query_max = P.max();
+  r.query_min = P.min();
+  r.key_max = S.max();
+  r.key_min = S.min();
+  r.row_max_min = arma::max(P, 1).min();
+  arma::rowvec key_sums(S.n_cols);
+  for (arma::uword m = 0; m < S.n_cols; ++m) key_sums[m] = log_sum_exp(S.col(m));
+  r.key_sum_max = key_sums.max();
+  const double raw_max = std::max({r.query_max, r.key_max, r.key_sum_max, log_norm.max()});
+  // Stabilised: query rows minus their max, keys minus the global max.
+  arma::mat Ps = P;
+  Ps.each_col() -= arma::max(P, 1);
+  r.s_query_min = Ps.min();
+  r.s_key_min = r.key_min - r.key_max;
+  r.s_key_sum_max = r.key_sum_max - r.key_max;
+  double s_norm_min = kInf, s_norm_max = -kInf;  // log of the stabilised normalisers sum_m P~_im sum_j S~_jm
+  for (arma::uword i = 0; i < Ps.n_rows; ++i) {
+    const double v = log_sum_exp(arma::vec((Ps.row(i) + key_sums - r.key_max).t()));
+    s_norm_min = std::min(s_norm_min, v);
+    s_norm_max = std::max(s_norm_max, v);
+  }
+  const double raw_norm_min = log_norm.min();
+  for (const auto& f : number_formats()) {
+    auto judge = [&](double top, double row_floor, double norm_floor) {
+      if (top > f.log_max) return fmt::format("overflow: e^{:.1f} > max e^{:.1f}", top, f.log_max);
+      if (row_floor < f.log_min_subnormal)
+        return fmt::format("underflow: a query row's features all below e^{:.1f}", f.log_min_subnormal);
+      if (norm_floor < f.log_min_subnormal)
+        return fmt::format("underflow: a normaliser below e^{:.1f}", f.log_min_subnormal);
+      return std::string("ok");
+    };
+    const std::string raw = judge(raw_max, r.row_max_min, raw_norm_min);
+    const std::string stab =
+        r.stabilisable ? judge(std::max(s_norm_max, r.s_key_sum_max), 0.0, s_norm_min) : std::string("n/a");
+    r.verdict.emplace_back(raw, stab);
+  }
+  return r;
+}
+
+// ----- measurement (--validate) -----
+
+// Per sampled row: mean over R draws of the squared error of the row (attention: |Y-hat_i - Y_i|^2; normaliser:
+// (D-hat_i / D_i - 1)^2), and its standard error. Stabilised attention; fixed chunks: thread-count independent.
+std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                                             arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed) {
+  const arma::mat Qr = in.Qa.cols(in.rows);
+  constexpr std::size_t kChunks = 16;
+  const std::size_t n_chunks = std::min(kChunks, reps);
+  std::vector<arma::vec> s1(n_chunks), s2(n_chunks);
+  for_each_block(n_chunks, [&](std::size_t c) {
+    s1[c].zeros(Qr.n_cols);
+    s2[c].zeros(Qr.n_cols);
+    for (std::size_t r = reps * c / n_chunks; r < reps * (c + 1) / n_chunks; ++r) {
+      Rng rng(seed, Stream::MonteCarlo, r);
+      const Draw w = e.draw(M, rng, sampler);
+      const ApproxAttention a = approximate_attention(e, w, Qr, in.Ka, in.V);
+      arma::vec err;
+      if (in.normaliser)
+        err = arma::square(a.normaliser % arma::exp(a.log_scale - exact.log_normaliser) - 1);
+      else
+        err = arma::sum(arma::square(a.Y - exact.Y), 1);
+      s1[c] += err;
+      s2[c] += arma::square(err);
+    }
+  });
+  arma::vec t1 = s1[0], t2 = s2[0];
+  for (std::size_t c = 1; c < n_chunks; ++c) t1 += s1[c], t2 += s2[c];
+  const double R = static_cast<double>(reps);
+  const arma::vec mse = t1 / R;
+  const arma::vec se = arma::sqrt(arma::clamp(t2 / R - arma::square(mse), 0, kInf) / (R - 1));
+  return {mse, se};
+}
+
+// Median and 95th percentile of sqrt(mse) / norm over rows, and the SE of the row at the 95th percentile.
+void summarise_measured(AdviceRow& row, const arma::vec& mse, const arma::vec& se, double norm) {
+  const arma::vec err = arma::sqrt(mse) / norm;
+  row.measured_median = quantile(err, 0.5);
+  row.measured_p95 = quantile(err, 0.95);
+  const arma::uword at = arma::index_min(arma::abs(err - row.measured_p95));
+  row.measured_p95_se = mse[at] > 0 ? se[at] / (2 * std::sqrt(mse[at])) / norm : 0.0;
+}
+
+// ----- one (estimator, sampler) -----
+
+struct RowsPrediction {
+  arma::vec err1;         // per sampled row (or pair): predicted error at M = 1 (iid)
+  arma::vec log_rel_var;  // attention: r_i = Var D / D^2 at M = 1
+  arma::vec log_mse_excess;  // attention: log MSE_i - log bound_i at M = 1 (flag when > log M)
+};
+
+void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& opt) {
+  row.err1_median = quantile(err1, 0.5);
+  row.err1_p95 = quantile(err1, 0.95);
+  auto need = [&](double e1) -> arma::uword {
+    const double m = std::ceil(e1 * e1 / (opt.target * opt.target) * (1 - 1e-12));
+    return m <= static_cast<double>(opt.budget) ? std::max<arma::uword>(1, static_cast<arma::uword>(m)) : 0;
+  };
+  row.m_median = need(row.err1_median);
+  row.m_p95 = need(row.err1_p95);
+  const double sb = std::sqrt(static_cast<double>(opt.budget));
+  row.err_budget_median = row.err1_median / sb;
+  row.err_budget_p95 = row.err1_p95 / sb;
+  const double sm = std::sqrt(static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget));
+  row.at_m_median = row.err1_median / sm;
+  row.at_m_p95 = row.err1_p95 / sm;
+  for (arma::uword m : curve_grid(opt.budget)) {
+    row.curve_m.push_back(static_cast<double>(m));
+    row.curve_median.push_back(row.err1_median / std::sqrt(static_cast<double>(m)));
+    row.curve_p95.push_back(row.err1_p95 / std::sqrt(static_cast<double>(m)));
+  }
+}
+
+// Kernel entries on the grid rows x keys, with a per-M error function.
+void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sampler sampler, const AdviseOptions& opt) {
+  const arma::mat X = in.Qk.cols(in.rows), Y = in.Kk.cols(in.keys);
+  const arma::mat lv1 = e.log_var_over_k2(X, Y);
+  std::function<arma::vec(arma::uword)> err;
+  if (sampler == Sampler::Iid) {
+    err = [&](arma::uword M) { return arma::vec(arma::vectorise(arma::exp(0.5 * e.log_var_over_k2_m(X, Y, M)))); };
+    row.method = "exact";
+  } else {
+    const auto form = isotropic_form(e);
+    if (!form) throw Undefined("no exact variance with coupled projections for this family (no isotropic form)");
+    const arma::mat S = pairwise_sq_norm_sum(X, Y, form->s);
+    err = [&, f = *form](arma::uword M) {
+      arma::vec out(S.n_elem);
+      for (arma::uword i = 0; i < S.n_elem; ++i)
+        out[i] = std::exp(0.5 * coupled_log_var_over_k2(f, e.dim(), S[i], lv1[i], M, sampler));
+      return out;
+    };
+    row.method = "exact (coupled)";
+  }
+  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
+  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
+  const arma::vec e1 = err(1);
+  row.err1_median = quantile(e1, 0.5);
+  row.err1_p95 = quantile(e1, 0.95);
+  const arma::vec eb = err(opt.budget);
+  row.err_budget_median = quantile(eb, 0.5);
+  row.err_budget_p95 = quantile(eb, 0.95);
+  row.m_median = smallest_m([&](arma::uword M) { return quantile(err(M), 0.5); }, opt.target, opt.budget);
+  row.m_p95 = smallest_m([&](arma::uword M) { return quantile(err(M), 0.95); }, opt.target, opt.budget);
+  const arma::vec em = err(row.m_p95 ? row.m_p95 : opt.budget);
+  row.at_m_median = quantile(em, 0.5);
+  row.at_m_p95 = quantile(em, 0.95);
+  for (arma::uword m : curve_grid(opt.budget)) {
+    const arma::vec v = err(m);
+    row.curve_m.push_back(static_cast<double>(m));
+    row.curve_median.push_back(quantile(v, 0.5));
+    row.curve_p95.push_back(quantile(v, 0.95));
+  }
+}
+
+// Attention rows (or normalisers), iid: the delta method's MSE (or the exact Var D) at M = 1.
+void predict_rows(AdviceRow& row, const Estimator& e, const ThreePointForm& form, const Inputs& in, double rms_y,
+                  const AdviseOptions& opt) {
+  const arma::mat X = in.Qk.cols(in.rows);
+  const AttentionPrediction p = predict_attention_error(form, true, opt.kernel, X, in.Kk, in.V, 1);
+  const arma::vec err1 = in.normaliser ? arma::vec(arma::exp(0.5 * p.log_rel_var)) : arma::exp(0.5 * p.log_mse) / rms_y;
+  row.method = in.normaliser ? "exact" : "delta method";
+  fill_iid_curve(row, err1, opt);
+  // Pairs: the sampled rows against the sampled keys.
+  const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
+  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
+  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
+  if (in.normaliser) return;
+  // Rows outside the delta method's range at the M used (m_p95, or the budget).
+  const double M = static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget);
+  arma::uword outside = 0;
+  for (arma::uword i = 0; i < X.n_cols; ++i)
+    outside += std::exp(p.log_rel_var[i]) / M > kDeltaMethodMaxRelVar || p.log_mse[i] - std::log(M) > p.log_mse_bound[i];
+  row.outside_share = static_cast<double>(outside) / static_cast<double>(X.n_cols);
+}
+
+bool applicable(const Family& f, AdviceRow& row) {
+  if (f.kind == Kind::Learned || !f.exact_variance) {
+    row.status = "not applicable";
+    row.reason = "no exact variance (a learned map or an estimator without log_var_over_k2)";
+    return false;
+  }
+  return true;
+}
+
+std::string percent(double v) { return fmt::format("{:.3g}%", 100 * v); }
+
+std::string needs(const AdviceRow& r, const AdviseOptions& opt) {
+  return r.m_p95 ? fmt::format("M = {}", r.m_p95) : fmt::format("M > {} (the budget)", opt.budget);
+}
+
+std::string row_label(const AdviceRow& r) {
+  return r.sampler == "iid" ? r.estimator : fmt::format("{} ({})", r.estimator, r.sampler);
+}
+
+void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
+                             const std::function<void(const std::string&)>& say) {
+  const auto& opt = a.options;
+  const double Lq = static_cast<double>(a.Lq), Lk = static_cast<double>(a.Lk), d = static_cast<double>(a.d);
+  const double dv = static_cast<double>(a.dv ? a.dv : 1);
+  // Exact: Q K^T (2 Lq Lk d), exp (Lq Lk), A [V 1] (2 Lq Lk (dv + 1)); scores held in fp32 if materialised.
+  a.cost.exact_flops = Lq * Lk * (2 * d + 1 + 2 * (dv + 1));
+  a.cost.exact_bytes = 4 * (Lq * Lk + (Lq + Lk) * d + Lk * dv + Lq * dv);
+  std::vector<arma::uword> ms;
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && r.m_p95) ms.push_back(r.m_p95);
+  std::sort(ms.begin(), ms.end());
+  ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+  for (arma::uword m : ms) {
+    const double M = static_cast<double>(m);
+    // Features 2 (Lq + Lk) M d + exp (Lq + Lk) M, S^T [V 1] 2 Lk M (dv + 1), P (...) 2 Lq M (dv + 1).
+    const double flops = (Lq + Lk) * M * (2 * d + 1) + 2 * (Lq + Lk) * M * (dv + 1);
+    a.cost.m.push_back(m);
+    a.cost.rf_flops.push_back(flops);
+    a.cost.rf_bytes.push_back(4 * ((Lq + Lk) * M + M * (dv + 1) + (Lq + Lk) * d + Lk * dv + Lq * dv));
+    // Lq = Lk = L: exact L^2 (2d + 2dv + 3) against RF 2L M (2d + 2dv + 3).
+    a.cost.crossover_length.push_back(2 * M);
+  }
+  // Recommendation: the smallest M reaching the target at the 95th percentile; ties to iid (cheapest to draw).
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    const auto& r = a.rows[i];
+    if (r.status != "ok" || !r.m_p95) continue;
+    if (!a.best || r.m_p95 < a.rows[*a.best].m_p95) a.best = i;
+  }
+  if (opt.timing && a.best && opt.quantity == AdviseQuantity::Attention) {
+    say("timing exact and random-feature attention on this machine");
+    const AdviceRow& b = a.rows[*a.best];
+    const Estimator* e = nullptr;
+    for (const auto& f : fitted)
+      if (f && f->info().name == b.estimator) e = f.get();
+    auto median3 = [](auto&& run) {
+      std::vector<double> t;
+      for (int k = 0; k < 3; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run();
+        t.push_back(seconds_since(t0));
+      }
+      std::sort(t.begin(), t.end());
+      return t[1];
+    };
+    a.cost.exact_seconds = median3([&] { exact_attention(in.Qa, in.Ka, in.V); });
+    if (e) {
+      Rng rng(opt.seed, Stream::Features, 1);
+      a.cost.rf_seconds = median3([&] {
+        const Draw w = e->draw(b.m_p95, rng, parse_sampler(b.sampler));
+        approximate_attention(*e, w, in.Qa, in.Ka, in.V);
+      });
+      a.cost.timed_m = b.m_p95;
+      a.cost.timed_estimator = row_label(b);
+    }
+  }
+  // The words.
+  const std::string what = opt.quantity == AdviseQuantity::Kernel ? "kernel-entry error"
+                           : in.normaliser                        ? "row-normaliser error"
+                                                                  : "row error";
+  if (!a.best) {
+    double best_err = kInf;
+    std::string who;
+    for (const auto& r : a.rows)
+      if (r.status == "ok" && r.err_budget_p95 < best_err) best_err = r.err_budget_p95, who = row_label(r);
+    a.recommendation =
+        who.empty() ? "No estimator could be evaluated on these inputs (see the reasons in the table)."
+                    : fmt::format("No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} "
+                                  "at M = {}. Raise --budget, or accept a larger --target.",
+                                  what, percent(opt.target), opt.budget, who, percent(best_err), opt.budget);
+    return;
+  }
+  const AdviceRow& b = a.rows[*a.best];
+  std::string s = fmt::format("{}{}, M = {}: predicted 95th-percentile {} {} (median {}; {}).", b.estimator,
+                              b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what,
+                              percent(b.at_m_p95), percent(b.at_m_median), b.method);
+  std::vector<std::string> others;
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && &r != &b && others.size() < 4) others.push_back(row_label(r) + " needs " + needs(r, opt));
+  if (!others.empty()) {
+    s += " ";
+    for (std::size_t i = 0; i < others.size(); ++i) s += (i ? "; " : "") + others[i];
+    s += ".";
+  }
+  if (b.outside_share > 0.05)
+    s += fmt::format(" {} of the rows lie outside the delta method's range at this M: check with --validate.",
+                     percent(b.outside_share));
+  if (b.range) {
+    const auto& fmts = number_formats();
+    for (std::size_t k = 0; k < fmts.size(); ++k)
+      if (fmts[k].name == "fp16") {
+        const auto& [raw, stab] = b.range->verdict[k];
+        s += fmt::format(" fp16: {} without the stabiliser, {} with it.", raw, stab);
+      }
+  }
+  if (opt.quantity == AdviseQuantity::Attention && !a.cost.m.empty()) {
+    const auto it = std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95);
+    const std::size_t k = static_cast<std::size_t>(it - a.cost.m.begin());
+    s += fmt::format(" Cost at L = {}: {:.3g} GFLOP against {:.3g} for exact attention (random features are cheaper "
+                     "for L > {:.0f} when Lq = Lk).",
+                     a.Lk, a.cost.rf_flops[k] / 1e9, a.cost.exact_flops / 1e9, a.cost.crossover_length[k]);
+    if (a.cost.rf_seconds >= 0)
+      s += fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds,
+                       a.cost.exact_seconds);
+  }
+  a.recommendation = s;
+}
+
+}  // namespace
+
+std::string to_string(AdviseQuantity q) { return q == AdviseQuantity::Attention ? "attention" : "kernel"; }
+
+const std::vector<NumberFormat>& number_formats() {
+  // log of: largest finite, smallest normal, smallest subnormal.
+  static const std::vector<NumberFormat> f{
+      {"fp32", std::log(std::numeric_limits<float>::max()), std::log(std::numeric_limits<float>::min()),
+       std::log(std::numeric_limits<float>::denorm_min())},
+      {"bf16", std::log(3.3895313892515355e38), std::log(std::numeric_limits<float>::min()), std::log(9.1835e-41)},
+      {"fp16", std::log(65504.0), std::log(6.103515625e-05), std::log(5.960464477539063e-08)}};
+  return f;
+}
+
+bool AdviceRow::within_target(double target) const {
+  return validate_reps == 0 || measured_p95 - 3 * measured_p95_se <= target;
+}
+
+
+nlohmann::json to_json(const AdviseOptions& o) {
+  std::vector<std::string> samplers;
+  for (Sampler x : o.samplers) samplers.push_back(to_string(x));
+  return {{"quantity", to_string(o.quantity)}, {"kernel", o.kernel.name()},
+          {"scaling", o.scale_sqrt_d ? "sqrt-d" : "none"}, {"target", o.target},
+          {"budget", o.budget}, {"estimators", o.estimators},
+          {"samplers", samplers}, {"rows", o.rows},
+          {"pairs", o.pairs}, {"validate", o.validate},
+          {"seed", o.seed}, {"timing", o.timing}};
+}
+
+Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
+              const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& m) {
+    if (progress) progress(m);
+  };
+  validate_points(Q, "queries");
+  validate_points(K, "keys");
+  require(Q.n_rows == K.n_rows, "queries and keys must have the same dimension d, got {} and {}", Q.n_rows, K.n_rows);
+  if (!V.is_empty()) {
+    require(V.n_rows == K.n_cols, "values must have one row per key ({} keys), got {} rows", K.n_cols, V.n_rows);
+    require(V.is_finite(), "values must be finite (found NaN or Inf)");
+  }
+  require(opt.target > 0 && std::isfinite(opt.target), "target must be a number > 0, got {}", opt.target);
+  require(opt.budget >= 1, "budget must be >= 1, got {}", opt.budget);
+  require(opt.rows >= 2 && opt.pairs >= 1, "rows must be >= 2 and pairs >= 1, got {} and {}", opt.rows, opt.pairs);
+  require(opt.validate == 0 || opt.validate >= 2, "validate needs at least 2 draws, got {}", opt.validate);
+  require(opt.quantity == AdviseQuantity::Kernel || opt.kernel.alpha == 0,
+          "kernel {} is only used with quantity kernel (attention is softmax attention)", opt.kernel.name());
+  require(opt.quantity == AdviseQuantity::Attention || V.is_empty(),
+          "values are only used with quantity attention");
+
+  Advice a;
+  a.options = opt;
+  a.d = Q.n_rows;
+  a.Lq = Q.n_cols;
+  a.Lk = K.n_cols;
+  a.dv = V.n_cols;
+  const double root4 = std::pow(static_cast<double>(a.d), 0.25);
+  Inputs in;
+  in.Qk = opt.scale_sqrt_d ? arma::mat(Q / root4) : Q;
+  in.Kk = opt.scale_sqrt_d ? arma::mat(K / root4) : K;
+  in.Qa = opt.scale_sqrt_d ? Q : arma::mat(Q * root4);
+  in.Ka = opt.scale_sqrt_d ? K : arma::mat(K * root4);
+  in.normaliser = opt.quantity == AdviseQuantity::Attention && V.is_empty();
+  in.V = V.is_empty() ? arma::mat(arma::ones(a.Lk, 1)) : V;
+  in.rows = sample_indices(a.Lq, opt.rows, opt.seed, 1);
+  in.keys = sample_indices(a.Lk, std::max<arma::uword>(1, opt.pairs / in.rows.n_elem), opt.seed, 2);
+  a.sampled_rows = in.rows;
+  a.quantity_label = opt.quantity == AdviseQuantity::Kernel
+                         ? "kernel entries: sqrt(Var / K^2) over sampled (query, key) pairs"
+                     : in.normaliser ? "row normalisers D = K 1: sqrt(Var D-hat_i) / D_i over sampled query rows"
+                                     : "attention rows: sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| over sampled query rows";
+
+  // Exact attention on the sampled rows: Y, its RMS row norm and the normalisers.
+  const ExactAttention exact = exact_attention(in.Qa.cols(in.rows), in.Ka, in.V);
+  const double rms_y = std::sqrt(arma::accu(arma::square(exact.Y)) / static_cast<double>(in.rows.n_elem));
+  require(in.normaliser || opt.quantity == AdviseQuantity::Kernel || rms_y > 0,
+          "every sampled output row is 0: relative errors are undefined (values V are 0?)");
+  const arma::vec log_norm = opt.quantity == AdviseQuantity::Kernel
+                                 ? arma::vec(arma::max(log_kernel(opt.kernel, in.Qk.cols(in.rows), in.Kk), 1))
+                                 : exact.log_normaliser;
+
+  std::vector<Family> families;
+  if (opt.estimators.empty())
+    families = estimator_families();
+  else
+    for (const auto& n : opt.estimators) families.push_back(find_family(n));
+  std::vector<std::unique_ptr<Estimator>> fitted;
+  for (const Family& f : families) {
+    AdviceRow base;
+    base.estimator = f.name;
+    if (!applicable(f, base)) {
+      base.sampler = "any";
+      a.rows.push_back(base);
+      continue;
+    }
+    say("fitting " + f.name);
+    std::unique_ptr<Estimator> e;
+    try {
+      e = make_estimator(f.name, in.Qk, in.Kk);
+    } catch (const std::exception& ex) {
+      base.sampler = "any";
+      base.status = "failed";
+      base.reason = std::string("fitting failed: ") + ex.what();
+      a.rows.push_back(base);
+      fitted.push_back(nullptr);
+      continue;
+    }
+    std::optional<ThreePointForm> form;
+    if (opt.quantity == AdviseQuantity::Attention) form = three_point_form(*e);
+    for (Sampler sampler : opt.samplers) {
+      AdviceRow row = base;
+      row.sampler = to_string(sampler);
+      try {
+        if (opt.quantity == AdviseQuantity::Attention) {
+          if (!e->info().positive)
+            throw Undefined("its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
+                            "(quantity kernel covers it)");
+          if (!form) throw Undefined("no exact variance of K-hat C for this family (no three-point form)");
+          if (sampler != Sampler::Iid)
+            throw Undefined("the exact error of attention rows is known for iid features only (quantity kernel has "
+                            "the coupled entries)");
+          say(fmt::format("predicting {} ({})", f.name, row.sampler));
+          predict_rows(row, *e, *form, in, rms_y, opt);
+        } else {
+          say(fmt::format("predicting {} ({})", f.name, row.sampler));
+          predict_kernel(row, *e, in, sampler, opt);
+        }
+        Rng rng(opt.seed, Stream::Features, 0);
+        const Draw w = e->draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler);
+        row.range = feature_range(*e, w, in, log_norm, opt.kernel);
+        if (opt.validate) {
+          row.validate_reps = opt.validate;
+          row.validate_m = row.m_p95 ? row.m_p95 : opt.budget;
+          say(fmt::format("validating {} ({}) at M = {} with {} draws", f.name, row.sampler, row.validate_m,
+                          opt.validate));
+          if (opt.quantity == AdviseQuantity::Attention) {
+            const auto [mse, se] = measure_rows(*e, in, exact, row.validate_m, sampler, opt.validate, opt.seed);
+            summarise_measured(row, mse, se, in.normaliser ? 1.0 : rms_y);
+          } else {
+            const MonteCarloResult mc = simulate(*e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
+                                                 {opt.validate, row.validate_m, opt.seed, sampler});
+            const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
+            summarise_measured(row, arma::vectorise(mc.kernel.variance) / k2,
+                               arma::vectorise(mc.kernel.se_variance) / k2, 1.0);
+          }
+        }
+      } catch (const Undefined& ex) {
+        row = base;
+        row.sampler = to_string(sampler);
+        row.status = "not applicable";
+        row.reason = ex.what();
+      } catch (const std::exception& ex) {
+        row = base;
+        row.sampler = to_string(sampler);
+        row.status = "failed";
+        row.reason = ex.what();
+      }
+      a.rows.push_back(std::move(row));
+    }
+    fitted.push_back(std::move(e));
+  }
+  cost_and_recommendation(a, in, fitted, say);
+  return a;
+}
+
+nlohmann::json to_json(const Advice& a) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : a.rows) {
+    nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
+    if (r.status != "ok") {
+      j["reason"] = r.reason;
+      rows.push_back(j);
+      continue;
+    }
+    j.update({{"method", r.method},
+              {"log_rel_var_median", r.log_rel_var_median},
+              {"log_rel_var_p95", r.log_rel_var_p95},
+              {"error_at_1_median", r.err1_median},
+              {"error_at_1_p95", r.err1_p95},
+              {"m_for_target_median", r.m_median ? nlohmann::json(r.m_median) : nlohmann::json(nullptr)},
+              {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
+              {"error_at_m_median", r.at_m_median},
+              {"error_at_m_p95", r.at_m_p95},
+              {"error_at_budget_median", r.err_budget_median},
+              {"error_at_budget_p95", r.err_budget_p95},
+              {"outside_delta_method_share", r.outside_share},
+              {"curve", {{"m", r.curve_m}, {"median", r.curve_median}, {"p95", r.curve_p95}}}});
+    if (r.range) {
+      nlohmann::json v;
+      const auto& f = number_formats();
+      for (std::size_t k = 0; k < f.size(); ++k)
+        v[f[k].name] = {{"raw", r.range->verdict[k].first}, {"stabilised", r.range->verdict[k].second}};
+      j["range"] = {{"stabilisable", r.range->stabilisable}, {"query_max", r.range->query_max},
+                    {"query_min", r.range->query_min},       {"key_max", r.range->key_max},
+                    {"key_min", r.range->key_min},           {"key_sum_max", r.range->key_sum_max},
+                    {"row_max_min", r.range->row_max_min},   {"stabilised_query_min", r.range->s_query_min},
+                    {"stabilised_key_min", r.range->s_key_min}, {"stabilised_key_sum_max", r.range->s_key_sum_max},
+                    {"formats", v}};
+    }
+    if (r.validate_reps)
+      j["validation"] = {{"draws", r.validate_reps},          {"m", r.validate_m},
+                         {"measured_median", r.measured_median}, {"measured_p95", r.measured_p95},
+                         {"measured_p95_se", r.measured_p95_se}, {"within_target", r.within_target(a.options.target)}};
+    rows.push_back(j);
+  }
+  nlohmann::json cost = {{"exact_flops", a.cost.exact_flops}, {"exact_bytes", a.cost.exact_bytes},
+                         {"m", a.cost.m},                     {"rf_flops", a.cost.rf_flops},
+                         {"rf_bytes", a.cost.rf_bytes},       {"crossover_length", a.cost.crossover_length}};
+  if (a.cost.exact_seconds >= 0)
+    cost["measured_on_this_machine"] = {{"exact_seconds", a.cost.exact_seconds},
+                                        {"rf_seconds", a.cost.rf_seconds},
+                                        {"rf_estimator", a.cost.timed_estimator},
+                                        {"rf_m", a.cost.timed_m}};
+  return {{"options", to_json(a.options)},
+          {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
+          {"quantity", a.quantity_label},
+          {"sampled_rows", a.sampled_rows.n_elem},
+          {"rows", rows},
+          {"best", a.best ? nlohmann::json(row_label(a.rows[*a.best])) : nlohmann::json(nullptr)},
+          {"cost", cost},
+          {"recommendation", a.recommendation}};
+}
+
+}  // namespace kestrel

@@ -1,0 +1,114 @@
+// `kestrel advise`: which random-feature estimator, how many features, and which number format, for a user's own
+// queries Q, keys K (and values V). Every prediction is exact or the delta method's leading term:
+//   attention (V given): the error of output row i, sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| (relative to the RMS
+//     output row, so rows whose Y_i is near 0 do not blow up), from analysis/attention_variance.hpp (MSE ~ 1/M);
+//   normaliser (no V): sqrt(Var D-hat_i) / D_i for D = K 1, exact;
+//   kernel: sqrt(Var / K^2) of the entries K(q_i, k_j), exact, also with orthogonal and simplex projections
+//     (analysis/coupled_variance.hpp).
+// For iid features the error is e(1)/sqrt(M), so the M for a target is read off exactly; coupled samplers are
+// searched over M. Numbers are quantiles over a seeded sample of query rows (or pairs); the sample is recorded.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <armadillo>
+#include <nlohmann/json.hpp>
+
+#include "kernels/kernel.hpp"
+#include "sampling/omega.hpp"
+
+namespace kestrel {
+
+enum class AdviseQuantity { Attention, Kernel };
+std::string to_string(AdviseQuantity q);  // "attention", "kernel"
+
+struct AdviseOptions {
+  AdviseQuantity quantity = AdviseQuantity::Attention;
+  Kernel kernel = Kernel::softmax();
+  bool scale_sqrt_d = true;              // logits q.k / sqrt(d): points divided by d^(1/4)
+  double target = 0.1;                   // relative RMSE
+  arma::uword budget = 4096;             // largest M considered
+  std::vector<std::string> estimators;   // empty: every family in the registry (inapplicable ones say why)
+  std::vector<Sampler> samplers{Sampler::Iid, Sampler::Orthogonal};
+  arma::uword rows = 512;                // query rows sampled (all when fewer)
+  arma::uword pairs = 4096;              // kernel: (query, key) pairs sampled
+  std::size_t validate = 0;              // R draws at each estimator's M for the target (0: none)
+  std::uint64_t seed = 0;
+  bool timing = true;                    // time exact and random-feature attention on this machine
+};
+nlohmann::json to_json(const AdviseOptions& o);
+
+// Largest and smallest natural-log magnitudes a format holds: finite maximum, smallest normal, smallest subnormal.
+struct NumberFormat {
+  std::string name;
+  double log_max, log_min_normal, log_min_subnormal;
+};
+const std::vector<NumberFormat>& number_formats();  // fp32, bf16, fp16
+
+// The exponents of one draw's features (natural logs of |feature|) and of the key sums S^T 1 that every output row
+// divides by, with and without the stabiliser (tasks/attention.hpp: a per-query-row max and one key max subtracted).
+struct FeatureRange {
+  bool stabilisable = false;        // positive features: log-features exist
+  double query_max = 0, query_min = 0, key_max = 0, key_min = 0, key_sum_max = 0;  // raw
+  double s_query_min = 0, s_key_min = 0, s_key_sum_max = 0;  // stabilised (maxima are 0 by construction)
+  double row_max_min = 0;  // smallest over query rows of the row's largest feature: the row underflows below it
+  // Per format, raw and stabilised: "ok" or what fails ("overflow: features e^95.1", "underflow: rows lose every
+  // feature below e^-104"). Stabilised is "n/a" where features are not positive.
+  std::vector<std::pair<std::string, std::string>> verdict;  // (raw, stabilised) per number_formats() entry
+};
+
+struct AdviceRow {
+  std::string estimator, sampler;
+  std::string status = "ok";  // ok, or "not applicable" / "failed"
+  std::string reason;         // why, where status is not ok
+  std::string method;         // "exact", "delta method", "exact (coupled)"
+  // log(Var/K^2) at M = 1 over the sampled (query, key) pairs.
+  double log_rel_var_median = 0, log_rel_var_p95 = 0;
+  // The predicted error at M = 1 (iid) and at the budget: median and 95th percentile over rows (or pairs).
+  double err1_median = 0, err1_p95 = 0, err_budget_median = 0, err_budget_p95 = 0;
+  // Smallest M with the predicted median / 95th-percentile error <= target; 0 if none up to the budget.
+  arma::uword m_median = 0, m_p95 = 0;
+  double at_m_median = 0, at_m_p95 = 0;  // the predicted error at m_p95 (or at the budget if it is 0)
+  double outside_share = 0;  // attention: rows outside the delta method's range at M = m_p95 (or the budget)
+  std::vector<double> curve_m, curve_median, curve_p95;  // predicted error against M, for the plot
+  std::optional<FeatureRange> range;
+  // --validate R: measured at m_p95 (or the budget) with R draws; median / 95th percentile over the same rows, and
+  // the standard error of the row at that quantile.
+  std::size_t validate_reps = 0;
+  arma::uword validate_m = 0;
+  double measured_median = 0, measured_p95 = 0, measured_p95_se = 0;
+  bool within_target(double target) const;  // measured p95 - 3 SE <= target (true when not validated)
+};
+
+struct AdviceCost {
+  double exact_flops = 0, exact_bytes = 0;
+  std::vector<arma::uword> m;        // the M of the rows that reach the target, ascending
+  std::vector<double> rf_flops, rf_bytes, crossover_length;
+  double exact_seconds = -1, rf_seconds = -1;  // measured on this machine (-1: not measured)
+  arma::uword timed_m = 0;
+  std::string timed_estimator;
+};
+
+struct Advice {
+  AdviseOptions options;
+  arma::uword d = 0, Lq = 0, Lk = 0, dv = 0;
+  std::string quantity_label;        // what the error is of (printed and stored)
+  arma::uvec sampled_rows;           // query rows the quantiles are over
+  std::vector<AdviceRow> rows;
+  std::optional<std::size_t> best;   // index into rows
+  AdviceCost cost;
+  std::string recommendation;        // plain words with the numbers
+};
+
+// Q: d x Lq queries, K: d x Lk keys (columns are tokens), V: Lk x dv values or empty. Throws InvalidArgument for
+// mismatched shapes, non-finite or empty input and invalid options (naming the value). A family that cannot be fitted
+// or evaluated is recorded with its reason and does not stop the others.
+Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
+              const std::function<void(const std::string&)>& progress = {});
+
+nlohmann::json to_json(const Advice& a);
+
+}  // namespace kestrel
