@@ -13,7 +13,9 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "io/provenance.hpp"
+#include "io/advise_options.hpp"
 #include "io/study_options.hpp"
+#include "tasks/advise.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -25,8 +27,9 @@ std::string py_name(std::string n) {
   return n;
 }
 
-// One Python value as the text the command line would carry.
-std::string scalar_text(const py::handle& v, const StudyOption& o, const std::string& where) {
+// One Python value as the text the command line would carry (an option of either table: StudyOption, AdviseOption).
+template <typename Option>
+std::string scalar_text(const py::handle& v, const Option& o, const std::string& where) {
   const char* want = o.kind == OptionKind::Integer ? "an integer"
                      : o.kind == OptionKind::Real  ? "a number"
                      : o.kind == OptionKind::Flag  ? "True or False"
@@ -90,6 +93,40 @@ StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char*
     v[name] = {text, where};
   }
   return v;
+}
+
+// kestrel.advise's keywords through `kestrel advise`'s table (io/advise_options.hpp); lists for estimators, samplers.
+StudyValues advise_values(const py::kwargs& kw) {
+  StudyValues v;
+  std::vector<std::string> names;
+  for (const auto& o : advise_options()) names.push_back(py_name(o.name));
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    std::string name = k;
+    std::replace(name.begin(), name.end(), '_', '-');
+    const AdviseOption* opt = nullptr;
+    for (const auto& o : advise_options())
+      if (o.name == name) opt = &o;
+    if (!opt || k.find('-') != std::string::npos)
+      throw py::type_error(fmt::format("advise() got an unexpected keyword argument '{}'{}", k, did_you_mean(k, names)));
+    std::string text;
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      require(name == "estimators" || name == "samplers", "{}: takes one value, got a list", k);
+      for (const auto& item : value.cast<py::list>()) text += (text.empty() ? "" : ",") + scalar_text(item, *opt, k);
+      require(!text.empty(), "{}: the list is empty", k);
+    } else {
+      text = scalar_text(value, *opt, k);
+    }
+    v[name] = {text, k};
+  }
+  return v;
+}
+
+std::string advise_doc() {
+  std::string s;
+  const AdviseOptions d;
+  for (const auto& o : advise_options()) s += fmt::format("\n  {} (default {}): {}", py_name(o.name), o.show(d), o.help);
+  return s;
 }
 
 std::string call_text(const char* function, const py::kwargs& kw, const std::string& first = "") {
@@ -163,5 +200,30 @@ void kestrel::python::bind_study(py::module_& m) {
        "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
        "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
        options_doc(StudyCommand::Sweep))
+          .c_str());
+  m.def(
+      "advise",
+      [](const py::object& Q, const py::object& K, const py::object& V, const py::kwargs& kw) {
+        const AdviseOptions o = advise_options_from(advise_values(kw));
+        const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K");
+        arma::mat v;
+        if (!V.is_none()) v = *mat_in(V, "V");
+        require(q->n_cols == k->n_cols, "Q and K must have the same number of columns d (one token per row), got {} "
+                "and {}", q->n_cols, k->n_cols);
+        const arma::mat qt = q->t(), kt = k->t();
+        nlohmann::json out;
+        {
+          py::gil_scoped_release nogil;
+          out = to_json(advise(qt, kt, v, o));
+        }
+        out["provenance"] = provenance(call_text("advise", kw), to_json(o));
+        return from_json(out);
+      },
+      py::arg("Q"), py::arg("K"), py::arg("V") = py::none(),
+      ("`kestrel advise` as a function: Q (Lq x d), K (Lk x d) and V (Lk x dv, or None) with one token per row; "
+       "options as keywords (same names with '_' for '-'). Returns the report of `kestrel advise --json` as a dict: "
+       "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
+       "number format and, with validate=R, the measured error; the cost and the recommendation. Options:" +
+       advise_doc())
           .c_str());
 }

@@ -1,10 +1,12 @@
 // `kestrel advise`: which estimator, how many features and which number format for the user's own queries, keys and
 // values (tasks/advise.hpp); a table on stdout (or --json), and with --out an HDF5 report and a PNG beside it.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "core/error.hpp"
@@ -39,11 +41,12 @@ void print_report(const Advice& a) {
   std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
                            "e(1) med", "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
                            o.validate ? "  measured p95 +- SE" : "");
-  std::string skipped;
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
   for (const auto& r : a.rows) {
     const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
     if (r.status != "ok") {
-      skipped += fmt::format("  {:<22} {}: {}\n", label, r.status, r.reason);
+      auto& who = skipped[r.status + ": " + r.reason];
+      if (std::find(who.begin(), who.end(), r.estimator) == who.end()) who.push_back(r.sampler == "iid" || r.sampler == "any" ? r.estimator : label);
       continue;
     }
     auto m = [&](arma::uword v) { return v ? std::to_string(v) : "> " + std::to_string(o.budget); };
@@ -64,7 +67,8 @@ void print_report(const Advice& a) {
     if (r.outside_share > 0.05) std::cout << fmt::format("  ({} rows outside delta range)", pct(r.outside_share));
     std::cout << '\n';
   }
-  if (!skipped.empty()) std::cout << "not compared:\n" << skipped;
+  if (!skipped.empty()) std::cout << "not compared:\n";
+  for (const auto& [why, who] : skipped) std::cout << fmt::format("  {}: {}\n", fmt::format("{}", fmt::join(who, ", ")), why);
   if (!a.cost.m.empty()) {
     std::cout << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB", a.cost.exact_flops / 1e9,
                              a.cost.exact_bytes / 1e6);

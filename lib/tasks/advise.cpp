@@ -107,10 +107,15 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));
   P += half_log_m;
   S += half_log_m;
+  // Minima over the features that are not exactly 0 (TrigRF's cos can be).
+  auto finite_min = [](const arma::mat& A) {
+    const arma::vec f = A.elem(arma::find_finite(A));
+    return f.is_empty() ? 0.0 : f.min();
+  };
   r.query_max = P.max();
-  r.query_min = P.min();
+  r.query_min = finite_min(P);
   r.key_max = S.max();
-  r.key_min = S.min();
+  r.key_min = finite_min(S);
   r.row_max_min = arma::max(P, 1).min();
   arma::rowvec key_sums(S.n_cols);
   for (arma::uword m = 0; m < S.n_cols; ++m) key_sums[m] = log_sum_exp(S.col(m));
@@ -119,7 +124,7 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   // Stabilised: query rows minus their max, keys minus the global max.
   arma::mat Ps = P;
   Ps.each_col() -= arma::max(P, 1);
-  r.s_query_min = Ps.min();
+  r.s_query_min = finite_min(Ps);
   r.s_key_min = r.key_min - r.key_max;
   r.s_key_sum_max = r.key_sum_max - r.key_max;
   double s_norm_min = kInf, s_norm_max = -kInf;  // log of the stabilised normalisers sum_m P~_im sum_j S~_jm
@@ -323,11 +328,12 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     // Lq = Lk = L: exact L^2 (2d + 2dv + 3) against RF 2L M (2d + 2dv + 3).
     a.cost.crossover_length.push_back(2 * M);
   }
-  // Recommendation: the smallest M reaching the target at the 95th percentile; ties to iid (cheapest to draw).
+  // Recommendation: the smallest M reaching the target at the 95th percentile; ties to the smaller predicted error.
   for (std::size_t i = 0; i < a.rows.size(); ++i) {
     const auto& r = a.rows[i];
     if (r.status != "ok" || !r.m_p95) continue;
-    if (!a.best || r.m_p95 < a.rows[*a.best].m_p95) a.best = i;
+    if (!a.best || std::pair(r.m_p95, r.at_m_p95) < std::pair(a.rows[*a.best].m_p95, a.rows[*a.best].at_m_p95))
+      a.best = i;
   }
   if (opt.timing && a.best && opt.quantity == AdviseQuantity::Attention) {
     say("timing exact and random-feature attention on this machine");
