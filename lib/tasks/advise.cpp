@@ -229,13 +229,14 @@ void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sample
   const arma::mat X = in.Qk.cols(in.rows), Y = in.Kk.cols(in.keys);
   const arma::mat lv1 = e.log_var_over_k2(X, Y);
   std::function<arma::vec(arma::uword)> err;
+  arma::mat S;  // |x + s y|^2 of the coupled rows (outlives err, which refers to it)
   if (sampler == Sampler::Iid) {
     err = [&](arma::uword M) { return arma::vec(arma::vectorise(arma::exp(0.5 * e.log_var_over_k2_m(X, Y, M)))); };
     row.method = "exact";
   } else {
     const auto form = isotropic_form(e);
     if (!form) throw Undefined("no exact variance with coupled projections for this family (no isotropic form)");
-    const arma::mat S = pairwise_sq_norm_sum(X, Y, form->s);
+    S = pairwise_sq_norm_sum(X, Y, form->s);
     err = [&, f = *form](arma::uword M) {
       arma::vec out(S.n_elem);
       for (arma::uword i = 0; i < S.n_elem; ++i)
