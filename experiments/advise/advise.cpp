@@ -24,7 +24,7 @@ struct Setup {
 
 Setup setup_of(const Options& opt) {
   if (opt.quick) return {16, 64, 8, 2048, 60};
-  return {64, 256, 16, 8192, 200};
+  return {64, 256, 16, 4096, 100};
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue #18: `kestrel advise` at L = 4096, d = 64, dv = 64 (the issue's "under a minute on this machine"), side by
+# side with its NumPy peer in the same run: the way one answers the question without kestrel, simulating random-
+# feature attention (PosRF, M = 256, 20 draws, stabilised) to measure one estimator's error at one M. Inputs are
+# seeded (bench/advise_inputs.py). Each command runs RUNS times in turn (A B A B ...); medians and the median of the
+# pairwise ratios go to OUT/advise.md.
+# usage: bash bench/advise.sh [--kestrel BIN] [--out DIR] [--runs N] [--L L]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KESTREL=${KESTREL_BENCH_BUILD:-$ROOT/build}/bin/kestrel
+OUT=$ROOT/bench/results/tmp/advise
+RUNS=3 L=4096
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kestrel) KESTREL=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --runs) RUNS=$2; shift ;;
+    --L) L=$2; shift ;;
+    *) echo "usage: bash bench/advise.sh [--kestrel BIN] [--out DIR] [--runs N] [--L L]" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUT"
+/usr/bin/python3 "$ROOT/bench/advise_inputs.py" "$OUT" "$L"
+A=("$KESTREL" advise --queries "$OUT/q.npy" --keys "$OUT/k.npy" --values "$OUT/v.npy" --quiet --json)
+B=(/usr/bin/python3 "$ROOT/bench/advise_inputs.py" --peer "$OUT")
+: > "$OUT/times.tsv"
+for r in $(seq "$RUNS"); do
+  for which in A B; do
+    t0=$(date +%s.%N)
+    if [ $which = A ]; then "${A[@]}" > "$OUT/advise.json"; else "${B[@]}" > "$OUT/peer.txt"; fi
+    printf '%s\t%s\t%s\n' "$r" "$which" "$(echo "$(date +%s.%N) - $t0" | bc)" >> "$OUT/times.tsv"
+  done
+done
+/usr/bin/python3 - "$OUT" "$L" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+import json, statistics, sys
+out, L, load = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [line.split("\t") for line in open(f"{out}/times.tsv").read().split("\n") if line]
+a = {r: float(t) for r, w, t in rows if w == "A"}
+b = {r: float(t) for r, w, t in rows if w == "B"}
+ratios = [a[r] / b[r] for r in a]
+rep = json.load(open(f"{out}/advise.json"))["advice"]
+ok = [x for x in rep["rows"] if x["status"] == "ok"]
+text = f"""| command (L = {L}, d = 64, dv = 64) | median wall (s) | min | max |
+|---|---:|---:|---:|
+| `kestrel advise` ({len(ok)} estimators predicted on {rep['sampled_rows']} rows x {L} keys, fit, range, timing) | {statistics.median(a.values()):.1f} | {min(a.values()):.1f} | {max(a.values()):.1f} |
+| NumPy peer: PosRF at M = 256 only, 20 draws simulated | {statistics.median(b.values()):.1f} | {min(b.values()):.1f} | {max(b.values()):.1f} |
+
+Median of the pairwise ratios advise / peer: {statistics.median(ratios):.2f} ({len(ratios)} pairs, load {load} after).
+Recommendation printed: {rep['recommendation']}
+"""
+open(f"{out}/advise.md", "w").write(text)
+print(text)
+PY

@@ -1,0 +1,83 @@
+"""kestrel.advise (`kestrel advise` as a function): its report equals the command line's for the same arrays and
+options (one options table), the M it names reaches the target in a NumPy simulation built from the estimator's own
+draws and features (not kestrel's simulator), and bad keywords are refused.
+
+Rule: the NumPy-measured 95th-percentile row error at advise's M lies below target + 4.5 SE (SE of the row at that
+percentile); one-sided P(Z > 4.5) = 3.4e-6 per check where the prediction sits at the target, 3 checks: 1e-5."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import kestrel
+
+CLI = os.environ.get("KESTREL_CLI", "")
+needs_cli = pytest.mark.skipif(not CLI, reason="KESTREL_CLI (the kestrel command line) not given")
+
+
+@pytest.fixture(scope="module")
+def data():
+    r = np.random.default_rng(7)
+    return 0.3 * r.normal(size=(48, 6)), 0.3 * r.normal(size=(64, 6)), 1 + r.normal(size=(64, 3))
+
+
+@needs_cli
+def test_report_equals_the_command_line(tmp_path, data):
+    Q, K, V = data
+    for name, a in zip("QKV", data):
+        np.save(tmp_path / f"{name}.npy", a)
+    opts = dict(estimators=["pos", "sderf"], target=0.2, budget=512, validate=10, seed=3, no_timing=True)
+    py = kestrel.advise(Q, K, V, **opts)
+    out = subprocess.run([CLI, "advise", "--queries", str(tmp_path / "Q.npy"), "--keys", str(tmp_path / "K.npy"),
+                          "--values", str(tmp_path / "V.npy"), "--estimators", "pos,sderf", "--target", "0.2",
+                          "--budget", "512", "--validate", "10", "--seed", "3", "--no-timing", "--json", "--quiet"],
+                         capture_output=True, text=True, check=True)
+    cli = json.loads(out.stdout)["advice"]
+    py.pop("provenance")
+    assert py == cli
+
+
+@pytest.mark.parametrize("name", ["pos", "oprf", "sderf"])
+def test_named_m_reaches_the_target_in_numpy(data, name):
+    Q, K, V = data
+    adv = kestrel.advise(Q, K, V, estimators=[name], samplers=["iid"], target=0.1, no_timing=True)
+    row = adv["rows"][0]
+    M = row["m_for_target_p95"]
+    assert M is not None and row["error_at_m_p95"] <= 0.1 + 1e-12
+    # NumPy simulation on the estimator advise fitted (same points: Q, K / d^(1/4)), R draws of M features.
+    d = Q.shape[1]
+    Qs, Ks = Q.T / d ** 0.25, K.T / d ** 0.25
+    est = kestrel.fit(name, Qs, Ks, layout="columns")
+    A = np.exp(Qs.T @ Ks)
+    Y = (A @ V) / A.sum(1, keepdims=True)
+    R, err = 400, []
+    for r in range(R):
+        w = est.draw(M, seed=5, index=r)
+        P, S = est.features(w, Qs, "query"), est.features(w, Ks, "key")
+        Yh = (P @ (S.T @ V)) / (P @ S.sum(0))[:, None]
+        err.append(((Yh - Y) ** 2).sum(1))
+    err = np.array(err)
+    mse, se = err.mean(0), err.std(0, ddof=1) / np.sqrt(R)
+    rms_y = np.sqrt((Y ** 2).sum(1).mean())
+    rel = np.sqrt(mse) / rms_y
+    i = np.argsort(rel)[int(round(0.95 * (len(rel) - 1)))]
+    rel_se = se[i] / (2 * np.sqrt(mse[i])) / rms_y
+    assert rel[i] - 4.5 * rel_se <= 0.1, (name, M, rel[i], rel_se)
+
+
+def test_bad_keywords_and_values(data):
+    Q, K, V = data
+    with pytest.raises(TypeError, match="did you mean 'target'"):
+        kestrel.advise(Q, K, V, targte=0.1)
+    with pytest.raises(ValueError, match="target"):
+        kestrel.advise(Q, K, V, target=0)
+    with pytest.raises(ValueError, match="budget"):
+        kestrel.advise(Q, K, V, budget=0)
+    with pytest.raises(ValueError, match="same number of columns"):
+        kestrel.advise(Q, K[:, :5], V)
+    with pytest.raises(ValueError, match="gaussian"):
+        kestrel.advise(Q, K, V, kernel="gaussian")
+    with pytest.raises(ValueError, match="did you mean 'sderf'"):
+        kestrel.advise(Q, K, V, estimators=["sdrf"])
