@@ -200,6 +200,153 @@ for s, a, b in zip(sigmas, rel["oprf"], rel["sderf"]):
         print(f"sigma = {s}, {name:5}: MC mean log Var {np.log(mc['variance']).mean():7.3f}, exact {exact.mean():7.3f}, "
               f"within 3 se: {100 * within:.0f}%")"""),
     ],
+    # kestrel.advise on the user's own Q, K, V: MNIST and CIFAR-10 patch tokens, anisotropic Gaussian Q and K.
+    "advise.ipynb": [
+        ("md", "# Which estimator, how many features, which number format: `kestrel.advise`\n"
+               "`kestrel.advise(Q, K, V)` takes queries, keys and values with one token per row, fits every "
+               "estimator family on them, and predicts the relative error of the random-feature attention output "
+               "rows against the number of features M (95th percentile and median over the query rows). It reads "
+               "off the M that reaches a target error (here 10%), checks each prediction with `validate` Monte Carlo "
+               "draws at that M, measures the features' exponents against fp32, bf16 and fp16 (raw and with the "
+               "stabiliser), and says what to use. Three inputs below: patch tokens of MNIST and of CIFAR-10 images, "
+               "and Gaussian queries and keys with a strongly anisotropic covariance. No result files needed; "
+               "the images come from `kestrel.default_data_dir()` (`scripts/install-data.sh`)."),
+        ("code", """import time
+import numpy as np, pandas as pd, matplotlib.pyplot as plt
+import kestrel   # PYTHONPATH=build/python
+t_start = time.time()
+ESTIMATORS = "pos,oprf,aderf,sderf,dark"   # a subset of kestrel.estimators(), to keep the validation short
+
+def patch_tokens(images, side, p=4):
+    \"\"\"images: side*side x n (columns, row-major pixels) -> the non-blank p x p patches as rows, each
+    standardised to mean 0 and standard deviation 1 (as a LayerNorm without gain would).\"\"\"
+    n = images.shape[1]
+    t = images.T.reshape(n, side // p, p, side // p, p).transpose(0, 1, 3, 2, 4).reshape(-1, p * p)
+    t = t[t.std(axis=1) > 0.05]
+    return (t - t.mean(axis=1, keepdims=True)) / t.std(axis=1, keepdims=True)
+
+def attention_inputs(tokens, L=256, c=0.5, seed=0):
+    \"\"\"Self-attention of L sampled tokens: Q = c T Wq, K = c T Wk, V = T Wv with Gaussian W (variance 1/d).\"\"\"
+    rng = np.random.default_rng(seed)
+    T = tokens[rng.choice(len(tokens), L, replace=False)]
+    d = T.shape[1]
+    Wq, Wk, Wv = (rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(3))
+    return c * T @ Wq, c * T @ Wk, T @ Wv
+
+def table(r):
+    \"\"\"One line per evaluated estimator: M for the target, predicted and measured 95th percentile at that M (at the
+    budget where the target is not reached), and the fp16 verdicts.\"\"\"
+    lines = []
+    for row in r["rows"]:
+        if row["status"] != "ok":
+            continue
+        v, f16 = row.get("validation", {}), row["range"]["formats"]["fp16"]
+        lines.append({"estimator": row["estimator"], "sampler": row["sampler"],
+                      "M for target": row["m_for_target_p95"] or f"> {r['options']['budget']}",
+                      "predicted p95": round(row["error_at_m_p95"], 4),
+                      "measured p95": round(v.get("measured_p95", np.nan), 4),
+                      "se": round(v.get("measured_p95_se", np.nan), 4), "at M": v.get("m"),
+                      "within target": v.get("within_target"), "fp16 raw": f16["raw"],
+                      "fp16 stabilised": f16["stabilised"]})
+    print(pd.DataFrame(lines).to_string(index=False))
+
+def skipped(r):
+    \"\"\"The rows advise could not evaluate, grouped by reason.\"\"\"
+    why = {}
+    for row in r["rows"]:
+        if row["status"] != "ok":
+            why.setdefault(f"{row['status']}: {row['reason']}", []).append(f"{row['estimator']} ({row['sampler']})")
+    for reason, who in why.items():
+        print(", ".join(who), "--", reason)
+
+def plot(r, title):
+    \"\"\"Predicted error against M (95th percentile solid, median dotted), the target, and the measured 95th
+    percentile with 2 standard errors where validate ran.\"\"\"
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for i, row in enumerate(x for x in r["rows"] if x["status"] == "ok"):
+        c, col = row["curve"], f"C{i}"
+        ax.plot(c["m"], c["p95"], "-", color=col, label=row["estimator"])
+        ax.plot(c["m"], c["median"], ":", color=col, lw=0.8)
+        if "validation" in row:
+            v = row["validation"]
+            se2 = 2 * v["measured_p95_se"]
+            ax.errorbar([v["m"]], [v["measured_p95"]], yerr=[[min(se2, 0.9 * v["measured_p95"])], [se2]],
+                        fmt="o", color=col, ms=4)
+    ax.axhline(r["options"]["target"], color="gray", ls="--", lw=0.8, label="target")
+    ax.set_xscale("log", base=2); ax.set_yscale("log")
+    ax.set_xlabel("features M"); ax.set_ylabel("relative error (95th pct solid, median dotted)")
+    ax.set_title(title, fontsize=9); ax.legend(fontsize=7); plt.show()
+
+def report(r, title):
+    print(r["quantity"])
+    print("recommendation:", r["recommendation"])
+    table(r)
+    skipped(r)
+    plot(r, title)"""),
+        ("md", "## 1. MNIST patch tokens\n"
+               "256 tokens: non-blank 4 x 4 patches (d = 16) of 30 MNIST training images, loaded through "
+               "`kestrel.draw_regime` at full resolution (d = 784), each patch standardised. Queries, keys and values are "
+               "random projections of the same tokens, as in a self-attention layer; queries and keys are scaled by "
+               "c = 0.5, so the logits q.k / sqrt(d) are divided by 4 (a softmax temperature; change `c` to see the "
+               "advice move). `validate=50` measures each estimator's error with 50 independent feature draws at its "
+               "M. In the table, 'predicted p95' and 'measured p95' are the 95th percentile over the query rows of "
+               "the relative error of an output row; 'within target' says whether the measured value minus 3 standard "
+               "errors is at most the target. Where an estimator does not reach the target within the budget, its "
+               "check runs at the budget ('at M' = 4096). Attention rows have an exact error for iid features only, so the orthogonal "
+               "rows are listed as not applicable (reason printed)."),
+        ("code", """images, _ = kestrel.draw_regime("mnist", 28 * 28, 30, 1.0, seed=1)   # 30 images as columns, pixels in [0, 1]
+Q, K, V = attention_inputs(patch_tokens(images, 28), L=256, c=0.5)
+print(f"Q {Q.shape}, K {K.shape}, V {V.shape}; logits q.k/sqrt(d): sd {np.std(Q @ K.T / np.sqrt(Q.shape[1])):.3f}")
+mnist = kestrel.advise(Q, K, V, estimators=ESTIMATORS, target=0.1, budget=4096, validate=50, seed=0)
+report(mnist, "MNIST 4x4 patches, d = 16, L = 256")"""),
+        ("md", "## 2. CIFAR-10 patch tokens\n"
+               "The same construction on 10 CIFAR-10 training images, converted to grayscale by the package "
+               "(BT.601 luma) at full resolution (32 x 32): non-blank 4 x 4 patches, 256 tokens, c = 0.5."),
+        ("code", """images, _ = kestrel.draw_regime("cifar10", 32 * 32, 10, 1.0, seed=1)
+Q, K, V = attention_inputs(patch_tokens(images, 32), L=256, c=0.5)
+print(f"Q {Q.shape}, K {K.shape}, V {V.shape}; logits q.k/sqrt(d): sd {np.std(Q @ K.T / np.sqrt(Q.shape[1])):.3f}")
+cifar = kestrel.advise(Q, K, V, estimators=ESTIMATORS, target=0.1, budget=4096, validate=50, seed=0)
+report(cifar, "CIFAR-10 grayscale 4x4 patches, d = 16, L = 256")"""),
+        ("md", "## 3. Anisotropic queries and keys (DARK's setting)\n"
+               "Queries and keys drawn independently from N(0, sigma^2 Lambda), d = 32, with Lambda's eigenvalues "
+               "decaying geometrically from the largest to the smallest by a factor of 100 (mean eigenvalue 1; "
+               "`kestrel.draw_regime(\"aniso\", ...)`), sigma = 0.6, 256 of each. Without V, advise predicts the "
+               "relative error of the row normalisers D_i = sum_j exp(q_i.k_j / sqrt(d)) (exact, not the delta "
+               "method). pos and oprf draw isotropic projections; aderf and sderf fit a linear map of the points, "
+               "and dark an importance-sampling proposal, to the data."),
+        ("code", """X, Y = kestrel.draw_regime("aniso", 32, 256, 0.6, seed=1, spectrum="geometric:100")   # d x L each
+Q, K = X.T, Y.T
+print(f"Q {Q.shape}, K {K.shape}; |q|: median {np.median(np.linalg.norm(Q, axis=1)):.2f}, "
+      f"max {np.linalg.norm(Q, axis=1).max():.2f}")
+aniso = kestrel.advise(Q, K, None, estimators=ESTIMATORS, target=0.1, budget=4096, validate=50, seed=0)
+report(aniso, "N(0, 0.36 Lambda), geometric spectrum, condition 100, d = 32, L = 256")"""),
+        ("md", "### The same covariance with large norms: number formats\n"
+               "sigma = 2 instead of 0.6 (norms 3.3 times larger), no validation. For each estimator the table "
+               "shows the largest natural-log exponents of one draw of features at the budget (query features, key "
+               "features, the key sums every output row divides by) and the verdicts for fp16 and bf16 without "
+               "the stabiliser (raw) and with it (a per-query-row maximum and one key maximum subtracted in log "
+               "space), next to the predicted error at the budget. The raw verdict also checks the exact row "
+               "normalisers D_i, which the raw products of query features and key sums must hold, so the exponent "
+               "it names can exceed the columns. Rows advise could not fit are listed with the reason."),
+        ("code", """X, Y = kestrel.draw_regime("aniso", 32, 256, 2.0, seed=1, spectrum="geometric:100")
+Q, K = X.T, Y.T
+print(f"|q|: median {np.median(np.linalg.norm(Q, axis=1)):.2f}, max {np.linalg.norm(Q, axis=1).max():.2f}")
+large = kestrel.advise(Q, K, None, estimators=ESTIMATORS, target=0.1, budget=4096, seed=0)
+print("recommendation:", large["recommendation"])
+lines = []
+for row in large["rows"]:
+    if row["status"] != "ok" or row["sampler"] != "iid":
+        continue
+    g, f = row["range"], row["range"]["formats"]
+    lines.append({"estimator": row["estimator"], "p95 error at budget": f"{row['error_at_budget_p95']:.3g}",
+                  "max log query feature": round(g["query_max"], 1), "max log key feature": round(g["key_max"], 1),
+                  "max log key sum": round(g["key_sum_max"], 1), "fp16 raw": f["fp16"]["raw"],
+                  "fp16 stabilised": f["fp16"]["stabilised"], "bf16 raw": f["bf16"]["raw"],
+                  "bf16 stabilised": f["bf16"]["stabilised"]})
+print(pd.DataFrame(lines).to_string(index=False))
+skipped(large)
+print(f"notebook ran in {time.time() - t_start:.0f} s")"""),
+    ],
 }
 
 for name, cells in NOTEBOOKS.items():

@@ -7,11 +7,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 "$1" reproduce all --quick --quiet --out "$results" >/dev/null
-# bindings.ipynb and own_estimator.ipynb import the Python package built next to the CLI (build/python/kestrel).
+# bindings.ipynb, own_estimator.ipynb and advise.ipynb import the Python package built next to the CLI (build/python/kestrel).
 pymod=$(cd "$(dirname "$1")/.." && pwd)/python
 export PYTHONPATH="$pymod${PYTHONPATH:+:$PYTHONPATH}"
 for nb in "$here"/*.ipynb; do
-  case "$(basename "$nb")" in bindings.ipynb | own_estimator.ipynb) uses_python=1 ;; *) uses_python=0 ;; esac
+  case "$(basename "$nb")" in bindings.ipynb | own_estimator.ipynb | advise.ipynb) uses_python=1 ;; *) uses_python=0 ;; esac
   if [ "$uses_python" = 1 ] && ! compgen -G "$pymod/kestrel/_kestrel*.so" >/dev/null; then
     echo "skipping $(basename "$nb"): no Python module in $pymod (KESTREL_BUILD_PYTHON=OFF or no pybind11)"
     continue
