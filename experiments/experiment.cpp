@@ -127,8 +127,8 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";
   if (fs::exists(script)) {
     opt.say("plotting " + stem + ".png");
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}.h5' '{}.png'", script, stem, stem);
-    if (std::system(cmd.c_str()) != 0) throw IoError(fmt::format("plot script failed: {}", cmd));
+    if (run_program({"/usr/bin/python3", script, stem + ".h5", stem + ".png"}) != 0)
+      throw IoError(fmt::format("plot script failed: /usr/bin/python3 {} {}.h5 {}.png", script, stem, stem));
   }
   return claims;
 }

@@ -12,8 +12,8 @@
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "io/provenance.hpp"
 #include "io/advise_options.hpp"
+#include "io/provenance.hpp"
 #include "io/study_options.hpp"
 #include "tasks/advise.hpp"
 
@@ -108,7 +108,8 @@ StudyValues advise_values(const py::kwargs& kw) {
     for (const auto& o : advise_options())
       if (o.name == name) opt = &o;
     if (!opt || k.find('-') != std::string::npos)
-      throw py::type_error(fmt::format("advise() got an unexpected keyword argument '{}'{}", k, did_you_mean(k, names)));
+      throw py::type_error(
+          fmt::format("advise() got an unexpected keyword argument '{}'{}", k, did_you_mean(k, names)));
     std::string text;
     if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
       require(name == "estimators" || name == "samplers", "{}: takes one value, got a list", k);
@@ -125,7 +126,8 @@ StudyValues advise_values(const py::kwargs& kw) {
 std::string advise_doc() {
   std::string s;
   const AdviseOptions d;
-  for (const auto& o : advise_options()) s += fmt::format("\n  {} (default {}): {}", py_name(o.name), o.show(d), o.help);
+  for (const auto& o : advise_options())
+    s += fmt::format("\n  {} (default {}): {}", py_name(o.name), o.show(d), o.help);
   return s;
 }
 
@@ -208,8 +210,10 @@ void kestrel::python::bind_study(py::module_& m) {
         const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K");
         arma::mat v;
         if (!V.is_none()) v = *mat_in(V, "V");
-        require(q->n_cols == k->n_cols, "Q and K must have the same number of columns d (one token per row), got {} "
-                "and {}", q->n_cols, k->n_cols);
+        require(q->n_cols == k->n_cols,
+                "Q and K must have the same number of columns d (one token per row), got {} "
+                "and {}",
+                q->n_cols, k->n_cols);
         const arma::mat qt = q->t(), kt = k->t();
         nlohmann::json out;
         {

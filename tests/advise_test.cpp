@@ -60,8 +60,8 @@ TEST(Advise, NamedMReachesTheTargetInSimulation) {
   EXPECT_GE(meas.n_elem, 20u);  // the issue asks for at least 20 (input, estimator) combinations
   for (arma::uword i = 0; i < meas.n_elem; ++i) {
     EXPECT_LE(pred[i], 0.1 * (1 + 1e-12)) << i;
-    EXPECT_LE(meas[i] - test::kSigmas * se[i], 0.1) << "combination " << i << ": measured " << meas[i] << " +- "
-                                                     << se[i];
+    EXPECT_LE(meas[i] - test::kSigmas * se[i], 0.1)
+        << "combination " << i << ": measured " << meas[i] << " +- " << se[i];
   }
 }
 
@@ -143,7 +143,7 @@ TEST(Advise, BadInputIsRefused) {
   arma::mat bad = s.Q;
   bad(2, 3) = arma::datum::nan;
   EXPECT_THROW(advise(bad, s.K, s.V, o), InvalidArgument);
-  EXPECT_THROW(advise(arma::mat(8, 0), s.K, s.V, o), InvalidArgument);          // empty
+  EXPECT_THROW(advise(arma::mat(8, 0), s.K, s.V, o), InvalidArgument);                     // empty
   EXPECT_THROW(advise(s.Q, s.K, arma::mat(49, 3, arma::fill::ones), o), InvalidArgument);  // V rows != keys
   AdviseOptions t = o;
   t.target = 0;

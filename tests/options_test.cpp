@@ -45,9 +45,10 @@ std::string csv_points(int n, int d) {
 }
 
 // The same points (one per row) as a little-endian float64 .npy file in C order.
-void write_npy(const fs::path& p, const arma::mat& rows) {
-  std::string header =
-      fmt::format("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}), }}", rows.n_rows, rows.n_cols);
+// shape: the header's shape instead of (rows, cols), e.g. "(4,)" for a 1-D array of the same values.
+void write_npy(const fs::path& p, const arma::mat& rows, const std::string& shape = "") {
+  std::string header = fmt::format("{{'descr': '<f8', 'fortran_order': False, 'shape': {}, }}",
+                                   shape.empty() ? fmt::format("({}, {})", rows.n_rows, rows.n_cols) : shape);
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
   std::ofstream f(p, std::ios::binary);
@@ -192,6 +193,13 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
   write(dir / "listvar.toml", "[variance]\ndim = [4, 8]\n");
   write(dir / "out.toml", "[sweep]\nout = \"x.h5\"\n");
   write(dir / "existing.h5", "not touched");
+  write(dir / "nan.csv", "1,2,3,4\n5,6,nan,8\n1,2,3,4\n");
+  write(dir / "single.csv", "1,2,3,4\n");
+  write(dir / "empty.csv", "");
+  write(dir / "v39.csv", csv_points(39, 2));
+  write_npy(dir / "oned.npy", arma::mat{1.0, 2.0, 3.0, 4.0}, "(4,)");  // a 1-D array
+  const std::string adv = "advise --quiet --no-timing --out " + D + "/a.h5 --keys " + D + "/good.csv ";
+  const std::string advq = adv + "--queries " + D + "/good.csv ";
   const std::string var = "variance --quiet --out " + D + "/v.h5 ";
   const std::string swp = "sweep --quiet --out " + D + "/s.h5 --pairs 1 ";
   // {arguments, text the error must contain}
@@ -275,6 +283,28 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
       {"--config " + D + "/x.toml sweep --out " + D + "/c.h5", "options go after it"},
       {"--threads abc variance --quiet", "abc"},
       {"estimators --all", "--all"},
+      {adv + "--queries " + D + "/good3.csv", "d = 3 columns but --keys has d = 4"},
+      {advq + "--values " + D + "/v39.csv", "one per key expected"},
+      {adv + "--queries " + D + "/nan.csv", "'nan'"},
+      {adv + "--queries " + D + "/empty.csv", "empty.csv"},
+      {adv + "--queries " + D + "/oned.npy", "1 dimensions"},
+      {adv + "--queries " + D + "/single.csv", "single.csv"},
+      {advq + "--target 0", "--target: expected a number > 0, got '0'"},
+      {advq + "--target -1", "'-1'"},
+      {advq + "--target nan", "'nan'"},
+      {advq + "--budget 0", "--budget"},
+      {advq + "--budget 2000000", "'2000000'"},
+      {advq + "--rows 1", "--rows"},
+      {advq + "--validate 1", "--validate"},
+      {advq + "--estimators sdrf", "did you mean 'sderf'"},
+      {advq + "--samplers halton", "'halton'"},
+      {advq + "--kernel gaussian", "quantity kernel"},
+      {advq + "--quantity kernel --values " + D + "/good.csv", "values are only used"},
+      {advq + "--targte 0.1", "did you mean '--target'"},
+      {advq + "--values ''", "--values"},
+      {"advise --quiet --queries " + D + "/good.csv --keys " + D + "/good.csv --out " + D + "/existing.h5", "exists"},
+      {"advise --quiet --queries " + D + "/good.csv --keys " + D + "/good.csv --out " + D + "/r.png", ".h5"},
+      {"advise --quiet --queries " + D + "/good.csv --keys " + D + "/good.csv --out ''", "must not be empty"},
   };
   ASSERT_GE(cases.size(), 50u);
   const auto before = snapshot(dir);

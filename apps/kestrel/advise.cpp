@@ -23,7 +23,7 @@ namespace {
 
 struct Args {
   std::string queries, keys, values, out;
-  bool json = false, force = false;
+  bool json = false, force = false, values_given = false, out_given = false;
   std::map<std::string, std::string> text;
   std::map<std::string, bool> flag;
   std::map<std::string, CLI::Option*> option;
@@ -36,8 +36,7 @@ void print_report(const Advice& a) {
   std::cout << fmt::format("inputs: d={} Lq={} Lk={} dv={}  scaling={}  kernel={}  target={}  budget={}\n", a.d, a.Lq,
                            a.Lk, a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)",
                            o.kernel.name(), pct(o.target), o.budget);
-  std::cout << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem,
-                           o.seed);
+  std::cout << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem, o.seed);
   std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
                            "e(1) med", "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
                            o.validate ? "  measured p95 +- SE" : "");
@@ -46,7 +45,8 @@ void print_report(const Advice& a) {
     const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
     if (r.status != "ok") {
       auto& who = skipped[r.status + ": " + r.reason];
-      if (std::find(who.begin(), who.end(), r.estimator) == who.end()) who.push_back(r.sampler == "iid" || r.sampler == "any" ? r.estimator : label);
+      if (std::find(who.begin(), who.end(), r.estimator) == who.end())
+        who.push_back(r.sampler == "iid" || r.sampler == "any" ? r.estimator : label);
       continue;
     }
     auto m = [&](arma::uword v) { return v ? std::to_string(v) : "> " + std::to_string(o.budget); };
@@ -54,7 +54,9 @@ void print_report(const Advice& a) {
     if (r.range)
       for (std::size_t k = 0; k < number_formats().size(); ++k)
         if (number_formats()[k].name == "fp16")
-          fp16 = (r.range->verdict[k].first == "ok" ? "ok" : r.range->verdict[k].first.substr(0, r.range->verdict[k].first.find(':'))) +
+          fp16 = (r.range->verdict[k].first == "ok"
+                      ? "ok"
+                      : r.range->verdict[k].first.substr(0, r.range->verdict[k].first.find(':'))) +
                  " / " +
                  (r.range->verdict[k].second == "ok" || r.range->verdict[k].second == "n/a"
                       ? r.range->verdict[k].second
@@ -68,7 +70,8 @@ void print_report(const Advice& a) {
     std::cout << '\n';
   }
   if (!skipped.empty()) std::cout << "not compared:\n";
-  for (const auto& [why, who] : skipped) std::cout << fmt::format("  {}: {}\n", fmt::format("{}", fmt::join(who, ", ")), why);
+  for (const auto& [why, who] : skipped)
+    std::cout << fmt::format("  {}: {}\n", fmt::format("{}", fmt::join(who, ", ")), why);
   if (!a.cost.m.empty()) {
     std::cout << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB", a.cost.exact_flops / 1e9,
                              a.cost.exact_bytes / 1e6);
@@ -115,7 +118,8 @@ Action add_advise(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
   app.add_option("--queries", a->queries, "Queries: CSV, .npy or FILE.h5:/dataset, one token per row")->required();
   app.add_option("--keys", a->keys, "Keys, as --queries (the same d)")->required();
-  app.add_option("--values", a->values, "Values, one row per key (attention output rows; without: the normalisers)");
+  CLI::Option* values = app.add_option("--values", a->values,
+                                       "Values, one row per key (attention output rows; without: the normalisers)");
   const AdviseOptions defaults;
   for (const auto& o : advise_options()) {
     CLI::Option* opt = nullptr;
@@ -127,33 +131,47 @@ Action add_advise(CLI::App& app, const Global& g) {
     }
     a->option[o.name] = opt;
   }
-  app.add_option("--out", a->out, "Write the report to this HDF5 file and the plot beside it (.png)");
+  CLI::Option* out =
+      app.add_option("--out", a->out, "Write the report to this HDF5 file (.h5) and the plot beside it (.png)");
   app.add_flag("--force", a->force, "Replace an existing --out file (and its .png)");
   app.add_flag("--json", a->json, "Print the report as JSON on stdout");
-  return [a, &g] {
+  return [a, &g, values, out] {
+    a->values_given = values->count() > 0;
+    a->out_given = out->count() > 0;
     StudyValues v;
     for (const auto& [name, opt] : a->option)
       if (opt->count())
         v[name] = {a->flag.count(name) ? (a->flag.at(name) ? "true" : "false") : a->text.at(name), "--" + name};
     const AdviseOptions opt = advise_options_from(v);
+    require(!a->values_given || !a->values.empty(), "--values: the path is empty");
+    const bool out = a->out_given;
     std::string png;
     std::unique_ptr<H5Writer> h5;
-    if (!a->out.empty()) {
+    if (out) {
+      check_output(a->out, a->force);  // refuses an empty path
+      const std::filesystem::path p(a->out);
+      require(p.extension() == ".h5",
+              "--out: expected a path ending in .h5 (the plot goes beside it as .png), got '{}'", a->out);
       png = std::filesystem::path(a->out).replace_extension(".png").string();
-      check_output(a->out, a->force);
       check_output(png, a->force);
+      for (const std::string& in : {a->queries, a->keys, a->values}) {
+        const std::string file = in.substr(0, in.find(".h5:") == std::string::npos ? in.size() : in.find(".h5:") + 3);
+        std::error_code ec;
+        require(in.empty() || !std::filesystem::equivalent(file, a->out, ec),
+                "--out '{}' is one of the input files: write the report elsewhere", a->out);
+      }
     }
     const auto q = load_points(a->queries), k = load_points(a->keys);
     arma::mat V;
     if (!a->values.empty()) {
       const auto vf = load_points(a->values);
       V = vf->points.t();
-      require(V.n_rows == k->points.n_cols, "--values: {} has {} rows, one per key expected ({} keys in {})",
-              a->values, V.n_rows, k->points.n_cols, a->keys);
+      require(V.n_rows == k->points.n_cols, "--values: {} has {} rows, one per key expected ({} keys in {})", a->values,
+              V.n_rows, k->points.n_cols, a->keys);
     }
     require(q->points.n_rows == k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
             q->points.n_rows, k->points.n_rows);
-    if (!a->out.empty()) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    if (out) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
     const Advice adv = advise(q->points, k->points, V, opt, [&](const std::string& m) { progress(g, m); });
     nlohmann::json files = {{"queries", {{"spec", q->spec}, {"sha256", q->sha256}}},
                             {"keys", {{"spec", k->spec}, {"sha256", k->sha256}}}};
@@ -169,8 +187,13 @@ Action add_advise(CLI::App& app, const Global& g) {
       h5->commit();
       progress(g, "wrote " + a->out);
       const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
-      const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, a->out, png);
-      if (std::system(cmd.c_str()) != 0) throw IoError(fmt::format("plot script failed: {}", cmd));
+      if (run_program({"/usr/bin/python3", script, a->out, png}) != 0) {
+        std::error_code ec;  // no partial output: the report goes with its plot
+        std::filesystem::remove(a->out, ec);
+        std::filesystem::remove(png, ec);
+        throw IoError(
+            fmt::format("plot script failed: /usr/bin/python3 {} {} {} (no report written)", script, a->out, png));
+      }
       progress(g, "wrote " + png);
     }
     if (a->json)

@@ -101,8 +101,7 @@ int main(int argc, char** argv) {
   add("datasets", "List the data sets, where they are, and verify their sha256", add_datasets);
   add("sweep", "Variance study over a grid of sigma, d, L and M (resumable, extendable)", add_sweep);
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
-  add("advise", "Which estimator, how many features and which number format for your own queries and keys",
-      add_advise);
+  add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
 
   if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
     std::cerr << app.help();

@@ -157,7 +157,8 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
         const Mat G = g_tile(J, K);
         Wl += Z.cols(span(J)) * G;  // C's last column is 1: Z o C_last = Z
         if (last > 0) {
-          const arma::mat H = C.submat(span(J), arma::span(0, last - 1)) * C.submat(span(K), arma::span(0, last - 1)).t();
+          const arma::mat H =
+              C.submat(span(J), arma::span(0, last - 1)) * C.submat(span(K), arma::span(0, last - 1)).t();
           Wt += Z.cols(span(J)) * Mat(G % arma::conv_to<Mat>::from(H));
         }
       }

@@ -24,9 +24,10 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
-AdviseOption uint_opt(std::string name, std::string help, arma::uword O::*field, std::uint64_t lo) {
+AdviseOption uint_opt(std::string name, std::string help, arma::uword O::*field, std::uint64_t lo,
+                      std::uint64_t hi = UINT64_MAX) {
   return {std::move(name), std::move(help), OptionKind::Integer,
-          [field, lo](O& o, W where, W text) { o.*field = parse_uint(where, text, lo); },
+          [field, lo, hi](O& o, W where, W text) { o.*field = parse_uint(where, text, lo, hi); },
           [field](const O& o) { return std::to_string(o.*field); }};
 }
 
@@ -42,11 +43,16 @@ std::vector<AdviseOption> make_table() {
                },
                [](const O& o) { return to_string(o.quantity); }});
   t.push_back({"kernel", "softmax, or gaussian (with --quantity kernel)", OptionKind::Text,
-               [](O& o, W where, W text) { o.kernel = Kernel::parse(one_of(where, text, {"softmax", "gaussian"})); },
+               [](O& o, W where, W text) {
+                 o.kernel = Kernel::parse(one_of(where, text, {"softmax", "gaussian"}));
+               },
                [](const O& o) { return o.kernel.name(); }});
   t.push_back({"scaling",
                "sqrt-d: logits q.k / sqrt(d), as in transformers (points divided by d^(1/4)); none: logits q.k",
-               OptionKind::Text, [](O& o, W where, W text) { o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d"; },
+               OptionKind::Text,
+               [](O& o, W where, W text) {
+                 o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d";
+               },
                [](const O& o) { return std::string(o.scale_sqrt_d ? "sqrt-d" : "none"); }});
   t.push_back({"target", "Relative RMSE to reach (e.g. 0.1 for 10%)", OptionKind::Real,
                [](O& o, W where, W text) {
@@ -55,12 +61,13 @@ std::vector<AdviseOption> make_table() {
                  o.target = v;
                },
                [](const O& o) { return fmt::format("{}", o.target); }});
-  t.push_back(uint_opt("budget", "Largest number of features M considered", &O::budget, 1));
+  t.push_back(uint_opt("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
   t.push_back({"estimators", "Estimators to compare (comma-separated; default: every family in the registry)",
                OptionKind::Text,
                [](O& o, W where, W text) {
                  o.estimators.clear();
-                 for (const auto& item : split_list(where, text)) o.estimators.push_back(one_of(where, item, estimator_names()));
+                 for (const auto& item : split_list(where, text))
+                   o.estimators.push_back(one_of(where, item, estimator_names()));
                  require_distinct(where, o.estimators);
                },
                [](const O&) { return std::string("all"); }});
@@ -120,8 +127,9 @@ AdviseOptions advise_options_from(const StudyValues& values) {
     it->set(o, v.where, v.text);
   }
   if (o.kernel.alpha != 0 && o.quantity != AdviseQuantity::Kernel)
-    throw InvalidArgument(fmt::format("{}: kernel {} is only used with quantity kernel (attention is softmax attention)",
-                                      values.count("kernel") ? values.at("kernel").where : "kernel", o.kernel.name()));
+    throw InvalidArgument(
+        fmt::format("{}: kernel {} is only used with quantity kernel (attention is softmax attention)",
+                    values.count("kernel") ? values.at("kernel").where : "kernel", o.kernel.name()));
   return o;
 }
 

@@ -3,6 +3,7 @@
 // makes a second writer of the same output fail at once.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace kestrel {
 
@@ -30,5 +31,9 @@ class OutputLock {
  private:
   int fd_ = -1;
 };
+
+// Runs a program with these arguments and no shell (argv[0] is its path), waits, and returns its exit status (-1 if it
+// could not be started or was killed): paths with quotes or shell syntax stay plain arguments.
+int run_program(const std::vector<std::string>& argv);
 
 }  // namespace kestrel

@@ -23,6 +23,8 @@ namespace kestrel {
 
 namespace {
 
+constexpr double kMaxFeatureBytes = 4e9;
+
 // The q-quantile of v (linear interpolation between order statistics).
 double quantile(arma::vec v, double q) {
   v = arma::sort(v);
@@ -38,7 +40,9 @@ arma::uvec sample_indices(arma::uword L, arma::uword n, std::uint64_t seed, std:
   Rng rng(seed, Stream::User, stream_index);
   std::vector<arma::uword> idx(L);
   for (arma::uword i = 0; i < L; ++i) idx[i] = i;
-  for (arma::uword i = 0; i < n; ++i) std::swap(idx[i], idx[i + std::min<arma::uword>(L - i - 1, static_cast<arma::uword>(rng.uniform() * double(L - i)))]);
+  for (arma::uword i = 0; i < n; ++i)
+    std::swap(idx[i],
+              idx[i + std::min<arma::uword>(L - i - 1, static_cast<arma::uword>(rng.uniform() * double(L - i)))]);
   idx.resize(n);
   std::sort(idx.begin(), idx.end());
   return arma::uvec(idx);
@@ -197,8 +201,8 @@ void summarise_measured(AdviceRow& row, const arma::vec& mse, const arma::vec& s
 // ----- one (estimator, sampler) -----
 
 struct RowsPrediction {
-  arma::vec err1;         // per sampled row (or pair): predicted error at M = 1 (iid)
-  arma::vec log_rel_var;  // attention: r_i = Var D / D^2 at M = 1
+  arma::vec err1;            // per sampled row (or pair): predicted error at M = 1 (iid)
+  arma::vec log_rel_var;     // attention: r_i = Var D / D^2 at M = 1
   arma::vec log_mse_excess;  // attention: log MSE_i - log bound_i at M = 1 (flag when > log M)
 };
 
@@ -283,7 +287,8 @@ void predict_rows(AdviceRow& row, const Estimator& e, const ThreePointForm& form
   const double M = static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget);
   arma::uword outside = 0;
   for (arma::uword i = 0; i < X.n_cols; ++i)
-    outside += std::exp(p.log_rel_var[i]) / M > kDeltaMethodMaxRelVar || p.log_mse[i] - std::log(M) > p.log_mse_bound[i];
+    outside +=
+        std::exp(p.log_rel_var[i]) / M > kDeltaMethodMaxRelVar || p.log_mse[i] - std::log(M) > p.log_mse_bound[i];
   row.outside_share = static_cast<double>(outside) / static_cast<double>(X.n_cols);
 }
 
@@ -291,6 +296,13 @@ bool applicable(const Family& f, AdviceRow& row) {
   if (f.kind == Kind::Learned || !f.exact_variance) {
     row.status = "not applicable";
     row.reason = "no exact variance (a learned map or an estimator without log_var_over_k2)";
+    return false;
+  }
+  if (f.kind == Kind::Hybrid) {
+    // Their variance at M (log_var_over_k2_m) takes time and memory growing with M: 0.85 GB at M = 256 for 40 x 40
+    // pairs of hrf-angular, which a search up to the budget would multiply.
+    row.status = "not applicable";
+    row.reason = "a hybrid: its exact variance at M costs memory growing with M (compare it with `kestrel variance`)";
     return false;
   }
   return true;
@@ -374,18 +386,25 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
       if (r.status == "ok" && r.err_budget_p95 < best_err) best_err = r.err_budget_p95, who = row_label(r);
     a.recommendation =
         who.empty() ? "No estimator could be evaluated on these inputs (see the reasons in the table)."
-                    : fmt::format("No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} "
-                                  "at M = {}. Raise --budget, or accept a larger --target.",
-                                  what, percent(opt.target), opt.budget, who, percent(best_err), opt.budget);
+                    : fmt::format(
+                          "No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} "
+                          "at M = {}. Raise --budget, or accept a larger --target.",
+                          what, percent(opt.target), opt.budget, who, percent(best_err), opt.budget);
     return;
   }
   const AdviceRow& b = a.rows[*a.best];
   std::string s = fmt::format("{}{}, M = {}: predicted 95th-percentile {} {} (median {}; {}).", b.estimator,
                               b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what,
                               percent(b.at_m_p95), percent(b.at_m_median), b.method);
-  std::vector<std::string> others;
+  std::vector<const AdviceRow*> ranked;  // the others, fewest features first (unreached last)
   for (const auto& r : a.rows)
-    if (r.status == "ok" && &r != &b && others.size() < 4) others.push_back(row_label(r) + " needs " + needs(r, opt));
+    if (r.status == "ok" && &r != &b) ranked.push_back(&r);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const AdviceRow* x, const AdviceRow* y) {
+    return (x->m_p95 ? x->m_p95 : ~arma::uword{0}) < (y->m_p95 ? y->m_p95 : ~arma::uword{0});
+  });
+  std::vector<std::string> others;
+  for (const AdviceRow* r : ranked)
+    if (others.size() < 4) others.push_back(row_label(*r) + " needs " + needs(*r, opt));
   if (!others.empty()) {
     s += " ";
     for (std::size_t i = 0; i < others.size(); ++i) s += (i ? "; " : "") + others[i];
@@ -405,12 +424,13 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
   if (opt.quantity == AdviseQuantity::Attention && !a.cost.m.empty()) {
     const auto it = std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95);
     const std::size_t k = static_cast<std::size_t>(it - a.cost.m.begin());
-    s += fmt::format(" Cost at L = {}: {:.3g} GFLOP against {:.3g} for exact attention (random features are cheaper "
-                     "for L > {:.0f} when Lq = Lk).",
-                     a.Lk, a.cost.rf_flops[k] / 1e9, a.cost.exact_flops / 1e9, a.cost.crossover_length[k]);
+    s += fmt::format(
+        " Cost at L = {}: {:.3g} GFLOP against {:.3g} for exact attention (random features are cheaper "
+        "for L > {:.0f} when Lq = Lk).",
+        a.Lk, a.cost.rf_flops[k] / 1e9, a.cost.exact_flops / 1e9, a.cost.crossover_length[k]);
     if (a.cost.rf_seconds >= 0)
-      s += fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds,
-                       a.cost.exact_seconds);
+      s +=
+          fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds, a.cost.exact_seconds);
   }
   a.recommendation = s;
 }
@@ -433,16 +453,21 @@ bool AdviceRow::within_target(double target) const {
   return validate_reps == 0 || measured_p95 - 3 * measured_p95_se <= target;
 }
 
-
 nlohmann::json to_json(const AdviseOptions& o) {
   std::vector<std::string> samplers;
   for (Sampler x : o.samplers) samplers.push_back(to_string(x));
-  return {{"quantity", to_string(o.quantity)}, {"kernel", o.kernel.name()},
-          {"scaling", o.scale_sqrt_d ? "sqrt-d" : "none"}, {"target", o.target},
-          {"budget", o.budget}, {"estimators", o.estimators},
-          {"samplers", samplers}, {"rows", o.rows},
-          {"pairs", o.pairs}, {"validate", o.validate},
-          {"seed", o.seed}, {"timing", o.timing}};
+  return {{"quantity", to_string(o.quantity)},
+          {"kernel", o.kernel.name()},
+          {"scaling", o.scale_sqrt_d ? "sqrt-d" : "none"},
+          {"target", o.target},
+          {"budget", o.budget},
+          {"estimators", o.estimators},
+          {"samplers", samplers},
+          {"rows", o.rows},
+          {"pairs", o.pairs},
+          {"validate", o.validate},
+          {"seed", o.seed},
+          {"timing", o.timing}};
 }
 
 Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
@@ -461,10 +486,15 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   require(opt.budget >= 1, "budget must be >= 1, got {}", opt.budget);
   require(opt.rows >= 2 && opt.pairs >= 1, "rows must be >= 2 and pairs >= 1, got {} and {}", opt.rows, opt.pairs);
   require(opt.validate == 0 || opt.validate >= 2, "validate needs at least 2 draws, got {}", opt.validate);
+  // One draw's features of the keys and sampled queries at the budget (the range check and --validate): bounded.
+  const double feature_bytes =
+      8.0 * static_cast<double>(K.n_cols + std::min<arma::uword>(Q.n_cols, opt.rows)) * static_cast<double>(opt.budget);
+  require(feature_bytes <= kMaxFeatureBytes,
+          "budget {} needs {:.3g} GB for one draw of features of {} keys (at most {:.3g} GB): give a smaller budget",
+          opt.budget, feature_bytes / 1e9, K.n_cols, kMaxFeatureBytes / 1e9);
   require(opt.quantity == AdviseQuantity::Kernel || opt.kernel.alpha == 0,
           "kernel {} is only used with quantity kernel (attention is softmax attention)", opt.kernel.name());
-  require(opt.quantity == AdviseQuantity::Attention || V.is_empty(),
-          "values are only used with quantity attention");
+  require(opt.quantity == AdviseQuantity::Attention || V.is_empty(), "values are only used with quantity attention");
 
   Advice a;
   a.options = opt;
@@ -531,24 +561,33 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
       try {
         if (opt.quantity == AdviseQuantity::Attention) {
           if (!e->info().positive)
-            throw Undefined("its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
-                            "(quantity kernel covers it)");
+            throw Undefined(
+                "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
+                "(quantity kernel covers it)");
           if (!form) throw Undefined("no exact variance of K-hat C for this family (no three-point form)");
           if (sampler != Sampler::Iid)
-            throw Undefined("the exact error of attention rows is known for iid features only (quantity kernel has "
-                            "the coupled entries)");
+            throw Undefined(
+                "the exact error of attention rows is known for iid features only (quantity kernel has "
+                "the coupled entries)");
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
           predict_rows(row, *e, *form, in, rms_y, opt);
         } else {
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
           predict_kernel(row, *e, in, sampler, opt);
         }
+        for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
+                         row.log_rel_var_median, row.log_rel_var_p95})
+          if (!std::isfinite(v))
+            throw NumericalError(fmt::format(
+                "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
+                "them down)",
+                log_norm.max()));
         Rng rng(opt.seed, Stream::Features, 0);
         const Draw w = e->draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler);
         row.range = feature_range(*e, w, in, log_norm, opt.kernel);
-        if (opt.validate) {
+        if (opt.validate && row.m_p95) {  // where the target is not reached there is no M to check
           row.validate_reps = opt.validate;
-          row.validate_m = row.m_p95 ? row.m_p95 : opt.budget;
+          row.validate_m = row.m_p95;
           say(fmt::format("validating {} ({}) at M = {} with {} draws", f.name, row.sampler, row.validate_m,
                           opt.validate));
           if (opt.quantity == AdviseQuantity::Attention) {
@@ -608,22 +647,33 @@ nlohmann::json to_json(const Advice& a) {
       const auto& f = number_formats();
       for (std::size_t k = 0; k < f.size(); ++k)
         v[f[k].name] = {{"raw", r.range->verdict[k].first}, {"stabilised", r.range->verdict[k].second}};
-      j["range"] = {{"stabilisable", r.range->stabilisable}, {"query_max", r.range->query_max},
-                    {"query_min", r.range->query_min},       {"key_max", r.range->key_max},
-                    {"key_min", r.range->key_min},           {"key_sum_max", r.range->key_sum_max},
-                    {"row_max_min", r.range->row_max_min},   {"stabilised_query_min", r.range->s_query_min},
-                    {"stabilised_key_min", r.range->s_key_min}, {"stabilised_key_sum_max", r.range->s_key_sum_max},
+      j["range"] = {{"stabilisable", r.range->stabilisable},
+                    {"query_max", r.range->query_max},
+                    {"query_min", r.range->query_min},
+                    {"key_max", r.range->key_max},
+                    {"key_min", r.range->key_min},
+                    {"key_sum_max", r.range->key_sum_max},
+                    {"row_max_min", r.range->row_max_min},
+                    {"stabilised_query_min", r.range->s_query_min},
+                    {"stabilised_key_min", r.range->s_key_min},
+                    {"stabilised_key_sum_max", r.range->s_key_sum_max},
                     {"formats", v}};
     }
     if (r.validate_reps)
-      j["validation"] = {{"draws", r.validate_reps},          {"m", r.validate_m},
-                         {"measured_median", r.measured_median}, {"measured_p95", r.measured_p95},
-                         {"measured_p95_se", r.measured_p95_se}, {"within_target", r.within_target(a.options.target)}};
+      j["validation"] = {{"draws", r.validate_reps},
+                         {"m", r.validate_m},
+                         {"measured_median", r.measured_median},
+                         {"measured_p95", r.measured_p95},
+                         {"measured_p95_se", r.measured_p95_se},
+                         {"within_target", r.within_target(a.options.target)}};
     rows.push_back(j);
   }
-  nlohmann::json cost = {{"exact_flops", a.cost.exact_flops}, {"exact_bytes", a.cost.exact_bytes},
-                         {"m", a.cost.m},                     {"rf_flops", a.cost.rf_flops},
-                         {"rf_bytes", a.cost.rf_bytes},       {"crossover_length", a.cost.crossover_length}};
+  nlohmann::json cost = {{"exact_flops", a.cost.exact_flops},
+                         {"exact_bytes", a.cost.exact_bytes},
+                         {"m", a.cost.m},
+                         {"rf_flops", a.cost.rf_flops},
+                         {"rf_bytes", a.cost.rf_bytes},
+                         {"crossover_length", a.cost.crossover_length}};
   if (a.cost.exact_seconds >= 0)
     cost["measured_on_this_machine"] = {{"exact_seconds", a.cost.exact_seconds},
                                         {"rf_seconds", a.cost.rf_seconds},

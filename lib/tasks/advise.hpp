@@ -28,16 +28,17 @@ std::string to_string(AdviseQuantity q);  // "attention", "kernel"
 struct AdviseOptions {
   AdviseQuantity quantity = AdviseQuantity::Attention;
   Kernel kernel = Kernel::softmax();
-  bool scale_sqrt_d = true;              // logits q.k / sqrt(d): points divided by d^(1/4)
-  double target = 0.1;                   // relative RMSE
-  arma::uword budget = 4096;             // largest M considered
-  std::vector<std::string> estimators;   // empty: every family in the registry (inapplicable ones say why)
+  bool scale_sqrt_d = true;             // logits q.k / sqrt(d): points divided by d^(1/4)
+  double target = 0.1;                  // relative RMSE
+  arma::uword budget = 4096;            // largest M considered
+  std::vector<std::string> estimators;  // empty: every family in the registry (inapplicable ones say why)
   std::vector<Sampler> samplers{Sampler::Iid, Sampler::Orthogonal};
-  arma::uword rows = 512;                // query rows sampled (all when fewer)
-  arma::uword pairs = 4096;              // kernel: (query, key) pairs sampled
-  std::size_t validate = 0;              // R draws at each estimator's M for the target (0: none)
+  arma::uword rows = 512;    // query rows sampled (all when fewer)
+  arma::uword pairs = 4096;  // kernel: (query, key) pairs sampled
+  std::size_t validate = 0;  // R draws at each estimator's M for the target (0: none; rows that do not
+                             // reach the target within the budget are not drawn)
   std::uint64_t seed = 0;
-  bool timing = true;                    // time exact and random-feature attention on this machine
+  bool timing = true;  // time exact and random-feature attention on this machine
 };
 nlohmann::json to_json(const AdviseOptions& o);
 
@@ -51,7 +52,7 @@ const std::vector<NumberFormat>& number_formats();  // fp32, bf16, fp16
 // The exponents of one draw's features (natural logs of |feature|) and of the key sums S^T 1 that every output row
 // divides by, with and without the stabiliser (tasks/attention.hpp: a per-query-row max and one key max subtracted).
 struct FeatureRange {
-  bool stabilisable = false;        // positive features: log-features exist
+  bool stabilisable = false;  // positive features: log-features exist
   double query_max = 0, query_min = 0, key_max = 0, key_min = 0, key_sum_max = 0;  // raw
   double s_query_min = 0, s_key_min = 0, s_key_sum_max = 0;  // stabilised (maxima are 0 by construction)
   double row_max_min = 0;  // smallest over query rows of the row's largest feature: the row underflows below it
@@ -75,8 +76,8 @@ struct AdviceRow {
   double outside_share = 0;  // attention: rows outside the delta method's range at M = m_p95 (or the budget)
   std::vector<double> curve_m, curve_median, curve_p95;  // predicted error against M, for the plot
   std::optional<FeatureRange> range;
-  // --validate R: measured at m_p95 (or the budget) with R draws; median / 95th percentile over the same rows, and
-  // the standard error of the row at that quantile.
+  // --validate R: measured at m_p95 with R draws (rows with m_p95 = 0 are not validated); median / 95th percentile over
+  // the same rows, and the standard error of the row at that quantile.
   std::size_t validate_reps = 0;
   arma::uword validate_m = 0;
   double measured_median = 0, measured_p95 = 0, measured_p95_se = 0;
@@ -85,7 +86,7 @@ struct AdviceRow {
 
 struct AdviceCost {
   double exact_flops = 0, exact_bytes = 0;
-  std::vector<arma::uword> m;        // the M of the rows that reach the target, ascending
+  std::vector<arma::uword> m;  // the M of the rows that reach the target, ascending
   std::vector<double> rf_flops, rf_bytes, crossover_length;
   double exact_seconds = -1, rf_seconds = -1;  // measured on this machine (-1: not measured)
   arma::uword timed_m = 0;
@@ -95,12 +96,12 @@ struct AdviceCost {
 struct Advice {
   AdviseOptions options;
   arma::uword d = 0, Lq = 0, Lk = 0, dv = 0;
-  std::string quantity_label;        // what the error is of (printed and stored)
-  arma::uvec sampled_rows;           // query rows the quantiles are over
+  std::string quantity_label;  // what the error is of (printed and stored)
+  arma::uvec sampled_rows;     // query rows the quantiles are over
   std::vector<AdviceRow> rows;
-  std::optional<std::size_t> best;   // index into rows
+  std::optional<std::size_t> best;  // index into rows
   AdviceCost cost;
-  std::string recommendation;        // plain words with the numbers
+  std::string recommendation;  // plain words with the numbers
 };
 
 // Q: d x Lq queries, K: d x Lk keys (columns are tokens), V: Lk x dv values or empty. Throws InvalidArgument for
