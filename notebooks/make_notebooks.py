@@ -234,8 +234,8 @@ def attention_inputs(tokens, L=256, c=0.5, seed=0):
     return c * T @ Wq, c * T @ Wk, T @ Wv
 
 def table(r):
-    \"\"\"One line per evaluated estimator: M for the target, predicted and measured 95th percentile at that M (at the
-    budget where the target is not reached), and the fp16 verdicts.\"\"\"
+    \"\"\"One line per evaluated estimator: M for the target, predicted 95th percentile at that M (at the budget where
+    the target is not reached), the measured one where validate ran, and the fp16 verdicts.\"\"\"
     lines = []
     for row in r["rows"]:
         if row["status"] != "ok":
@@ -291,8 +291,8 @@ def report(r, title):
                "advice move). `validate=50` measures each estimator's error with 50 independent feature draws at its "
                "M. In the table, 'predicted p95' and 'measured p95' are the 95th percentile over the query rows of "
                "the relative error of an output row; 'within target' says whether the measured value minus 3 standard "
-               "errors is at most the target. Where an estimator does not reach the target within the budget, its "
-               "check runs at the budget ('at M' = 4096). Attention rows have an exact error for iid features only, so the orthogonal "
+               "errors is at most the target. An estimator that does not reach the target within the budget has no M to "
+               "check and is not drawn. Attention rows have an exact error for iid features only, so the orthogonal "
                "rows are listed as not applicable (reason printed)."),
         ("code", """images, _ = kestrel.draw_regime("mnist", 28 * 28, 30, 1.0, seed=1)   # 30 images as columns, pixels in [0, 1]
 Q, K, V = attention_inputs(patch_tokens(images, 28), L=256, c=0.5)
