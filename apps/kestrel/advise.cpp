@@ -90,13 +90,16 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
   write_provenance(h5, prov);
   h5.attr("/", "layout",
           "advise/report.json: the whole report (options, per estimator and sampler the predicted error quantiles, "
-          "M for the target, numerical range, validation; cost; recommendation); advise/<estimator>/<sampler>/curve_*: "
-          "predicted error against M");
+          "M for the target, numerical range, validation; cost; recommendation); advise/sampled_rows: the query rows; "
+          "advise/<estimator>/<sampler>/curve_*: predicted error against M, error_at_1: each sampled row's (or pair's) "
+          "predicted error at M = 1");
   h5.group("/advise");
   h5.write_text("/advise/report.json", to_json(a).dump(2));
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "quantity", a.quantity_label);
   h5.attr("/advise", "target", a.options.target);
+  h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()));
+  h5.describe("/advise/sampled_rows", "indices (0-based) of the query rows the quantiles are over", "row");
   for (const auto& r : a.rows) {
     if (r.status != "ok") continue;
     const std::string g = "/advise/" + r.estimator + "/" + r.sampler;
@@ -107,6 +110,11 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
     h5.describe(g + "/curve_median", "predicted median relative error over the sampled rows (pairs)", "m");
     h5.write(g + "/curve_p95", r.curve_p95);
     h5.describe(g + "/curve_p95", "predicted 95th-percentile relative error over the sampled rows (pairs)", "m");
+    h5.write(g + "/error_at_1", r.err1_each);
+    h5.describe(g + "/error_at_1",
+                "predicted relative error at M = 1 of each sampled query row (attention; rows in /advise/sampled_rows) "
+                "or (query, key) pair (kernel); iid: the error at M is this / sqrt(M)",
+                "row");
     h5.attr(g, "method", r.method);
     h5.attr(g, "m_for_target_p95", static_cast<std::int64_t>(r.m_p95));
   }

@@ -252,6 +252,7 @@ void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sample
   row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
   row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
   const arma::vec e1 = err(1);
+  row.err1_each = e1;
   row.err1_median = quantile(e1, 0.5);
   row.err1_p95 = quantile(e1, 0.95);
   const arma::vec eb = err(opt.budget);
@@ -277,6 +278,7 @@ void predict_rows(AdviceRow& row, const Estimator& e, const ThreePointForm& form
   const AttentionPrediction p = predict_attention_error(form, true, opt.kernel, X, in.Kk, in.V, 1);
   const arma::vec err1 = in.normaliser ? arma::vec(arma::exp(0.5 * p.log_rel_var)) : arma::exp(0.5 * p.log_mse) / rms_y;
   row.method = in.normaliser ? "exact" : "delta method";
+  row.err1_each = err1;
   fill_iid_curve(row, err1, opt);
   // Pairs: the sampled rows against the sampled keys.
   const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
@@ -577,7 +579,7 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
         }
         for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
                          row.log_rel_var_median, row.log_rel_var_p95})
-          if (!std::isfinite(v))
+          if (!std::isfinite(v) || !row.err1_each.is_finite())
             throw NumericalError(fmt::format(
                 "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
                 "them down)",

@@ -75,6 +75,7 @@ struct AdviceRow {
   double at_m_median = 0, at_m_p95 = 0;  // the predicted error at m_p95 (or at the budget if it is 0)
   double outside_share = 0;  // attention: rows outside the delta method's range at M = m_p95 (or the budget)
   std::vector<double> curve_m, curve_median, curve_p95;  // predicted error against M, for the plot
+  arma::vec err1_each;  // the predicted error at M = 1 of each sampled row (attention) or pair (kernel, column-major)
   std::optional<FeatureRange> range;
   // --validate R: measured at m_p95 with R draws (rows with m_p95 = 0 are not validated); median / 95th percentile over
   // the same rows, and the standard error of the row at that quantile.
