@@ -3,7 +3,8 @@ options (one options table), the M it names reaches the target in a NumPy simula
 draws and features (not kestrel's simulator), and bad keywords are refused.
 
 Rule: the NumPy-measured 95th-percentile row error at advise's M lies below target + 4.5 SE (SE of the row at that
-percentile); one-sided P(Z > 4.5) = 3.4e-6 per check where the prediction sits at the target, 3 checks: 1e-5."""
+percentile); one-sided P(Z > 4.5) = 3.4e-6 per check where the prediction sits at the target, 3 checks: 1e-5. Power:
+at M/16 the measured error exceeds the target (z = 4.9 to 17 over the target in a trial run)."""
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ needs_cli = pytest.mark.skipif(not CLI, reason="KESTREL_CLI (the kestrel command
 @pytest.fixture(scope="module")
 def data():
     r = np.random.default_rng(7)
-    return 0.3 * r.normal(size=(48, 6)), 0.3 * r.normal(size=(64, 6)), 1 + r.normal(size=(64, 3))
+    return 0.6 * r.normal(size=(48, 6)), 0.6 * r.normal(size=(64, 6)), 1 + r.normal(size=(64, 3))
 
 
 @needs_cli
@@ -52,19 +53,25 @@ def test_named_m_reaches_the_target_in_numpy(data, name):
     est = kestrel.fit(name, Qs, Ks, layout="columns")
     A = np.exp(Qs.T @ Ks)
     Y = (A @ V) / A.sum(1, keepdims=True)
-    R, err = 400, []
-    for r in range(R):
-        w = est.draw(M, seed=5, index=r)
-        P, S = est.features(w, Qs, "query"), est.features(w, Ks, "key")
-        Yh = (P @ (S.T @ V)) / (P @ S.sum(0))[:, None]
-        err.append(((Yh - Y) ** 2).sum(1))
-    err = np.array(err)
-    mse, se = err.mean(0), err.std(0, ddof=1) / np.sqrt(R)
     rms_y = np.sqrt((Y ** 2).sum(1).mean())
-    rel = np.sqrt(mse) / rms_y
-    i = np.argsort(rel)[int(round(0.95 * (len(rel) - 1)))]
-    rel_se = se[i] / (2 * np.sqrt(mse[i])) / rms_y
-    assert rel[i] - 4.5 * rel_se <= 0.1, (name, M, rel[i], rel_se)
+
+    def measured_p95(m, R=400):
+        err = []
+        for r in range(R):
+            w = est.draw(m, seed=5, index=r)
+            P, S = est.features(w, Qs, "query"), est.features(w, Ks, "key")
+            Yh = (P @ (S.T @ V)) / (P @ S.sum(0))[:, None]
+            err.append(((Yh - Y) ** 2).sum(1))
+        err = np.array(err)
+        mse, se = err.mean(0), err.std(0, ddof=1) / np.sqrt(R)
+        rel = np.sqrt(mse) / rms_y
+        i = np.argsort(rel)[int(round(0.95 * (len(rel) - 1)))]
+        return rel[i], se[i] / (2 * np.sqrt(mse[i])) / rms_y
+
+    rel, rel_se = measured_p95(M)
+    assert rel - 4.5 * rel_se <= 0.1, (name, M, rel, rel_se)
+    # The check can fail: 16 times fewer features miss the target (the delta method is conservative, so M/4 may not).
+    assert M > 1 and measured_p95(max(1, M // 16))[0] > 0.1, (name, M)
 
 
 def test_bad_keywords_and_values(data):
