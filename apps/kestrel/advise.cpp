@@ -67,6 +67,7 @@ void print_report(const Advice& a) {
       std::cout << fmt::format("  {} +- {} at M={}{}", pct(r.measured_p95), pct(r.measured_p95_se), r.validate_m,
                                r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
     if (r.outside_share > 0.05) std::cout << fmt::format("  ({} rows outside delta range)", pct(r.outside_share));
+    if (!r.note.empty()) std::cout << "  (" << r.note << ")";
     std::cout << '\n';
   }
   if (!skipped.empty()) std::cout << "not compared:\n";

@@ -66,6 +66,7 @@ struct AdviceRow {
   std::string status = "ok";  // ok, or "not applicable" / "failed"
   std::string reason;         // why, where status is not ok
   std::string method;         // "exact", "delta method", "exact (coupled)"
+  std::string note;           // what was not done for an ok row, and why
   // log(Var/K^2) at M = 1 over the sampled (query, key) pairs.
   double log_rel_var_median = 0, log_rel_var_p95 = 0;
   // The predicted error at M = 1 (iid) and at the budget: median and 95th percentile over rows (or pairs).
