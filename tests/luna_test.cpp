@@ -95,14 +95,14 @@ int fd_mismatches(const LunaObjective& o, const arma::vec& theta, const arma::ve
     if (std::abs(g(k) - fd1) > tol) {
       ++bad;
       if (report)
-        ADD_FAILURE() << what << " coordinate " << k << " of " << theta.n_elem << ": autodiff " << g(k)
+        ADD_FAILURE() << what << " coordinate " << k << " of " << theta.n_elem << ": gradient " << g(k)
                       << ", finite differences " << fd1 << ", tolerance " << tol;
     }
   }
   return bad;
 }
 
-TEST(Luna, AutodiffGradientMatchesFiniteDifferences) {
+TEST(Luna, GradientMatchesFiniteDifferences) {
   const arma::mat X = test::points(3, 30, 0.6, 4);
   for (LunaVariant v : {LunaVariant::BankCoef, LunaVariant::Gated, LunaVariant::Ungated}) {
     const LunaParams p = perturbed(v, 3, 16, 21);
@@ -118,6 +118,33 @@ TEST(Luna, AutodiffGradientMatchesFiniteDifferences) {
       EXPECT_EQ(fd_mismatches(*o, theta, g, what, true), 0) << what;
       // Negative control: the same tolerance rejects a gradient that is 2% off.
       EXPECT_GT(fd_mismatches(*o, theta, 1.02 * g, what, false), 0) << what;
+    }
+  }
+}
+
+// The hand-written reverse-mode gradient against Ceres' automatic differentiation, which differentiates the same
+// code exactly: the two differ only in rounding. Each gradient entry is a sum of at most n P (C h + d) products,
+// so 1e-10 of the largest entry (about 5e5 eps) bounds the rounding of either; a 1e-6 relative error in any one
+// coordinate fails (negative control).
+TEST(Luna, GradientMatchesAutodiff) {
+  const arma::mat X = test::points(5, 40, 0.7, 6);
+  for (LunaVariant v : {LunaVariant::BankCoef, LunaVariant::Gated, LunaVariant::Ungated}) {
+    const LunaParams p = perturbed(v, 5, 24, 31);
+    const auto kf = LunaObjective::kernel_fit(p, X, random_pairs(X.n_cols, 300, 4));
+    const auto tf = LunaObjective::task_fit(p, X, labels_of(X), 3);
+    for (const auto* o : {&kf, &tf}) {
+      const std::string what = (o == &kf ? "kernel fit " : "task fit ") + to_string(v);
+      arma::vec theta = o->initial();
+      theta += 0.05 * arma::vec(test::points(1, theta.n_elem, 1.0, 7).t());  // away from the initial map
+      arma::vec ga, gr;
+      const double fa = o->value_and_gradient_autodiff(theta, ga), fr = o->value_and_gradient(theta, gr);
+      EXPECT_NEAR(fa, fr, 1e-12 * std::abs(fr)) << what;  // the same code; Jets may contract to FMA differently
+      EXPECT_EQ(fr, o->value(theta)) << what;
+      const double tol = 1e-10 * arma::abs(ga).max();
+      EXPECT_LE(arma::abs(gr - ga).max(), tol) << what;
+      arma::vec off = gr;
+      off(off.n_elem / 2) += 1e-6 * arma::abs(ga).max();
+      EXPECT_GT(arma::abs(off - ga).max(), tol) << what;
     }
   }
 }

@@ -1,4 +1,5 @@
-// Training of LUNA maps with Ceres autodiff and L-BFGS (see fit.hpp; LUNA section 3.2, issue #9).
+// Training of LUNA maps (see fit.hpp; LUNA section 3.2, issue #9): objective, its hand-written reverse-mode
+// gradient (issue #19: about 3 forward passes instead of n_parameters / 16 Jet passes), Ceres' L-BFGS.
 #include "estimators/luna/fit.hpp"
 
 #include <array>
@@ -37,12 +38,67 @@ struct LunaObjective::Impl {
   std::array<std::vector<double>, kGroups> full;
   std::array<bool, kGroups> trainable{};
 
+  // The objective from the features F (n x M, row-major) and the log-temperature, in any scalar type.
+  template <typename T>
+  T loss(const std::vector<T>& F, const T& tau) const {
+    using std::exp;
+    using std::log;
+    const std::size_t n = X.n_cols, M = init.M();
+    T out(0.0);
+    if (!task) {
+      for (arma::uword q = 0; q < pairs.n_cols; ++q) {
+        const T* a = &F[pairs(0, q) * M];
+        const T* b = &F[pairs(1, q) * M];
+        T dot(0.0);
+        for (std::size_t c = 0; c < M; ++c) dot += a[c] * b[c];
+        const T e = dot * inv_k(q) - 1.0;
+        out += e * e;
+      }
+      return out / static_cast<double>(pairs.n_cols);
+    }
+    const std::size_t nc = n_classes;
+    std::vector<T> S(nc * M, T(0.0)), z(nc);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < M; ++c) S[labels(i) * M + c] += F[i * M + c];
+    const T scale = exp(tau) / static_cast<double>(n - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const T* a = &F[i * M];
+      T self(0.0);
+      for (std::size_t c = 0; c < M; ++c) self += a[c] * a[c];
+      T mx(0.0);
+      for (std::size_t cl = 0; cl < nc; ++cl) {
+        T dot(0.0);
+        for (std::size_t c = 0; c < M; ++c) dot += a[c] * S[cl * M + c];
+        if (cl == labels(i)) dot -= self;  // leave-one-out: no self-pair
+        z[cl] = scale * dot;
+        if (cl == 0 || z[cl] > mx) mx = z[cl];
+      }
+      T sum(0.0);
+      for (std::size_t cl = 0; cl < nc; ++cl) sum += exp(z[cl] - mx);
+      out += mx + log(sum) - z[labels(i)];
+    }
+    return out / static_cast<double>(n);
+  }
+
+  template <typename T>
+  luna_detail::MapRef<T> map_ref(const std::array<std::vector<T>, kGroups>& g) const {
+    return {g[kW].data(),  g[kB].data(), g[kU].data(), g[kV].data(), g[kA].data(), g[kGw].data(),
+            g[kGg].data(), init.P(),     init.d(),     init.C(),     init.h(),     init.variant == LunaVariant::Gated};
+  }
+
+  template <typename T>
+  std::vector<T> features(const luna_detail::MapRef<T>& r) const {
+    const std::size_t n = X.n_cols, M = init.M();
+    std::vector<T> F(n * M), hidden(init.h());
+    for (std::size_t i = 0; i < n; ++i) luna_detail::phi_point(r, X.colptr(i), &F[i * M], hidden.data());
+    return F;
+  }
+
+  // Ceres' automatic differentiation (the reference the analytic gradient is tested against).
   struct Functor {
     const Impl* m;
     template <typename T>
     bool operator()(T const* const* params, T* out) const {
-      using std::exp;
-      using std::log;
       std::array<std::vector<T>, kGroups> g;
       int k = 0;
       for (int gi = 0; gi < kGroups; ++gi) {
@@ -55,51 +111,132 @@ struct LunaObjective::Impl {
           for (std::size_t i = 0; i < f.size(); ++i) g[gi][i] = T(f[i]);
         }
       }
-      const LunaParams& p = m->init;
-      const luna_detail::MapRef<T> r{g[kW].data(), g[kB].data(),  g[kU].data(),  g[kV].data(),
-                                     g[kA].data(), g[kGw].data(), g[kGg].data(), p.P(),
-                                     p.d(),        p.C(),         p.h(),         p.variant == LunaVariant::Gated};
-      const std::size_t n = m->X.n_cols, M = p.M();
-      std::vector<T> F(n * M), hidden(p.h());
-      for (std::size_t i = 0; i < n; ++i) luna_detail::phi_point(r, m->X.colptr(i), &F[i * M], hidden.data());
-      T loss(0.0);
-      if (!m->task) {
-        for (arma::uword q = 0; q < m->pairs.n_cols; ++q) {
-          const T* a = &F[m->pairs(0, q) * M];
-          const T* b = &F[m->pairs(1, q) * M];
-          T dot(0.0);
-          for (std::size_t c = 0; c < M; ++c) dot += a[c] * b[c];
-          const T e = dot * m->inv_k(q) - 1.0;
-          loss += e * e;
-        }
-        out[0] = loss / static_cast<double>(m->pairs.n_cols);
-        return true;
-      }
-      const std::size_t nc = m->n_classes;
-      std::vector<T> S(nc * M, T(0.0)), z(nc);
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < M; ++c) S[m->labels(i) * M + c] += F[i * M + c];
-      const T scale = exp(g[kTau][0]) / static_cast<double>(n - 1);
-      for (std::size_t i = 0; i < n; ++i) {
-        const T* a = &F[i * M];
-        T self(0.0);
-        for (std::size_t c = 0; c < M; ++c) self += a[c] * a[c];
-        T mx(0.0);
-        for (std::size_t cl = 0; cl < nc; ++cl) {
-          T dot(0.0);
-          for (std::size_t c = 0; c < M; ++c) dot += a[c] * S[cl * M + c];
-          if (cl == m->labels(i)) dot -= self;  // leave-one-out: no self-pair
-          z[cl] = scale * dot;
-          if (cl == 0 || z[cl] > mx) mx = z[cl];
-        }
-        T sum(0.0);
-        for (std::size_t cl = 0; cl < nc; ++cl) sum += exp(z[cl] - mx);
-        loss += mx + log(sum) - z[m->labels(i)];
-      }
-      out[0] = loss / static_cast<double>(n);
+      out[0] = m->loss(m->features(m->map_ref(g)), g[kTau][0]);
       return true;
     }
   };
+
+  // dLoss/dF (n x M, row-major) and dLoss/dtau, for the features F the value was computed from.
+  std::vector<double> loss_gradient(const std::vector<double>& F, double tau, double& dtau) const {
+    const std::size_t n = X.n_cols, M = init.M();
+    std::vector<double> G(n * M, 0.0);
+    dtau = 0;
+    if (!task) {  // L = (1/N) sum_q e_q^2, e_q = F_a . F_b / K_q - 1
+      for (arma::uword q = 0; q < pairs.n_cols; ++q) {
+        const double* a = &F[pairs(0, q) * M];
+        const double* b = &F[pairs(1, q) * M];
+        double dot = 0;
+        for (std::size_t c = 0; c < M; ++c) dot += a[c] * b[c];
+        const double w = 2.0 * (dot * inv_k(q) - 1.0) * inv_k(q) / static_cast<double>(pairs.n_cols);
+        double* ga = &G[pairs(0, q) * M];
+        double* gb = &G[pairs(1, q) * M];
+        for (std::size_t c = 0; c < M; ++c) ga[c] += w * b[c], gb[c] += w * a[c];
+      }
+      return G;
+    }
+    // z_il = s (F_i . S_l - [l = y_i] F_i . F_i), S_l = sum_{j: y_j = l} F_j, s = e^tau / (n - 1);
+    // delta_il = dL/dz_il = (softmax_l(z_i) - [l = y_i]) / n;
+    // dL/dF_i = s (sum_l delta_il S_l + T_{y_i} - 2 delta_{i y_i} F_i), T_l = sum_j delta_jl F_j; dL/dtau = sum delta
+    // z.
+    const std::size_t nc = n_classes;
+    std::vector<double> S(nc * M, 0.0), T(nc * M, 0.0), delta(n * nc);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < M; ++c) S[labels(i) * M + c] += F[i * M + c];
+    const double scale = std::exp(tau) / static_cast<double>(n - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double* a = &F[i * M];
+      double self = 0;
+      for (std::size_t c = 0; c < M; ++c) self += a[c] * a[c];
+      double* z = &delta[i * nc];
+      double mx = 0;
+      for (std::size_t cl = 0; cl < nc; ++cl) {
+        double dot = 0;
+        for (std::size_t c = 0; c < M; ++c) dot += a[c] * S[cl * M + c];
+        if (cl == labels(i)) dot -= self;
+        z[cl] = scale * dot;
+        if (cl == 0 || z[cl] > mx) mx = z[cl];
+      }
+      double sum = 0;
+      for (std::size_t cl = 0; cl < nc; ++cl) sum += std::exp(z[cl] - mx);
+      for (std::size_t cl = 0; cl < nc; ++cl) {
+        const double dl = (std::exp(z[cl] - mx) / sum - (cl == labels(i) ? 1.0 : 0.0)) / static_cast<double>(n);
+        dtau += dl * z[cl];
+        z[cl] = dl;  // delta overwrites z
+        for (std::size_t c = 0; c < M; ++c) T[cl * M + c] += dl * a[c];
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      double* gi = &G[i * M];
+      const double* a = &F[i * M];
+      const double* dl = &delta[i * nc];
+      for (std::size_t cl = 0; cl < nc; ++cl)
+        for (std::size_t c = 0; c < M; ++c) gi[c] += dl[cl] * S[cl * M + c];
+      const std::size_t y = labels(i);
+      for (std::size_t c = 0; c < M; ++c) gi[c] = scale * (gi[c] + T[y * M + c] - 2.0 * dl[y] * a[c]);
+    }
+    return G;
+  }
+
+  // Reverse mode through phi (model.hpp) for every point: adds dLoss/dparameters to grad, given G = dLoss/dF.
+  void map_gradient(const luna_detail::MapRef<double>& r, const std::vector<double>& G,
+                    std::array<std::vector<double>, kGroups>& grad) const {
+    const std::size_t P = r.P, d = r.d, C = r.C, h = r.h, M = P * C;
+    std::vector<double> hid(h), cs(h), dhid(h);
+    for (std::size_t i = 0; i < X.n_cols; ++i) {
+      const double* x = X.colptr(i);
+      const double* Gi = &G[i * M];
+      double g = 1.0 / std::sqrt(static_cast<double>(P)), sq = 0;
+      if (r.gated) {
+        double s = 0;
+        for (std::size_t j = 0; j < d; ++j) sq += x[j] * x[j];
+        s = r.gg[0] * sq;
+        for (std::size_t j = 0; j < d; ++j) s += r.gw[j] * x[j];
+        g *= std::exp(s);
+      }
+      double dg = 0;
+      for (std::size_t p = 0; p < P; ++p) {
+        double z = r.b[p];
+        for (std::size_t j = 0; j < d; ++j) z += r.W[p * d + j] * x[j];
+        for (std::size_t k = 0; k < h; ++k) {
+          const double a = r.u[k] * z + r.v[k];
+          hid[k] = std::sin(a), cs[k] = std::cos(a), dhid[k] = 0;
+        }
+        for (std::size_t c = 0; c < C; ++c) {
+          const double* Ac = r.A + c * h;
+          double psi = 0;
+          for (std::size_t k = 0; k < h; ++k) psi += Ac[k] * hid[k];
+          const double gpc = Gi[p * C + c], dpsi = g * gpc;
+          dg += gpc * psi;
+          double* dA = &grad[kA][c * h];
+          for (std::size_t k = 0; k < h; ++k) dA[k] += dpsi * hid[k], dhid[k] += dpsi * Ac[k];
+        }
+        double dz = 0;
+        for (std::size_t k = 0; k < h; ++k) {
+          const double da = dhid[k] * cs[k];
+          grad[kU][k] += da * z, grad[kV][k] += da, dz += da * r.u[k];
+        }
+        grad[kB][p] += dz;
+        double* dW = &grad[kW][p * d];
+        for (std::size_t j = 0; j < d; ++j) dW[j] += dz * x[j];
+      }
+      if (r.gated) {  // g = P^-1/2 e^s: dL/ds = g dL/dg
+        const double ds = dg * g;
+        grad[kGg][0] += ds * sq;
+        for (std::size_t j = 0; j < d; ++j) grad[kGw][j] += ds * x[j];
+      }
+    }
+  }
+
+  // The parameter groups with the trainable ones taken from theta (packed in group order).
+  std::array<std::vector<double>, kGroups> groups(const double* theta) const {
+    auto g = full;
+    std::size_t off = 0;
+    for (int gi = 0; gi < kGroups; ++gi)
+      if (trainable[gi])
+        for (double& x : g[gi]) x = theta[off++];
+    return g;
+  }
+
   std::unique_ptr<ceres::DynamicAutoDiffCostFunction<Functor, kStride>> cost;
 
   void setup() {
@@ -203,18 +340,29 @@ arma::vec LunaObjective::initial() const {
 
 double LunaObjective::value(const arma::vec& theta) const {
   require(theta.n_elem == n_parameters(), "LUNA objective: {} parameters, expected {}", theta.n_elem, n_parameters());
-  arma::vec t = theta;
-  const auto b = impl_->blocks(t.memptr());
-  double out = 0;
-  if (b.empty()) {  // nothing trainable: evaluate the functor directly
-    Impl::Functor{impl_.get()}.operator()<double>(nullptr, &out);
-    return out;
-  }
-  if (!impl_->cost->Evaluate(b.data(), &out, nullptr)) throw NumericalError("LUNA objective evaluation failed");
-  return out;
+  const auto g = impl_->groups(theta.memptr());
+  return impl_->loss(impl_->features(impl_->map_ref(g)), g[kTau][0]);
 }
 
 double LunaObjective::value_and_gradient(const arma::vec& theta, arma::vec& gradient) const {
+  require(theta.n_elem == n_parameters(), "LUNA objective: {} parameters, expected {}", theta.n_elem, n_parameters());
+  gradient.zeros(theta.n_elem);
+  const auto g = impl_->groups(theta.memptr());
+  const auto r = impl_->map_ref(g);
+  const std::vector<double> F = impl_->features(r);
+  const double out = impl_->loss(F, g[kTau][0]);
+  if (theta.is_empty()) return out;
+  std::array<std::vector<double>, kGroups> grad;
+  for (int gi = 0; gi < kGroups; ++gi) grad[gi].assign(g[gi].size(), 0.0);
+  impl_->map_gradient(r, impl_->loss_gradient(F, g[kTau][0], grad[kTau][0]), grad);
+  arma::uword off = 0;
+  for (int gi = 0; gi < kGroups; ++gi)
+    if (impl_->trainable[gi])
+      for (double x : grad[gi]) gradient(off++) = x;
+  return out;
+}
+
+double LunaObjective::value_and_gradient_autodiff(const arma::vec& theta, arma::vec& gradient) const {
   require(theta.n_elem == n_parameters(), "LUNA objective: {} parameters, expected {}", theta.n_elem, n_parameters());
   gradient.zeros(theta.n_elem);
   if (theta.is_empty()) return value(theta);

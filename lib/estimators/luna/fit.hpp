@@ -1,6 +1,7 @@
-// Training LUNA maps (LUNA section 3.2; issue #9) with Ceres: gradients by Ceres' automatic differentiation (Jets,
-// DynamicAutoDiffCostFunction), minimised by Ceres' L-BFGS (GradientProblemSolver, single-threaded, so training is
-// deterministic from the seed). Two objectives over the trainable parameters of a variant (luna.hpp):
+// Training LUNA maps (LUNA section 3.2; issue #9): gradients by hand-written reverse mode (issue #19; Ceres'
+// automatic differentiation with Jets is kept as the tested reference), minimised by Ceres' L-BFGS
+// (GradientProblemSolver, single-threaded, so training is deterministic from the seed). Two objectives over the
+// trainable parameters of a variant (luna.hpp):
 //  kernel fitting: mean over training pairs of ((phi(x_i)^T phi(x_j) - K(x_i, x_j)) / K(x_i, x_j))^2;
 //  task fitting: Nadaraya-Watson classification (lib/tasks/classification.hpp) with k = phi^T phi, leave-one-out
 //    scores r_ic = sum_{j != i} k(x_i, x_j) [y_j = c] and the cross-entropy of softmax_c(exp(t) r_ic / (n - 1)),
@@ -28,7 +29,9 @@ class LunaObjective {
   arma::uword n_parameters() const;  // trainable parameters of the variant (0 for FixedRff)
   arma::vec initial() const;         // the trainable parameters of init, packed
   double value(const arma::vec& theta) const;
-  double value_and_gradient(const arma::vec& theta, arma::vec& gradient) const;  // gradient by autodiff
+  double value_and_gradient(const arma::vec& theta, arma::vec& gradient) const;  // reverse mode by hand
+  // The same by Ceres' dynamic automatic differentiation (16 parameters per pass: slow; the test's reference).
+  double value_and_gradient_autodiff(const arma::vec& theta, arma::vec& gradient) const;
   LunaParams unpack(const arma::vec& theta) const;  // init with the trainable parameters replaced
 
  private:
