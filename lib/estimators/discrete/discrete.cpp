@@ -154,7 +154,11 @@ constexpr double kI0Series[17] = {1.0,
 // GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
 using V4 = double __attribute__((vector_size(4 * sizeof(double))));
 using M4 = long long __attribute__((vector_size(4 * sizeof(double))));
-constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
+// Coordinates per step: eight independent Horner chains of 4 lanes, enough to cover the FMA latency (4 cycles) at
+// two FMAs per cycle (issue #19: four chains left half the FMA throughput unused). The chains take the coordinates in
+// the order of four-chain blocks, so every sum and product is formed in the same order as with four.
+constexpr arma::uword kBlock = 32;
+constexpr int kChains = kBlock / 4;
 // z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
 constexpr double kZSeries = 10.0;
 
@@ -168,7 +172,7 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 }
 
 // GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates,
-// 16 at a time (four vectors of 4: independent Horner chains in registers).
+// 32 at a time (eight vectors of 4: independent Horner chains in registers).
 // z_l < 10 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the economised series kI0Series. The u_l
 // of a group are multiplied as P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that
 // P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
@@ -182,7 +186,7 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 // P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
 // coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
 // H >= 0 holds exactly; rounding below 0 is clamped to 0.
-__attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))  // FMA Horner steps; v4: 32 registers
 arma::mat
 geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
@@ -208,9 +212,9 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
         V4 pm = zero, pg = one, pz = one;
         bool group_mid = false;
         for (arma::uword l = l0; l < l1; l += kBlock) {
-          V4 t[4], z[4], y4[4];
-          M4 mid[4], small_any = izero, mid_any = izero;
-          for (int b = 0; b < 4; ++b) {
+          V4 t[kChains], z[kChains], y4[kChains];
+          M4 mid[kChains], small_any = izero, mid_any = izero;
+          for (int b = 0; b < kChains; ++b) {
             V4 xv, yv;
             std::memcpy(&xv, x + l + 4 * b, sizeof xv);
             std::memcpy(&yv, y + l + 4 * b, sizeof yv);
@@ -230,8 +234,8 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
           // The series and the g polynomial are independent Horner chains: a block needing both runs them in one loop
           // (eight chains, bound by throughput rather than by the latency of four).
           const bool has_small = any(small_any), has_mid = any(mid_any);
-          V4 s[4], g[4], zz[4], v[4];
-          for (int b = 0; b < 4; ++b) {
+          V4 s[kChains], g[kChains], zz[kChains], v[kChains];
+          for (int b = 0; b < kChains; ++b) {
             s[b] = zero + kI0Series[16];
             g[b] = zero + kI0Scaled[20];
             zz[b] = mid[b] ? z[b] : zero + kZSeries;  // a harmless value in the other lanes
@@ -240,26 +244,26 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
           if (has_small && has_mid) {
 #pragma GCC unroll 20
             for (int k = 19; k >= 0; --k) {
-              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+              for (int b = 0; b < kChains; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
               if (k <= 15)
-                for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+                for (int b = 0; b < kChains; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
             }
           } else if (has_small) {
             for (int k = 15; k >= 0; --k)
-              for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+              for (int b = 0; b < kChains; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
           } else if (has_mid) {
             for (int k = 19; k >= 0; --k)
-              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+              for (int b = 0; b < kChains; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
           }
           if (has_small) {
-            for (int b = 0; b < 4; ++b) {
+            for (int b = 0; b < kChains; ++b) {
               const V4 u = y4[b] * s[b];
               pm += u + pm * u;
             }
           }
           if (has_mid) {
             group_mid = true;
-            for (int b = 0; b < 4; ++b) {
+            for (int b = 0; b < kChains; ++b) {
               const M4 bits = (M4)zz[b];
               pg *= mid[b] ? g[b] : one;
               pz *= mid[b] ? (V4)((bits & significand) | exponent_zero) : one;
@@ -356,14 +360,13 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   const arma::uword M = w.count();
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   // log|f| = base_m + pre_i + sum_l k_l log|x_l|, the sign is (-1)^(sum_l [x_l < 0] [k_l odd]), and f = 0 when some
-  // x_l = 0 has k_l > 0 (x^0 = 1, also for x = 0): three matrix products, so BLAS does the O(L M d) work. The
-  // indicator products are sums of at most d ones, exact in double.
-  const arma::mat zero = arma::conv_to<arma::mat>::from(Xh == 0.0);
+  // x_l = 0 has k_l > 0 (x^0 = 1, also for x = 0): up to three matrix products, so BLAS does the O(L M d) work. The
+  // indicator products are sums of at most d ones, exact in double. Zero and negative coordinates only need their
+  // products when there are any (never for the shifted variants, rarely zeros in standardised data): skipping an
+  // all-zero product changes no bit (issue #19).
+  const bool has_zero = arma::any(arma::vectorise(Xh) == 0.0), has_negative = arma::any(arma::vectorise(Xh) < 0.0);
   arma::mat logabs = arma::log(arma::abs(Xh));
-  logabs.elem(arma::find(Xh == 0.0)).zeros();  // those entries are handled by `zero`
-  const arma::mat negative = arma::conv_to<arma::mat>::from(Xh < 0.0);
-  const arma::mat odd = w.omega - 2.0 * arma::floor(w.omega / 2.0);
-  const arma::mat used = arma::conv_to<arma::mat>::from(w.omega > 0.0);
+  if (has_zero) logabs.elem(arma::find(Xh == 0.0)).zeros();  // those entries are handled by `zeros`
   // Per-point log prefactor: the row scale, 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
   arma::vec pre(X.n_cols);
   pre.fill(-0.5 * std::log(static_cast<double>(M)));
@@ -379,18 +382,23 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   arma::mat F = logabs.t() * w.omega;
   F.each_row() += base;
   F.each_col() += pre;
-  const arma::mat parity = negative.t() * odd, zeros = zero.t() * used;
-  if (log) {  // positive (shifted) variants only: no zero or negative coordinate, so F is the log itself
-    F.elem(arma::find(zeros > 0.5)).fill(-kInf);
+  arma::mat zeros;  // number of x_l = 0 with k_l > 0, per entry
+  if (has_zero) zeros = arma::conv_to<arma::mat>::from(Xh == 0.0).t() * arma::conv_to<arma::mat>::from(w.omega > 0.0);
+  if (log) {  // positive (shifted) variants only: no negative coordinate, so F is the log itself
+    if (has_zero) F.elem(arma::find(zeros > 0.5)).fill(-kInf);
     return F;
   }
   simd::exp(F.memptr(), F.n_elem);
-  for (arma::uword k = 0; k < F.n_elem; ++k) {
-    if (zeros(k) > 0.5)
-      F(k) = 0.0;
-    else if (static_cast<std::uint64_t>(parity(k)) & 1u)
-      F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
-  }
+  arma::mat parity;  // number of x_l < 0 with k_l odd, per entry
+  if (has_negative)
+    parity = arma::conv_to<arma::mat>::from(Xh < 0.0).t() * (w.omega - 2.0 * arma::floor(w.omega / 2.0));
+  if (has_zero || has_negative)
+    for (arma::uword k = 0; k < F.n_elem; ++k) {
+      if (has_zero && zeros(k) > 0.5)
+        F(k) = 0.0;
+      else if (has_negative && (static_cast<std::uint64_t>(parity(k)) & 1u))
+        F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
+    }
   return F;
 }
 
