@@ -249,8 +249,9 @@ void hotpath(benchmark::State& st, const std::string& what, bool plain) {
   st.counters["pairs_per_s"] = benchmark::Counter(256.0 * 256, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-const std::vector<std::string> kPairwise = {"trig",  "pos",   "gerf",  "oprf", "pois",       "geom",
-                                            "geom+", "aderf", "sderf", "dark", "hrf-angular"};  // geom+: issue #19
+// pois+, geom+ and saderf: issue #19.
+const std::vector<std::string> kPairwise = {"trig",  "pos",   "gerf",  "oprf",   "pois", "geom",       "pois+",
+                                            "geom+", "aderf", "sderf", "saderf", "dark", "hrf-angular"};
 const std::vector<std::string> kFit = {"oprf", "gerf", "pois", "geom", "aderf", "sderf", "dark"};
 const std::vector<std::string> kFeatures = {"pos", "oprf", "trig", "aderf"};
 
@@ -351,6 +352,13 @@ void dump(const std::filesystem::path& dir) {
     const SetPair& p = data(64, L);
     save_raw(p.X, dir / ("X_" + std::to_string(L) + ".bin"));
     save_raw(p.Y, dir / ("Y_" + std::to_string(L) + ".bin"));
+  }
+  // Issue #19's crt-fig2 cell: the 5 set pairs of `kestrel variance --regime normal --sigma 1 --dim 64 --points 1024
+  // --pairs 5` (seed 1), which run.sh times through the CLI and the NumPy peer recomputes.
+  for (arma::uword k = 0; k < 5; ++k) {
+    const SetPair c = draw_regime("normal", 64, 1024, 1.0, 1, k);
+    save_raw(c.X, dir / ("cell_X_" + std::to_string(k) + ".bin"));
+    save_raw(c.Y, dir / ("cell_Y_" + std::to_string(k) + ".bin"));
   }
   const SetPair& p = data(64, 1024);
   for (const auto& n : kPairwise) {

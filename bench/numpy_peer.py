@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """NumPy peer of kestrel's benchmarks (issue #8): the same computations written the way a researcher would in
-NumPy/SciPy (as the CRT and DERF experiments were): exact pairwise variance of CRT Thm 3.1-3.5 / DERF Thm 4.1 over
-all pairs, feature maps P and P (S^T C), the Monte Carlo simulator, Nadaraya-Watson classification (CRT 5.2) and a
-reduced crt-fig2 variance study. Reads the data kestrel_bench --dump wrote, checks its numbers against kestrel's,
+NumPy/SciPy (as the CRT and DERF experiments were): exact pairwise variance of CRT Thm 3.1-3.5 / DERF Thm 4.1-4.3 over
+all pairs (with the fits of CRT 3.2-3.3 and DERF 4.2-4.3), feature maps P and P (S^T C), the Monte Carlo simulator,
+Nadaraya-Watson classification (CRT 5.2), a reduced crt-fig2 variance study and one full crt-fig2 cell (issue #19). Reads the data kestrel_bench --dump wrote, checks its numbers against kestrel's,
 and writes timings as JSON.
 
 usage: /usr/bin/python3 bench/numpy_peer.py DUMP_DIR OUT.json [--quick]
@@ -103,35 +103,61 @@ def quad_form_lvk2(T1, T2, c0):
 
 
 def lvk2_for(name, params, d, rng):
+    """log(Var/K^2) of one feature per tile for a fitted estimator (params from fitted()), None without a peer."""
     if name in ("trig", "pos", "oprf", "gerf"):
         return gerf_lvk2(params, d)
-    if name == "pois":
-        return pois_lvk2(params["lambda"], d)
-    if name == "geom":
-        return geom_lvk2(params["p"], d)
-    if name in ("aderf", "sderf", "dark"):
-        # kestrel's fitted matrices are not exported: same-shaped matrices give the same cost (timing only).
+    if name in ("pois", "pois+", "geom", "geom+"):
+        f = pois_lvk2(params["lambda"], d) if name.startswith("pois") else geom_lvk2(params["p"], d)
+        if "c" not in params:
+            return f
+        c = params["c"][:, None]  # PoisRF+ / GeomRF+: the same estimator on shifted points (CRT 3.2.3)
+        return lambda x, y: f(np.maximum(x - c, SHIFT_EPS), np.maximum(y - c, SHIFT_EPS))
+    if name in ("aderf", "sderf", "saderf"):
+        return quad_form_lvk2(params["TB1"], params["TB2"], params["c0"])
+    if name == "dark":
+        # kestrel's fitted DARK matrix is not exported: same-shaped matrices give the same cost (timing only).
         T = np.eye(d) + 0.01 * rng.standard_normal((d, d))
         return quad_form_lvk2(T, T, -0.1)
     return None
 
 
-def pairwise_summary(lvk2, X, Y):
-    """Mean and std of log Var over all pairs (Gaussian kernel: log K = -|x - y|^2 / 2), exact pairs counted."""
-    n = s1 = s2 = 0.0
-    n_exact = 0
+def log_gauss(x, y):
+    return -0.5 * sq_sum(x, y, -1.0)
+
+
+def log_softmax(x, y):
+    return x.T @ y
+
+
+class Moments:
+    """Count, sum and sum of squares of the finite log Var, pooled over tiles and set pairs."""
+
+    def __init__(self):
+        self.n = self.s1 = self.s2 = 0.0
+        self.n_exact = 0
+
+    def add(self, lv):
+        fin = np.isfinite(lv)
+        self.n_exact += int((~fin).sum())
+        v = lv[fin]
+        self.n += v.size
+        self.s1 += v.sum()
+        self.s2 += (v * v).sum()
+
+    def summary(self):
+        mean = self.s1 / self.n
+        return {"mean_log_var": mean, "std_log_var": float(np.sqrt(max(self.s2 / self.n - mean * mean, 0.0))),
+                "n_exact": self.n_exact}
+
+
+def pairwise_summary(lvk2, X, Y, log_k=log_gauss, acc=None):
+    """Mean and std of log Var over all pairs (log Var = log(Var/K^2) + 2 log K), exact pairs counted."""
+    m = acc if acc is not None else Moments()
     for i0 in range(0, X.shape[1], BLOCK):
         for j0 in range(0, Y.shape[1], BLOCK):
             x, y = X[:, i0:i0 + BLOCK], Y[:, j0:j0 + BLOCK]
-            lv = lvk2(x, y) - sq_sum(x, y, -1.0)
-            fin = np.isfinite(lv)
-            n_exact += int((~fin).sum())
-            v = lv[fin]
-            n += v.size
-            s1 += v.sum()
-            s2 += (v * v).sum()
-    mean = s1 / n
-    return {"mean_log_var": mean, "std_log_var": float(np.sqrt(max(s2 / n - mean * mean, 0.0))), "n_exact": n_exact}
+            m.add(lvk2(x, y) + 2.0 * log_k(x, y))
+    return m.summary()
 
 
 # ---- feature maps (Gaussian kernel: rows times exp(-|x|^2/2)) ----------------------------------------------------
@@ -249,12 +275,79 @@ def fit_geom(X, Y):
     return {"p": 1 / (1 + np.exp(-r.x))}
 
 
+SHIFT_EPS = 1e-8  # PoisRF+ / GeomRF+: points shifted to x - c >= eps (CRT 3.2.3)
+
+
+def shifted(fit):
+    """PoisRF+ / GeomRF+: c = min over both sets per coordinate - eps, the base fit on the shifted points."""
+    def f(X, Y):
+        c = np.minimum(X.min(1), Y.min(1)) - SHIFT_EPS
+        p = fit(np.maximum(X - c[:, None], SHIFT_EPS), np.maximum(Y - c[:, None], SHIFT_EPS))
+        p["c"] = c
+        return p
+    return f
+
+
+def lemma_a1(phi):
+    """DERF Lemma A.1: the minimising scalar A for phi >= 0 (eq. 19)."""
+    b = 2 * phi + 1
+    return (1 - (b + np.sqrt(b * b + 8 * phi)) / 2) / 8
+
+
+def derf_moment(a, B1, B2):
+    """DERF Thm 4.1 for diagonal A = diag(a): log(E f1^2 f2^2 / K^2) = c0 + |T B1 x + T B2 y|^2 (derf.hpp)."""
+    a = np.broadcast_to(a, (B1.shape[0],))
+    T = 1 / np.sqrt((1 - 8 * a) * (1 - 4 * a))
+    c0 = np.log1p(-4 * a).sum() - 0.5 * np.log1p(-8 * a).sum()
+    return {"TB1": T[:, None] * B1, "TB2": T[:, None] * B2, "c0": float(c0)}
+
+
+def fit_aderf(X, Y, ridge=1e-8):
+    """DERF Thm 4.2 with kestrel's ridge (M_k + ridge tr(M_k)/d I)."""
+    d = X.shape[0]
+    M1, M2 = X @ X.T / X.shape[1], Y @ Y.T / Y.shape[1]
+    l1, Q1 = np.linalg.eigh(M1 + ridge * np.trace(M1) / d * np.eye(d))
+    l2, Q2 = np.linalg.eigh(M2 + ridge * np.trace(M2) / d * np.eye(d))
+    s1, s2 = np.sqrt(l1), np.sqrt(l2)
+    U, sig, _ = np.linalg.svd(s1[:, None] * (Q1.T @ Q2) * s2[None, :])
+    mu3 = float(X.mean(1) @ Y.mean(1)) / d
+    A = lemma_a1(max(0.0, 2 * sig.mean() + 2 * mu3))
+    b, rs = np.sqrt(1 - 4 * A), np.sqrt(sig)
+    B1 = b * (rs[:, None] * U.T) @ (Q1 / s1[None, :]).T
+    B2 = b * ((1 / rs)[:, None] * U.T) @ (Q1 * s1[None, :]).T
+    return derf_moment(A, B1, B2)
+
+
+def fit_sderf(X, Y):
+    """DERF Thm 4.3: eigenvectors of N = mean (x + y)(x + y)^T, A_ll from Lemma A.1 per eigenvalue."""
+    mx, my = X.mean(1), Y.mean(1)
+    N = X @ X.T / X.shape[1] + Y @ Y.T / Y.shape[1] + np.outer(mx, my) + np.outer(my, mx)
+    l3, Q3 = np.linalg.eigh(0.5 * (N + N.T))
+    a = lemma_a1(np.maximum(l3, 0.0))
+    B = np.sqrt(1 - 4 * a)[:, None] * Q3.T
+    return derf_moment(a, B, B)
+
+
+def fit_saderf(X, Y, ridge=1e-8):
+    """DERF section 4.3: Psi_ll = (mean y_l^2 / mean x_l^2)^(1/4), then OPRF's A on the transformed statistics."""
+    d = X.shape[0]
+    sx0, sy0 = (X * X).mean(1), (Y * Y).mean(1)
+    sx, sy = sx0 + ridge * sx0.sum() / d, sy0 + ridge * sy0.sum() / d
+    psi = (sy / sx) ** 0.25
+    S = psi @ (psi * sx) + (sy / psi ** 2).sum() + 2 * float(X.mean(1) @ Y.mean(1))
+    rho = 2 * d / (2 * S + d + np.sqrt((2 * S + d) ** 2 + 8 * d * S))
+    A = (1 - 1 / rho) / 8
+    b = np.sqrt(1 - 4 * A)
+    return derf_moment(A, b * np.diag(psi), b * np.diag(1 / psi))
+
+
 def fitted(name, X, Y):
     if name == "trig":
         return {"A_re": 0.0, "A_im": 0.0, "s": -1}
     if name == "pos":
         return {"A_re": 0.0, "A_im": 0.0, "s": 1}
-    return {"oprf": fit_oprf, "gerf": fit_gerf, "pois": fit_pois, "geom": fit_geom}[name](X, Y)
+    return {"oprf": fit_oprf, "gerf": fit_gerf, "pois": fit_pois, "geom": fit_geom, "pois+": shifted(fit_pois),
+            "geom+": shifted(fit_geom), "aderf": fit_aderf, "sderf": fit_sderf, "saderf": fit_saderf}[name](X, Y)
 
 
 # ---- Nadaraya-Watson (CRT 5.2) -----------------------------------------------------------------------------------
@@ -308,14 +401,19 @@ def main():
     for L in ((1024,) if quick else (1024, 4096)):
         X, Y = load(dump, f"X_{L}.bin", d), load(dump, f"Y_{L}.bin", d)
         for name, r in ref["pairwise"].items():
-            f = lvk2_for(name, r["params"], d, rng)
+            params = r["params"]
+            if name in ("pois+", "geom+"):  # kestrel's rate or p (as for pois, geom), the shift c computed here
+                params = {**fitted(name, X, Y), **{k: r["params"][k] for k in ("lambda", "p") if k in r["params"]}}
+            elif name in ("aderf", "sderf", "saderf"):  # the fitted matrices are not exported: NumPy fits them
+                params = fitted(name, X, Y)
+            f = lvk2_for(name, params, d, rng)
             if f is None:
                 continue  # hrf-angular: no NumPy peer (HRF Thm 3.1's MSE is per-pair special-function code)
-            if name == "geom" and L > 1024:
+            if name.startswith("geom") and L > 1024:
                 continue  # ~20 s per 1024^2 pairs in NumPy (scipy i0e on L^2 d entries): L = 4096 alone takes ~5 min
             t, s = timed(lambda: pairwise_summary(f, X, Y), repeat=3 if L == 1024 else 1)
             res["pairwise"][f"{name}/L:{L}"] = {"seconds": t, "pairs_per_s": L * L / t}
-            if L == 1024 and name not in ("aderf", "sderf", "dark"):
+            if L == 1024 and name != "dark":
                 check(f"pairwise {name} mean log Var (L=1024)", s["mean_log_var"], r["mean_log_var"], 1e-9)
                 # The std is checked relative to |mean| + std: TrigRF's log Var is log(1/2) up to ~1e-7 here, and
                 # the Gram-matrix |x - y|^2 of the peer carries rounding of that order.
@@ -384,6 +482,22 @@ def main():
     t, vals = timed(study, repeat=1)
     res["variance_study"] = {"seconds": t, "mean_log_var": vals}
     print(f"[numpy] reduced crt-fig2 study: {t:.3f} s", file=sys.stderr, flush=True)
+    # Issue #19's crt-fig2 cell (`kestrel variance --regime normal --sigma 1 --dim 64 --points 1024 --pairs 5`, softmax
+    # kernel): every estimator fitted on each of the 5 set pairs, log Var pooled over all 5 L^2 pairs.
+    cell = [(load(dump, f"cell_X_{k}.bin", d), load(dump, f"cell_Y_{k}.bin", d)) for k in range(5)]
+    cell_ests = ["trig", "pos", "gerf", "oprf", "pois", "geom", "pois+", "geom+", "aderf", "sderf", "saderf"]
+
+    def cell_study():
+        out = {}
+        for name in cell_ests:
+            acc = Moments()
+            for X_, Y_ in cell:
+                pairwise_summary(lvk2_for(name, fitted(name, X_, Y_), d, rng), X_, Y_, log_softmax, acc)
+            out[name] = acc.summary()["mean_log_var"]
+        return out
+    t, vals = timed(cell_study, repeat=1)
+    res["crt_fig2_cell"] = {"seconds": t, "mean_log_var": vals}
+    print(f"[numpy] crt-fig2 cell: {t:.3f} s", file=sys.stderr, flush=True)
     json.dump(res, open(out, "w"), indent=1)
 
 

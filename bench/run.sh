@@ -75,6 +75,10 @@ EOF
   --y-file "$TMP/dump/Y_1024.csv" --dim 64 --points 1024 --pairs 1 --sigma 0.2,0.6,1 \
   --estimators trig,gerf,pois,geom,pos,oprf --kernel gaussian --halve-real --json > "$OUT/kestrel_variance.json"
 echo "variance_study $(wall "$TMP/time_variance.txt")" > "$TMP/wall.txt"
+echo "[bench] issue #19's crt-fig2 cell through the CLI (11 estimators, 5 set pairs; the NumPy peer draws the same)"
+/usr/bin/time -v -o "$TMP/time_cell.txt" "$KESTREL" variance --regime normal --sigma 1 --dim 64 --points 1024 \
+  --pairs 5 --estimators trig,pos,gerf,oprf,pois,geom,pois+,geom+,aderf,sderf,saderf --json > "$OUT/kestrel_cell.json"
+echo "crt_fig2_cell $(wall "$TMP/time_cell.txt")" >> "$TMP/wall.txt"
 
 if [ "$E2E" = 1 ]; then
   # Every reproduction at paper settings, one after another (bench/reproductions.sh: wall time and load before each,
