@@ -154,11 +154,7 @@ constexpr double kI0Series[17] = {1.0,
 // GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
 using V4 = double __attribute__((vector_size(4 * sizeof(double))));
 using M4 = long long __attribute__((vector_size(4 * sizeof(double))));
-// Coordinates per step: eight independent Horner chains of 4 lanes, enough to cover the FMA latency (4 cycles) at
-// two FMAs per cycle (issue #19: four chains left half the FMA throughput unused). The chains take the coordinates in
-// the order of four-chain blocks, so every sum and product is formed in the same order as with four.
-constexpr arma::uword kBlock = 32;
-constexpr int kChains = kBlock / 4;
+constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
 // z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
 constexpr double kZSeries = 10.0;
 
@@ -172,7 +168,7 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 }
 
 // GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates,
-// 32 at a time (eight vectors of 4: independent Horner chains in registers).
+// 16 at a time (four vectors of 4: independent Horner chains in registers).
 // z_l < 10 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the economised series kI0Series. The u_l
 // of a group are multiplied as P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that
 // P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
@@ -186,7 +182,7 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
 // P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
 // coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
 // H >= 0 holds exactly; rounding below 0 is clamped to 0.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))  // FMA Horner steps; v4: 32 registers
+__attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
 arma::mat
 geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
@@ -212,9 +208,9 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
         V4 pm = zero, pg = one, pz = one;
         bool group_mid = false;
         for (arma::uword l = l0; l < l1; l += kBlock) {
-          V4 t[kChains], z[kChains], y4[kChains];
-          M4 mid[kChains], small_any = izero, mid_any = izero;
-          for (int b = 0; b < kChains; ++b) {
+          V4 t[4], z[4], y4[4];
+          M4 mid[4], small_any = izero, mid_any = izero;
+          for (int b = 0; b < 4; ++b) {
             V4 xv, yv;
             std::memcpy(&xv, x + l + 4 * b, sizeof xv);
             std::memcpy(&yv, y + l + 4 * b, sizeof yv);
@@ -234,8 +230,8 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
           // The series and the g polynomial are independent Horner chains: a block needing both runs them in one loop
           // (eight chains, bound by throughput rather than by the latency of four).
           const bool has_small = any(small_any), has_mid = any(mid_any);
-          V4 s[kChains], g[kChains], zz[kChains], v[kChains];
-          for (int b = 0; b < kChains; ++b) {
+          V4 s[4], g[4], zz[4], v[4];
+          for (int b = 0; b < 4; ++b) {
             s[b] = zero + kI0Series[16];
             g[b] = zero + kI0Scaled[20];
             zz[b] = mid[b] ? z[b] : zero + kZSeries;  // a harmless value in the other lanes
@@ -244,26 +240,26 @@ geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) 
           if (has_small && has_mid) {
 #pragma GCC unroll 20
             for (int k = 19; k >= 0; --k) {
-              for (int b = 0; b < kChains; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
               if (k <= 15)
-                for (int b = 0; b < kChains; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+                for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
             }
           } else if (has_small) {
             for (int k = 15; k >= 0; --k)
-              for (int b = 0; b < kChains; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+              for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
           } else if (has_mid) {
             for (int k = 19; k >= 0; --k)
-              for (int b = 0; b < kChains; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
           }
           if (has_small) {
-            for (int b = 0; b < kChains; ++b) {
+            for (int b = 0; b < 4; ++b) {
               const V4 u = y4[b] * s[b];
               pm += u + pm * u;
             }
           }
           if (has_mid) {
             group_mid = true;
-            for (int b = 0; b < kChains; ++b) {
+            for (int b = 0; b < 4; ++b) {
               const M4 bits = (M4)zz[b];
               pg *= mid[b] ? g[b] : one;
               pz *= mid[b] ? (V4)((bits & significand) | exponent_zero) : one;
