@@ -30,10 +30,12 @@ if [ ${#NAMES[@]} -eq 0 ]; then  # every registered reproduction, in the CLI's o
   mapfile -t NAMES < <("$KESTREL" reproduce --help | grep -m1 'Reproduction:' | sed 's/.*Reproduction: //; s/, or all.*//' |
                        tr ',' '\n' | tr -d ' ')
 fi
+. "$ROOT/scripts/blas-core.sh" "$KESTREL"  # as scripts/main.sh does
 mkdir -p "$OUT"
 TSV=$OUT/times.tsv
 printf 'name\tseconds\tload1_before\texit\n' > "$TSV"
-echo "[reproductions] $KESTREL, $(nproc) cores, ${QUICK[*]:-paper settings}: ${NAMES[*]}"
+echo "[reproductions] $KESTREL, $(nproc) cores, OpenBLAS core ${OPENBLAS_CORETYPE:-as detected}," \
+     "${QUICK[*]:-paper settings}: ${NAMES[*]}"
 total=0
 for n in "${NAMES[@]}"; do
   load=$(cut -d' ' -f1 /proc/loadavg)

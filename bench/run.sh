@@ -37,6 +37,8 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKESTREL_BUILD_BENCH=ON
 cmake --build "$BUILD" -j"$(nproc)" --target kestrel_bench kestrel_cli > "$TMP/build.log"
 BENCH=$BUILD/bin/kestrel_bench
 KESTREL=$BUILD/bin/kestrel
+. "$ROOT/scripts/blas-core.sh" "$KESTREL"  # the same OpenBLAS kernels for kestrel and the NumPy peer
+echo "[bench] OpenBLAS core: ${OPENBLAS_CORETYPE:-as detected}"
 
 rss() { grep 'Maximum resident set size' "$1" | awk '{print $NF}'; }  # KiB
 wall() { grep 'Elapsed (wall clock)' "$1" | awk '{print $NF}'; }

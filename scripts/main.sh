@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-data.sh
 bash scripts/build.sh
+. scripts/blas-core.sh ./build/bin/kestrel  # OpenBLAS's fast kernels where it cannot detect the CPU (issue #19)
 # --force: rerunning the main job replaces the previous results/ (kestrel never replaces a file without it).
 ./build/bin/kestrel reproduce all --force --out results
 echo "results, plots and claim summaries are in $(pwd)/results/"

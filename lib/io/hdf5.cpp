@@ -16,6 +16,10 @@
 #include "core/error.hpp"
 #include "io/output.hpp"
 
+// OpenBLAS's kernel set, when the BLAS is OpenBLAS (weak: another BLAS leaves it null). It decides the summation
+// order inside matrix products, so outputs record it (scripts/blas-core.sh, issue #19).
+extern "C" char* openblas_get_corename() __attribute__((weak));
+
 namespace kestrel {
 
 namespace {
@@ -158,6 +162,7 @@ std::string library_versions() {
        fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
       {"compiler", __VERSION__},
   };
+  if (openblas_get_corename != nullptr) j["openblas_core"] = std::string(openblas_get_corename());
   return j.dump();
 }
 
