@@ -79,7 +79,8 @@ class PyEstimator final : public Estimator {
     return apply_row_scale(F / std::sqrt(static_cast<double>(w.count())), log_row_scale, log);
   }
 
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override {
+  arma::mat log_var_hook(const PairGram& g) const override {
+    const arma::mat &X = g.X, &Y = g.Y;
     require(exact_,
             "estimator '{}' has no exact variance (it defines no log_var_over_k2); kestrel.variance_study estimates "
             "it by Monte Carlo",

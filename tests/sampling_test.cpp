@@ -49,7 +49,7 @@ class PlainQrEstimator final : public Estimator {
   nlohmann::json state() const override { return base_->state(); }  // a test double: restores as its base
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override { return base_->log_var_over_k2(X, Y); }
+  arma::mat log_var_hook(const PairGram& g) const override { return base_->log_var_over_k2(g.X, g.Y); }
   Draw draw_hook(arma::uword M, Rng& rng, Sampler) const override {
     const arma::uword d = dim();
     arma::mat W(d, M);

@@ -30,7 +30,8 @@ T map_fold_blocks(std::size_t n_blocks, MapFn&& map, FoldFn&& fold, T init) {
 }
 
 // All pairs of columns of X and Y in block x block tiles: map(Xb, Yb, i0, j0) returns a tile's partial
-// result (i0, j0: offsets of the tile's first columns), folded in tile order. Peak memory O(block^2).
+// result (i0, j0: offsets of the tile's first columns), folded in tile order. Peak memory O(block^2). Xb and Yb view
+// X's and Y's memory.
 template <typename T, typename MapFn, typename FoldFn>
 T map_fold_pair_blocks(const arma::mat& X, const arma::mat& Y, arma::uword block, MapFn&& map, FoldFn&& fold, T init) {
   const arma::uword bx = (X.n_cols + block - 1) / block, by = (Y.n_cols + block - 1) / block;
@@ -40,7 +41,10 @@ T map_fold_pair_blocks(const arma::mat& X, const arma::mat& Y, arma::uword block
         const arma::uword i0 = (b / by) * block, j0 = (b % by) * block;
         const arma::uword i1 = std::min<arma::uword>(i0 + block, X.n_cols) - 1;
         const arma::uword j1 = std::min<arma::uword>(j0 + block, Y.n_cols) - 1;
-        return map(X.cols(i0, i1), Y.cols(j0, j1), i0, j0);
+        // The tiles are read-only views of the columns (Armadillo's auxiliary-memory constructor), not copies.
+        const arma::mat Xb(const_cast<double*>(X.colptr(i0)), X.n_rows, i1 - i0 + 1, false, true);
+        const arma::mat Yb(const_cast<double*>(Y.colptr(j0)), Y.n_rows, j1 - j0 + 1, false, true);
+        return map(Xb, Yb, i0, j0);
       },
       fold, std::move(init));
 }

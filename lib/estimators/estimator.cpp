@@ -141,24 +141,29 @@ arma::mat approximate_kernel_times(const FeatureMap& e, const Draw& w, const arm
 
 arma::mat Estimator::log_var_over_k2(const arma::mat& X, const arma::mat& Y) const {
   validate_pair(X, Y, dim());
-  return log_var_hook(X, Y);
+  return log_var_hook(PairGram(X, Y));
 }
 
 arma::mat Estimator::log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
-  require(M > 0, "number of features M must be > 0, got 0");
-  validate_pair(X, Y, dim());
-  return log_var_m_hook(X, Y, M);
+  return log_var_over_k2_m(PairGram(X, Y), M);
 }
 
-arma::mat Estimator::log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
-  arma::mat r = log_var_hook(X, Y);
-  r -= std::log(static_cast<double>(M));
+arma::mat Estimator::log_var_over_k2_m(const PairGram& g, arma::uword M) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  validate_pair(g.X, g.Y, dim());
+  return log_var_m_hook(g, M);
+}
+
+arma::mat Estimator::log_var_m_hook(const PairGram& g, arma::uword M) const {
+  arma::mat r = log_var_hook(g);
+  if (M > 1) r -= std::log(static_cast<double>(M));  // log 1 = 0: no pass
   return r;
 }
 
 arma::mat log_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y, arma::uword M) {
-  arma::mat r = e.log_var_over_k2_m(X, Y, M);  // validates first
-  r += 2.0 * log_kernel(k, X, Y);
+  const PairGram g(X, Y);
+  arma::mat r = e.log_var_over_k2_m(g, M);  // validates first
+  r += 2.0 * log_kernel(k, g);
   return r;
 }
 

@@ -87,13 +87,17 @@ class Estimator : public FeatureMap {
   arma::mat log_var_over_k2(const arma::mat& X, const arma::mat& Y) const;
   // log(Var/K^2) of the estimate built from M features (M > 0).
   arma::mat log_var_over_k2_m(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
+  // The same for the sets of a PairGram, which keeps the Gram product the family forms (if any) for the caller's own
+  // use, e.g. log_kernel(k, g): one BLAS product for both (the pairwise variance's tiles).
+  arma::mat log_var_over_k2_m(const PairGram& g, arma::uword M) const;
 
  protected:
-  // Called with a valid pair of sets of dimension dim().
-  virtual arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const = 0;
+  // Called with a valid pair of sets g.X, g.Y of dimension dim(). Families whose variance is a function of x^T y and
+  // the norms (GERF, TrigRF) call pairwise_sq_norm_sum(g, s), so that the product is shared; others use g.X, g.Y.
+  virtual arma::mat log_var_hook(const PairGram& g) const = 0;
   // The default, log_var_hook - log M, holds for averages of M iid features; estimators that are not such
   // averages (hybrids) override it.
-  virtual arma::mat log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const;
+  virtual arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const;
 };
 
 // Features for K^(alpha): rows scaled by exp(alpha |x_i|^2).

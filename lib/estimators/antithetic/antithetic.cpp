@@ -41,13 +41,13 @@ nlohmann::json PosAntiEstimator::params() const {
   return {{"family", "pos-anti"}, {"pairs", "floor(M/2) antithetic pairs (w, -w), plus one unpaired w for odd M"}};
 }
 
-arma::mat PosAntiEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat S = pairwise_sq_norm_sum(X, Y, 1.0);
+arma::mat PosAntiEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat S = pairwise_sq_norm_sum(g, 1.0);
   return simd::log_expm1(S);  // one feature is one unpaired PosRF feature: log(e^S - 1), -inf at S = 0
 }
 
-arma::mat PosAntiEstimator::log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
-  arma::mat l1 = pairwise_sq_norm_sum(X, Y, 1.0);
+arma::mat PosAntiEstimator::log_var_m_hook(const PairGram& g, arma::uword M) const {
+  arma::mat l1 = pairwise_sq_norm_sum(g, 1.0);
   if (M == 1) return simd::log_expm1(l1);
   arma::mat lp = l1;
   simd::log_cosh_minus_one(lp.memptr(), lp.n_elem);  // the array forms of core/logmath's log_cosh_minus_one, log_expm1

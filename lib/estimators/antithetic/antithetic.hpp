@@ -38,8 +38,8 @@ class PosAntiEstimator final : public Estimator {
   nlohmann::json state() const override;
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;  // M = 1: PosRF
-  arma::mat log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;  // M = 1: PosRF
+  arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const override;
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // [W, -W, (w)]
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

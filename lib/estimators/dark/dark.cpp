@@ -66,8 +66,8 @@ DarkEstimator::DarkEstimator(std::string name, const arma::mat& Sigma, nlohmann:
   d_ = sigma_.mat.n_rows;
 }
 
-arma::mat DarkEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat r = pairwise_sq_norm_sum(form_.T * X, form_.T * Y, 1.0);
+arma::mat DarkEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat r = pairwise_sq_norm_sum(form_.T * g.X, form_.T * g.Y, 1.0);
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + q <= 0: only for Sigma = I and x = -y (exact PosRF pair)
 }
 

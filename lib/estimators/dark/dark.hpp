@@ -86,7 +86,7 @@ class DarkEstimator final : public Estimator {
   nlohmann::json state() const override;
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   // omega = Sigma^(1/2) g, g (d x M) from the sampler.
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
   // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.

@@ -126,8 +126,8 @@ DerfEstimator::DerfEstimator(std::string name, DerfParams p, nlohmann::json summ
   }
 }
 
-arma::mat DerfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat r = pairwise_sq_norm_sum(form_.TB1 * X, form_.TB2 * Y, 1.0);
+arma::mat DerfEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat r = pairwise_sq_norm_sum(form_.TB1 * g.X, form_.TB2 * g.Y, 1.0);
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + s <= 0
 }
 

@@ -108,7 +108,7 @@ class DerfEstimator final : public Estimator {
   nlohmann::json state() const override;
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

@@ -316,7 +316,8 @@ DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscretePa
   info_.positive = shift_.has_value();  // shifted points are >= epsilon > 0, so every factor is > 0
 }
 
-arma::mat DiscreteEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
+arma::mat DiscreteEstimator::log_var_hook(const PairGram& g) const {
+  const arma::mat &X = g.X, &Y = g.Y;
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   const arma::mat Yh = shift_ ? shift_points(*shift_, Y) : Y;
   arma::mat out = q_.kind == DiscreteKind::Poisson ? poisson_sums(q_, Xh, Yh) : geometric_sums(q_, Xh, Yh);

@@ -122,8 +122,8 @@ GerfEstimator::GerfEstimator(std::string name, arma::uword d, GerfParams p) : p_
   info_.positive = real;
 }
 
-arma::mat GerfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat S = pairwise_sq_norm_sum(X, Y, p_.s);
+arma::mat GerfEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat S = pairwise_sq_norm_sum(g, p_.s);
   // The two real cases of gerf_log_var_over_k2 as array transforms (core/vecmath.hpp); the complex case entrywise.
   if (p_.A == cplx(0, 0) && p_.s == -1) {
     simd::log_cosh_minus_one(S.memptr(), S.n_elem);

@@ -71,8 +71,8 @@ CexpEstimator::CexpEstimator(std::string name, arma::cx_mat A) : A_(std::move(A)
   d_ = A_.n_rows;
 }
 
-arma::mat CexpEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  return cexp_log_var_over_k2_pairs(A_ * X, B_ * Y);
+arma::mat CexpEstimator::log_var_hook(const PairGram& g) const {
+  return cexp_log_var_over_k2_pairs(A_ * g.X, B_ * g.Y);
 }
 
 arma::mat CexpEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,

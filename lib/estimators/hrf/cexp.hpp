@@ -31,7 +31,7 @@ class CexpEstimator final : public Estimator {
   nlohmann::json state() const override;
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   // Real A: L x M positive features. Complex A: L x 2M, [Re f, Im f] (Query), [Re f, -Im f] (Key).
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

@@ -166,7 +166,8 @@ arma::mat ClusteredHrfEstimator::centre_losses() const {
   return l;
 }
 
-arma::mat ClusteredHrfEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
+arma::mat ClusteredHrfEstimator::log_var_hook(const PairGram& g) const {
+  const arma::mat &X = g.X, &Y = g.Y;
   const arma::uvec lx = nearest_centre(X, cx_), ly = nearest_centre(Y, cy_);
   arma::mat out(X.n_cols, Y.n_cols);
   // Group by pair of clusters so each block is one CE estimator.

@@ -62,7 +62,7 @@ class ClusteredHrfEstimator final : public Estimator {
   arma::mat centre_losses() const;
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   // One draw of M projections is shared by all n_q n_k CE estimators. Real A: L x (n_q n_k M) features;
   // complex: L x (2 n_q n_k M), block (i, j) holding [Re, +-Im]. A query in cluster i is zero outside
   // the blocks (i, .), a key in cluster j outside (., j), so P S^T picks the CE estimate of A_ij.

@@ -146,8 +146,8 @@ PosHypEstimator::PosHypEstimator(arma::uword d) {
   info_.positive = true;
 }
 
-arma::mat PosHypEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat S = pairwise_sq_norm_sum(X, Y, 1.0);
+arma::mat PosHypEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat S = pairwise_sq_norm_sum(g, 1.0);
   S.transform([](double v) { return log_cosh_minus_one(v); });
   return S;
 }
@@ -183,11 +183,10 @@ LambdaMoments HybridEstimator::lambda_moments(const arma::vec& x, const arma::ve
   return angular_lambda_moments(angle(x, y), n);
 }
 
-arma::mat HybridEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  return log_var_m_hook(X, Y, 1);
-}
+arma::mat HybridEstimator::log_var_hook(const PairGram& g) const { return log_var_m_hook(g, 1); }
 
-arma::mat HybridEstimator::log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const {
+arma::mat HybridEstimator::log_var_m_hook(const PairGram& g, arma::uword M) const {
+  const arma::mat &X = g.X, &Y = g.Y;
   const arma::uword n = lambda_count(M);
   const arma::rowvec nx = arma::sum(arma::square(X), 0), ny = arma::sum(arma::square(Y), 0);
   // Angular lambda: the unit vectors x/|x| of each set once instead of once per pair (issue #19: the two norms per

@@ -76,7 +76,7 @@ class PosHypEstimator final : public Estimator {
   nlohmann::json state() const override { return {{"family", info_.name}, {"d", d_}}; }
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 };
@@ -108,8 +108,8 @@ class HybridEstimator final : public Estimator {
   arma::uword lambda_count(arma::uword M) const { return p_.lambda_features == 0 ? M : p_.lambda_features; }
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;  // M = 1
-  arma::mat log_var_m_hook(const arma::mat& X, const arma::mat& Y, arma::uword M) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;  // M = 1
+  arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const override;
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

@@ -34,8 +34,8 @@ TrigRealEstimator::TrigRealEstimator(arma::uword d) {
   d_ = d;
 }
 
-arma::mat TrigRealEstimator::log_var_hook(const arma::mat& X, const arma::mat& Y) const {
-  arma::mat S = pairwise_sq_norm_sum(X, Y, -1.0);
+arma::mat TrigRealEstimator::log_var_hook(const PairGram& g) const {
+  arma::mat S = pairwise_sq_norm_sum(g, -1.0);
   simd::log_trig_real(S.memptr(), S.n_elem);  // trig_real_log_var_over_k2 as one array transform
   return S;
 }

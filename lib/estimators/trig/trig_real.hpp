@@ -28,7 +28,7 @@ class TrigRealEstimator final : public Estimator {
   nlohmann::json state() const override { return {{"family", info_.name}, {"d", d_}}; }
 
  protected:
-  arma::mat log_var_hook(const arma::mat& X, const arma::mat& Y) const override;
+  arma::mat log_var_hook(const PairGram& g) const override;
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // projections and phases
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
