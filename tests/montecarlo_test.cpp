@@ -141,3 +141,30 @@ TEST(MonteCarlo, BadInput) {
   EXPECT_THROW(simulate(*e, Kernel::softmax(), X, X, {10, 1, 0, Sampler::Iid}, &C), InvalidArgument);
   EXPECT_THROW(simulate(*e, Kernel::softmax(), arma::mat(3, 0), X, {10, 1, 0, Sampler::Iid}), InvalidArgument);
 }
+
+TEST(MonteCarlo, SharedDrawsGiveEachEstimatorsOwnResultBitForBit) {
+  // The GERF family draws alike: simulate_shared equals one simulate() per estimator, for both coupled samplers.
+  const arma::mat X = test::points(6, 3, 0.5, 41), Y = test::points(6, 2, 0.5, 42);
+  std::vector<std::unique_ptr<Estimator>> owned;
+  std::vector<const Estimator*> es;
+  for (const char* n : {"pos", "oprf", "gerf", "trig"}) es.push_back(owned.emplace_back(make_estimator(n, X, Y)).get());
+  for (const Sampler smp : {Sampler::Orthogonal, Sampler::Simplex}) {
+    const MonteCarloOptions o{64, 6, 5, smp};
+    const auto shared = simulate_shared(es, Kernel::gaussian(), X, Y, o);
+    ASSERT_EQ(shared.size(), es.size());
+    for (std::size_t q = 0; q < es.size(); ++q) {
+      const MonteCarloResult alone = simulate(*es[q], Kernel::gaussian(), X, Y, o);
+      EXPECT_TRUE(arma::approx_equal(shared[q].kernel.mean, alone.kernel.mean, "absdiff", 0.0)) << q;
+      EXPECT_TRUE(arma::approx_equal(shared[q].kernel.variance, alone.kernel.variance, "absdiff", 0.0)) << q;
+      EXPECT_TRUE(arma::approx_equal(shared[q].kernel.se_variance, alone.kernel.se_variance, "absdiff", 0.0)) << q;
+    }
+  }
+  // TrigRF in its real form also draws phases: refused, not silently given another estimator's draws.
+  const auto real = make_estimator("trig-real", X, Y);
+  try {
+    simulate_shared({es[0], real.get()}, Kernel::gaussian(), X, Y, {64, 6, 5, Sampler::Iid});
+    FAIL() << "estimators that draw differently were simulated on shared draws";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("draw differently"), std::string::npos) << e.what();
+  }
+}

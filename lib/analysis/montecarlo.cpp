@@ -36,48 +36,76 @@ EntryMoments moments(const PowerSums& p, const arma::mat& exact, double R) {
   return m;
 }
 
-}  // namespace
-
-MonteCarloResult simulate(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                          const MonteCarloOptions& opt, const arma::mat* C) {
-  validate_pair(X, Y, e.dim());
+// simulate() and simulate_shared(), with the optional C.
+std::vector<MonteCarloResult> simulate_shared(const std::vector<const Estimator*>& es, const Kernel& k,
+                                              const arma::mat& X, const arma::mat& Y, const MonteCarloOptions& opt,
+                                              const arma::mat* C) {
+  require(!es.empty(), "no estimators to simulate");
+  for (const Estimator* e : es) validate_pair(X, Y, e->dim());
   require(opt.reps >= 4, "Monte Carlo needs at least 4 repetitions, got {}", opt.reps);
   require(opt.features > 0, "number of features M must be > 0, got 0");
   if (C)
     require(C->n_rows == Y.n_cols && C->n_cols > 0 && C->is_finite(), "C must be a finite {} x n matrix, got {} x {}",
             Y.n_cols, C->n_rows, C->n_cols);
+  for (std::size_t q = 1; q < es.size(); ++q) {
+    Rng r0(opt.seed, Stream::MonteCarlo, 0), rq(opt.seed, Stream::MonteCarlo, 0);
+    const Draw a = es[0]->draw(opt.features, r0, opt.sampler), b = es[q]->draw(opt.features, rq, opt.sampler);
+    require(
+        arma::approx_equal(a.omega, b.omega, "absdiff", 0.0) && arma::approx_equal(a.phase, b.phase, "absdiff", 0.0),
+        "estimators '{}' and '{}' draw differently: simulate them separately", es[0]->info().name, es[q]->info().name);
+  }
 
   const arma::mat K = arma::exp(log_kernel(k, X, Y));
   const arma::mat KC = C ? kernel_times(k, X, Y, *C) : arma::mat();
   constexpr std::size_t kChunks = 16;  // fixed: independent of the thread count
-  const std::size_t n_chunks = std::min(kChunks, opt.reps);
-  std::vector<PowerSums> sk(n_chunks), skc(n_chunks);
+  const std::size_t n_chunks = std::min(kChunks, opt.reps), n_est = es.size();
+  std::vector<PowerSums> sk(n_chunks * n_est), skc(n_chunks * n_est);  // [chunk * n_est + estimator]
   for_each_block(n_chunks, [&](std::size_t c) {
-    sk[c].init(K.n_rows, K.n_cols);
-    if (C) skc[c].init(KC.n_rows, KC.n_cols);
+    for (std::size_t q = 0; q < n_est; ++q) {
+      sk[c * n_est + q].init(K.n_rows, K.n_cols);
+      if (C) skc[c * n_est + q].init(KC.n_rows, KC.n_cols);
+    }
     const std::size_t r0 = opt.reps * c / n_chunks, r1 = opt.reps * (c + 1) / n_chunks;
     for (std::size_t r = r0; r < r1; ++r) {
       Rng rng(opt.seed, Stream::MonteCarlo, r);
-      const Draw w = e.draw(opt.features, rng, opt.sampler);
-      // Same products as approximate_kernel(_times), sharing one feature map per side.
-      const arma::mat P = feature_map(e, w, X, Side::Query, k);
-      const arma::mat S = feature_map(e, w, Y, Side::Key, k);
-      sk[c].add(P * S.t() - K);
-      if (C) skc[c].add(P * (S.t() * *C) - KC);
+      const Draw w = es[0]->draw(opt.features, rng, opt.sampler);
+      for (std::size_t q = 0; q < n_est; ++q) {
+        // Same products as approximate_kernel(_times), sharing one feature map per side.
+        const arma::mat P = feature_map(*es[q], w, X, Side::Query, k);
+        const arma::mat S = feature_map(*es[q], w, Y, Side::Key, k);
+        sk[c * n_est + q].add(P * S.t() - K);
+        if (C) skc[c * n_est + q].add(P * (S.t() * *C) - KC);
+      }
     }
   });
-  for (std::size_t c = 1; c < n_chunks; ++c) {
-    sk[0].merge(sk[c]);
-    if (C) skc[0].merge(skc[c]);
+  std::vector<MonteCarloResult> out(n_est);
+  for (std::size_t q = 0; q < n_est; ++q) {
+    for (std::size_t c = 1; c < n_chunks; ++c) {
+      sk[q].merge(sk[c * n_est + q]);
+      if (C) skc[q].merge(skc[c * n_est + q]);
+    }
+    MonteCarloResult& res = out[q];
+    res.reps = opt.reps;
+    res.features = opt.features;
+    res.kernel = moments(sk[q], K, static_cast<double>(opt.reps));
+    if (C) res.kernel_times = moments(skc[q], KC, static_cast<double>(opt.reps));
+    if (!res.kernel.mean.is_finite() || !res.kernel.variance.is_finite())
+      throw NumericalError(
+          fmt::format("estimator '{}': Monte Carlo estimates overflowed (non-finite)", es[q]->info().name));
   }
-  MonteCarloResult res;
-  res.reps = opt.reps;
-  res.features = opt.features;
-  res.kernel = moments(sk[0], K, static_cast<double>(opt.reps));
-  if (C) res.kernel_times = moments(skc[0], KC, static_cast<double>(opt.reps));
-  if (!res.kernel.mean.is_finite() || !res.kernel.variance.is_finite())
-    throw NumericalError(fmt::format("estimator '{}': Monte Carlo estimates overflowed (non-finite)", e.info().name));
-  return res;
+  return out;
+}
+
+}  // namespace
+
+MonteCarloResult simulate(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
+                          const MonteCarloOptions& opt, const arma::mat* C) {
+  return simulate_shared({&e}, k, X, Y, opt, C).front();
+}
+
+std::vector<MonteCarloResult> simulate_shared(const std::vector<const Estimator*>& es, const Kernel& k,
+                                              const arma::mat& X, const arma::mat& Y, const MonteCarloOptions& opt) {
+  return simulate_shared(es, k, X, Y, opt, nullptr);
 }
 
 }  // namespace kestrel

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "estimators/estimator.hpp"
 
@@ -35,5 +36,12 @@ struct MonteCarloResult {
 
 MonteCarloResult simulate(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
                           const MonteCarloOptions& opt, const arma::mat* C = nullptr);
+
+// simulate() for several estimators that draw alike (the same Draw from the same stream, e.g. the GERF family's
+// Gaussian projections), on one draw per rep instead of one per estimator: each result is the one simulate() gives,
+// bit for bit, at a fraction of the cost when drawing dominates (orthogonal blocks: a QR per block). InvalidArgument
+// if rep 0's draws differ between the estimators.
+std::vector<MonteCarloResult> simulate_shared(const std::vector<const Estimator*>& es, const Kernel& k,
+                                              const arma::mat& X, const arma::mat& Y, const MonteCarloOptions& opt);
 
 }  // namespace kestrel
