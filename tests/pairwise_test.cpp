@@ -176,3 +176,30 @@ TEST(PairGram, NonFinitePointsAreRefused) {
     EXPECT_THROW(e->log_var_over_k2_m(PairGram(X, Y), 1), InvalidArgument) << bad;
   }
 }
+
+TEST(PairGram, OnlyCancellingEntriesAreRecomputed) {
+  // |x + s y|^2 is the Gram form m + 2 s x^T y (one rounding: 2 s x^T y is exact) except where it is below m / 64,
+  // m = |x|^2 + |y|^2, which is summed directly. HEAD before issue #19's round 2 also recomputed other entries of such
+  // tiles, but only as compiled in its target clones (a GCC 12 code-generation effect): this pins the rule.
+  int cancelling = 0;
+  for (const arma::uword d : {2u, 3u, 5u}) {
+    const arma::mat X = test::points(d, 37, 1.0, 81), Y = test::points(d, 40, 1.0, 82);
+    const arma::mat G = X.t() * Y;
+    const arma::rowvec x2 = arma::sum(arma::square(X), 0), y2 = arma::sum(arma::square(Y), 0);
+    for (const double s : {1.0, -1.0}) {
+      const arma::mat S = pairwise_sq_norm_sum(X, Y, s);
+      for (arma::uword j = 0; j < S.n_cols; ++j)
+        for (arma::uword i = 0; i < S.n_rows; ++i) {
+          const double m = x2[i] + y2[j], gram = m + 2 * s * G(i, j);
+          if (gram >= m / 64) {
+            EXPECT_EQ(S(i, j), gram) << "d = " << d << ", s = " << s << ", pair " << i << ", " << j;
+          } else {
+            ++cancelling;
+            const double direct = arma::accu(arma::square(X.col(i) + s * Y.col(j)));
+            EXPECT_NEAR(S(i, j), direct, 1e-15 * m) << "d = " << d << ", s = " << s << ", pair " << i << ", " << j;
+          }
+        }
+    }
+  }
+  EXPECT_GT(cancelling, 0) << "the check needs cancelling entries";
+}
