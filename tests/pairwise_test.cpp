@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "analysis/pairwise.hpp"
 #include "core/error.hpp"
@@ -37,10 +38,11 @@ std::pair<arma::mat, arma::mat> sets(arma::uword d, arma::uword Lx, arma::uword 
   return {X, Y};
 }
 
-// Returns NaN as its log-variance at pair (2, 3), else PosRF's: the summary must name that pair.
-class NanAtOnePair final : public Estimator {
+// PosRF's features with a given log-variance function of the sets: the test doubles below.
+class WithLogVar final : public Estimator {
  public:
-  explicit NanAtOnePair(std::unique_ptr<Estimator> base) : base_(std::move(base)) {
+  using LogVar = std::function<arma::mat(const PairGram&)>;
+  WithLogVar(std::unique_ptr<Estimator> base, LogVar f) : base_(std::move(base)), f_(std::move(f)) {
     info_ = base_->info();
     d_ = base_->dim();
   }
@@ -48,11 +50,7 @@ class NanAtOnePair final : public Estimator {
   nlohmann::json state() const override { return base_->state(); }
 
  protected:
-  arma::mat log_var_hook(const PairGram& g) const override {
-    arma::mat r = base_->log_var_over_k2(g.X, g.Y);
-    if (r.n_rows > 2 && r.n_cols > 3) r(2, 3) = arma::datum::nan;
-    return r;
-  }
+  arma::mat log_var_hook(const PairGram& g) const override { return f_(g); }
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool) const override {
     return base_->features(w, X, side, log_row_scale);
@@ -60,32 +58,15 @@ class NanAtOnePair final : public Estimator {
 
  private:
   std::unique_ptr<Estimator> base_;
+  LogVar f_;
 };
 
-// log |x + y|^2 from <cmath> (-inf at y = -x), the same on every SIMD path; features as PosRF's.
-class LogOfSquares final : public Estimator {
- public:
-  explicit LogOfSquares(std::unique_ptr<Estimator> base) : base_(std::move(base)) {
-    info_ = base_->info();
-    d_ = base_->dim();
-  }
-  nlohmann::json params() const override { return base_->params(); }
-  nlohmann::json state() const override { return base_->state(); }
-
- protected:
-  arma::mat log_var_hook(const PairGram& g) const override {
-    arma::mat r = pairwise_sq_norm_sum(g, 1.0);
-    for (double& v : r) v = std::log(v);
-    return r;
-  }
-  arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
-                          bool) const override {
-    return base_->features(w, X, side, log_row_scale);
-  }
-
- private:
-  std::unique_ptr<Estimator> base_;
-};
+// log |x + y|^2 from <cmath> (-inf at y = -x): the same on every SIMD path.
+arma::mat log_of_squares(const PairGram& g) {
+  arma::mat r = pairwise_sq_norm_sum(g, 1.0);
+  for (double& v : r) v = std::log(v);
+  return r;
+}
 
 }  // namespace
 
@@ -120,7 +101,7 @@ TEST(Pairwise, VectorAndPortablePathsGiveTheSameBits) {
   if (!simd::supported(simd::Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   // Log-variances from <cmath> only (LogOfSquares), so that the summary's own path is the one thing that changes.
   const auto [X, Y] = sets(6, 45, 51);
-  const LogOfSquares e(make_estimator("pos", X, Y));
+  const WithLogVar e(make_estimator("pos", X, Y), log_of_squares);
   const simd::Isa saved = simd::active();
   simd::set_active(simd::Isa::Avx512);
   const PairwiseSummary a = summarize_exact_variance(e, Kernel::softmax(), X, Y, 20, 3);
@@ -139,7 +120,13 @@ TEST(Pairwise, VectorAndPortablePathsGiveTheSameBits) {
 
 TEST(Pairwise, NanLogVarianceNamesItsPair) {
   const auto [X, Y] = sets(4, 10, 10);
-  const NanAtOnePair e(make_estimator("pos", X, Y));
+  // NaN at pair (2, 3), else PosRF's log-variance: the summary must name that pair.
+  const auto pos = make_estimator("pos", X, Y);
+  const WithLogVar e(make_estimator("pos", X, Y), [&](const PairGram& g) {
+    arma::mat r = pos->log_var_over_k2(g.X, g.Y);
+    if (r.n_rows > 2 && r.n_cols > 3) r(2, 3) = arma::datum::nan;
+    return r;
+  });
   try {
     summarize_exact_variance(e, Kernel::softmax(), X, Y, 256);
     FAIL() << "a NaN log-variance went through";

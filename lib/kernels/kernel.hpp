@@ -19,9 +19,9 @@ struct Kernel {
 };
 
 // Two point sets (columns of X, d x Lx, and Y, d x Ly) with what is computed from them once and then shared: the Gram
-// product X^T Y and the squared norms. The kernel and the variances of the GERF family
-// are functions of these, so a tile of the pairwise variance forms one BLAS product for both (issue #19). Holds
-// references to X and Y, which must outlive it; computes on first use, so one object belongs to one thread.
+// product X^T Y and the squared norms. The kernel and the variances of the GERF family are functions of these, so a
+// tile of the pairwise variance forms one BLAS product for both (issue #19). Holds references to X and Y, which must
+// outlive it; computes on first use, so one object belongs to one thread.
 class PairGram {
  public:
   PairGram(const arma::mat& X, const arma::mat& Y) : X(X), Y(Y) {}
