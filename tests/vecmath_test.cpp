@@ -2,8 +2,10 @@
 // references, and the Gram-form pairwise sums (kernels/kernel.hpp, PoisRF) against direct sums.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -115,6 +117,62 @@ TEST(VecMath, ExpUnderflowLanesMatchLibm) {
     simd::exp(n, 8);
     EXPECT_TRUE(std::isnan(n[0]));
     EXPECT_EQ(n[1], 0.0);
+  });
+}
+
+// simd::exp_libm must give std::exp's bits on every path (it replaces std::exp where an ulp could move an argmax).
+// On AVX-512 it evaluates glibc's algorithm itself, which equals the library's only where glibc runs its FMA variant,
+// as it does on every CPU with AVX-512 (glibc >= 2.28); a glibc with another exp would fail here, as it should.
+TEST(VecMath, ExpLibmIsStdExpBitForBit) {
+  const double inf = std::numeric_limits<double>::infinity(), tiny = 0x1p-54;
+  std::vector<double> x = {0.0,
+                           -0.0,
+                           4.9e-324,
+                           -4.9e-324,
+                           tiny,
+                           -tiny,
+                           std::nextafter(tiny, 0.0),
+                           -std::nextafter(tiny, 0.0),
+                           512.0,
+                           -512.0,
+                           std::nextafter(-512.0, 0.0),
+                           std::nextafter(-512.0, -inf),
+                           1024.0,
+                           -1024.0,
+                           std::nextafter(-1024.0, 0.0),
+                           -745.1332191019412,
+                           -745.1332191019411,
+                           -708.3964185322641,
+                           -708.4,
+                           709.782712893384,
+                           709.79,
+                           600.0,
+                           -1e308,
+                           1e308,
+                           std::nan(""),
+                           -std::nan(""),
+                           inf,
+                           -inf};
+  Rng rng(11);
+  for (int k = 0; k < 1'000'000; ++k) x.push_back(-1100 + 1820 * rng.uniform());
+  for (int k = 0; k < 200'000; ++k) x.push_back(-760 + 260 * rng.uniform());  // the subnormal special case
+  for (int k = 0; k < 50'000; ++k) x.push_back((2 * rng.uniform() - 1) * 0x1p-50);
+  for (int k = 0; k < 50'000; ++k) {  // random bit patterns: every exponent, NaNs included
+    const std::uint64_t b =
+        static_cast<std::uint64_t>(rng.uniform() * 0x1p32) << 32 | static_cast<std::uint64_t>(rng.uniform() * 0x1p32);
+    x.push_back(std::bit_cast<double>(b));
+  }
+  for_each_isa([&] {
+    std::vector<double> e = x;
+    simd::exp_libm(e.data(), e.size());
+    std::size_t differ = 0, first = x.size();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double want = std::exp(x[i]);
+      const bool same = std::isnan(want) ? std::isnan(e[i])
+                                         : std::bit_cast<std::uint64_t>(e[i]) == std::bit_cast<std::uint64_t>(want);
+      if (!same && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << "first at x = " << (first < x.size() ? x[first] : 0.0);
   });
 }
 

@@ -8,6 +8,12 @@
 
 #include "core/error.hpp"
 
+namespace kestrel::simd {
+namespace {
+#include "core/exp_table.inc"
+}
+}  // namespace kestrel::simd
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 // glibc's vector function ABI (x86_64 libmvec, "e" = AVX-512 with 8 lanes, "d" = AVX2 with 4 lanes).
@@ -54,6 +60,67 @@ __attribute__((target("avx512f"))) inline __m512d exp512_no_underflow(__m512d x)
   return _mm512_mask_blend_pd(under, _ZGVeN8v_exp(_mm512_mask_blend_pd(under, x, zero)), zero);
 }
 
+// glibc 2.36's scalar exp as x86-64 runs it (__exp_fma: sysdeps/ieee754/dbl-64/e_exp.c, Arm's optimized-routines
+// algorithm, compiled with FMA contraction), evaluated 8 lanes at a time with the same operations in the same order,
+// so each lane has std::exp's bits (test VecMath.ExpLibmIsStdExpBitForBit). exp(x) = 2^(k/128) e^r: k = round(128 x /
+// ln 2) through the 1.5 2^52 shift, r = x - k ln2/128 in two FMAs, e^r - 1 by a degree-5 polynomial, 2^(k/128) from
+// the table of scripts/exp_table.py. The constants are glibc's __exp_data (invln2N, negln2hiN, negln2loN, poly, shift).
+// Lanes with 512 <= -x < 1024 take glibc's subnormal-range special case, also in vector form; x < -1024 (and -inf)
+// give +0 as glibc does; NaN, +inf and x >= 512 go to std::exp lane by lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive on _mm512_undefined in the intrinsics
+__attribute__((target("avx512f"))) inline __m512d exp_libm512(__m512d x) {
+  const __m512d shift = _mm512_set1_pd(0x1.8p52);
+  const __m512i abstop = _mm512_and_epi64(_mm512_srli_epi64(_mm512_castpd_si512(x), 52), _mm512_set1_epi64(0x7ff));
+  const __mmask8 tiny = _mm512_cmplt_epu64_mask(abstop, _mm512_set1_epi64(0x3c9));   // |x| < 2^-54: 1 + x
+  const __mmask8 large = _mm512_cmpge_epu64_mask(abstop, _mm512_set1_epi64(0x408));  // |x| >= 512
+  const __mmask8 huge = _mm512_cmpge_epu64_mask(abstop, _mm512_set1_epi64(0x409));   // |x| >= 1024, inf, NaN
+  const __mmask8 negative = _mm512_cmplt_pd_mask(x, _mm512_setzero_pd());            // false for NaN
+  const __m512d z = _mm512_fmadd_pd(x, _mm512_set1_pd(0x1.71547652b82fep7), shift);
+  const __m512i ki = _mm512_castpd_si512(z);
+  const __m512d kd = _mm512_sub_pd(z, shift);
+  __m512d r = _mm512_fmadd_pd(kd, _mm512_set1_pd(-0x1.62e42fefa0000p-8), x);
+  r = _mm512_fmadd_pd(kd, _mm512_set1_pd(-0x1.cf79abc9e3b3ap-47), r);
+  const __m512i j = _mm512_and_epi64(ki, _mm512_set1_epi64(127));
+  const __m512d tail = _mm512_i64gather_pd(j, reinterpret_cast<const double*>(kExpTail), 8);
+  const __m512i sbits = _mm512_add_epi64(_mm512_i64gather_epi64(j, reinterpret_cast<const long long*>(kExpScale), 8),
+                                         _mm512_slli_epi64(ki, 45));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  const __m512d p23 = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.555555555543cp-3), _mm512_set1_pd(0x1.ffffffffffdbdp-2));
+  const __m512d p45 = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.1111167a4d017p-7), _mm512_set1_pd(0x1.55555cf172b91p-5));
+  const __m512d t = _mm512_fmadd_pd(p23, r2, _mm512_add_pd(r, tail));
+  const __m512d tmp = _mm512_fmadd_pd(_mm512_mul_pd(r2, r2), p45, t);
+  const __m512d scale = _mm512_castsi512_pd(sbits);
+  __m512d y = _mm512_fmadd_pd(scale, tmp, scale);
+  y = _mm512_mask_add_pd(y, tiny, x, _mm512_set1_pd(1.0));
+  const __mmask8 sub = large & ~huge & negative;
+  if (sub) {  // glibc's specialcase for k < 0: scale 2^1022 up, round once, scale down (no fused operations here)
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(sbits, _mm512_set1_epi64(1022LL << 52)));
+    // an explicitly rounded product: GCC would otherwise contract it into the additions below, and glibc's doesn't
+    const __m512d st = _mm512_mul_round_pd(s, tmp, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d v = _mm512_add_pd(s, st);
+    const __mmask8 below1 = _mm512_cmplt_pd_mask(v, _mm512_set1_pd(1.0));
+    const __m512d hi = _mm512_add_pd(v, _mm512_set1_pd(1.0));
+    const __m512d lo = _mm512_add_pd(_mm512_sub_pd(s, v), st);
+    const __m512d lo2 = _mm512_add_pd(_mm512_add_pd(_mm512_sub_pd(_mm512_set1_pd(1.0), hi), v), lo);
+    // glibc's y == 0 -> +0 needs nothing: (lo2 + hi) - 1 is never -0 in round-to-nearest
+    v = _mm512_mask_sub_pd(v, below1, _mm512_add_pd(lo2, hi), _mm512_set1_pd(1.0));
+    y = _mm512_mask_mul_pd(y, sub, v, _mm512_set1_pd(0x1p-1022));
+  }
+  y = _mm512_mask_mov_pd(y, huge & negative, _mm512_setzero_pd());
+  const __mmask8 other = large & ~negative;
+  if (other) {  // NaN, +inf, x >= 512: overflow and its special cases, rare
+    alignas(64) double in[8], out[8];
+    _mm512_store_pd(in, x);
+    _mm512_store_pd(out, y);
+    for (int l = 0; l < 8; ++l)
+      if (other >> l & 1) out[l] = std::exp(in[l]);
+    y = _mm512_load_pd(out);
+  }
+  return y;
+}
+#pragma GCC diagnostic pop
+
 template <__m256d (*F)(__m256d)>
 __attribute__((target("avx2"))) void run256(double* p, std::size_t n) {
   std::size_t i = 0;
@@ -78,21 +145,21 @@ double s_sin(double x) { return std::sin(x); }
 double s_cos(double x) { return std::cos(x); }
 
 struct Table {
-  ArrayFn exp, log, expm1, log1p, sin, cos;
+  ArrayFn exp, log, expm1, log1p, sin, cos, exp_libm;
 };
 
 Table table_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512)
-    return {run512<exp512_no_underflow>, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>,
-            run512<_ZGVeN8v_log1p>,      run512<_ZGVeN8v_sin>, run512<_ZGVeN8v_cos>};
+    return {run512<exp512_no_underflow>, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
+            run512<_ZGVeN8v_sin>,        run512<_ZGVeN8v_cos>, run512<exp_libm512>};
   if (isa == Isa::Avx2)
-    return {run256<_ZGVdN4v_exp>,   run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>,
-            run256<_ZGVdN4v_log1p>, run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>};
+    return {run256<_ZGVdN4v_exp>, run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>, run256<_ZGVdN4v_log1p>,
+            run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>, run_scalar<s_exp>};
 #endif
   (void)isa;
-  return {run_scalar<s_exp>,   run_scalar<s_log>, run_scalar<s_expm1>,
-          run_scalar<s_log1p>, run_scalar<s_sin>, run_scalar<s_cos>};
+  return {run_scalar<s_exp>, run_scalar<s_log>, run_scalar<s_expm1>, run_scalar<s_log1p>,
+          run_scalar<s_sin>, run_scalar<s_cos>, run_scalar<s_exp>};
 }
 
 Isa widest() {
@@ -159,6 +226,7 @@ void expm1(double* p, std::size_t n) { state().fn.expm1(p, n); }
 void log1p(double* p, std::size_t n) { state().fn.log1p(p, n); }
 void sin(double* p, std::size_t n) { state().fn.sin(p, n); }
 void cos(double* p, std::size_t n) { state().fn.cos(p, n); }
+void exp_libm(double* p, std::size_t n) { state().fn.exp_libm(p, n); }
 
 // t = log(1 - e^{-u}) = log(-expm1(-u)) for u >= 0 (a chunk of m values): the shared core of the transforms below.
 inline __attribute__((always_inline)) void log1mexp_neg(const double* u, double* t, std::size_t m) {

@@ -7,6 +7,7 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
+#include "core/vecmath.hpp"
 #include "estimators/registry.hpp"
 #include "kernels/kernel.hpp"
 
@@ -32,13 +33,17 @@ void validate_task(const arma::mat& train, const arma::uvec& labels, arma::uword
 arma::mat nw_log_scores_exact(const arma::mat& train, const arma::uvec& labels, arma::uword n_classes,
                               const arma::mat& test, double sigma) {
   validate_task(train, labels, n_classes, test, sigma);
-  const arma::mat lk = log_kernel(Kernel::gaussian(), sigma * test, sigma * train);  // n_test x L
+  const arma::mat lk = log_kernel(Kernel::gaussian(), sigma * test, sigma * train).t();  // L x n_test
   arma::mat out(n_classes, test.n_cols, arma::fill::value(-kInf));
-  for (arma::uword t = 0; t < test.n_cols; ++t) {
+  arma::vec v(train.n_cols);
+  for (arma::uword t = 0; t < test.n_cols; ++t) {  // per class: max + log sum exp(lk - max), summed in training order
+    const double* l = lk.colptr(t);
     arma::vec mx(n_classes, arma::fill::value(-kInf));
-    for (arma::uword i = 0; i < train.n_cols; ++i) mx(labels(i)) = std::max(mx(labels(i)), lk(t, i));
+    for (arma::uword i = 0; i < train.n_cols; ++i) mx(labels(i)) = std::max(mx(labels(i)), l[i]);
+    for (arma::uword i = 0; i < train.n_cols; ++i) v(i) = l[i] - mx(labels(i));
+    simd::exp_libm(v.memptr(), v.n_elem);  // std::exp's bits: a tie between two classes stays a tie
     arma::vec acc(n_classes, arma::fill::zeros);
-    for (arma::uword i = 0; i < train.n_cols; ++i) acc(labels(i)) += std::exp(lk(t, i) - mx(labels(i)));
+    for (arma::uword i = 0; i < train.n_cols; ++i) acc(labels(i)) += v(i);
     for (arma::uword c = 0; c < n_classes; ++c)
       if (mx(c) > -kInf) out(c, t) = mx(c) + std::log(acc(c));
   }
@@ -65,14 +70,25 @@ arma::mat stable_features(const FeatureMap& e, const Draw& w, const arma::mat& X
     return F;
   }
   arma::mat L = e.log_features(w, X, side);
-  L.each_col() += gauss;
-  if (per_row)
-    L.each_col() -= arma::max(L, 1);
-  else
-    L -= L.max();
-  // std::exp entry by entry (bit-identical to arma::exp), skipping libm's underflow path (its xflow handler took 9% of
-  // crt-table1) for the many entries far below the maxima: exp(x) is exactly +0 there in round-to-nearest.
-  for (double& x : L) x = x < kExpUnderflow ? 0.0 : std::exp(x);
+  // Two passes over L: add the Gaussian factor and track the maxima (exact, so the order does not matter), then
+  // exp(L - max) column by column while the column is in cache. simd::exp_libm has std::exp's bits, so class scores
+  // that tie to rounding still tie the same way.
+  const arma::uword n = L.n_rows;
+  arma::vec shift(n, arma::fill::value(-kInf));
+  double* mx = shift.memptr();
+  for (arma::uword j = 0; j < L.n_cols; ++j) {
+    double* c = L.colptr(j);
+    for (arma::uword i = 0; i < n; ++i) {
+      c[i] += gauss[i];
+      mx[i] = c[i] > mx[i] ? c[i] : mx[i];
+    }
+  }
+  if (!per_row) shift.fill(shift.max());
+  for (arma::uword j = 0; j < L.n_cols; ++j) {
+    double* c = L.colptr(j);
+    for (arma::uword i = 0; i < n; ++i) c[i] -= mx[i];
+    simd::exp_libm(c, n);
+  }
   return L;
 }
 }  // namespace
