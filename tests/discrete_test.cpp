@@ -219,6 +219,25 @@ TEST(DiscreteClosedForm, GeometricSphereRegimeSmallSigmaMatches50DigitReference)
   EXPECT_LT(fitted->log_var_over_k2(sp.X, sp.Y).max(), -20.0);  // really the tiny-variance regime
 }
 
+TEST(DiscreteClosedForm, GeometricBesselBranchesMatch50DigitReference) {
+  // The vectorised log I0(z) of the pairwise sums is a series for z < 10 and a polynomial in 20/z for z >= 10: pairs
+  // whose coordinates put z on both sides of the switch, far out (1e4) and mixed within a pair, t of both signs, against
+  // the 50-digit reference; relative 1e-13 in log(Var/K^2) (measured: < 3e-16).
+  const double scale = 2.0 / std::sqrt(1.0 - kGeom03.p);
+  const std::vector<double> zs = {9.999999, 10.0, 10.000001, 12.5, 17.0, 19.999999, 20.0, 20.000001, 27.0, 60.0, 1e4};
+  const DiscreteEstimator e("geom-0.3", 5, kGeom03);
+  for (std::size_t k = 0; k < zs.size(); ++k) {
+    arma::vec x(5), y(5);
+    for (arma::uword l = 0; l < 5; ++l) {
+      const double z = zs[(k + 3 * l) % zs.size()], r = std::sqrt(z / scale);
+      x(l) = r;
+      y(l) = l % 2 ? -r : r;  // t = x_l y_l = -+z / scale
+    }
+    const double ref = ref_log_var(kGeom03, x, y);
+    EXPECT_NEAR(one_pair(e, x, y), ref, 1e-13 * std::max(1.0, std::abs(ref))) << "first z " << zs[k];
+  }
+}
+
 TEST(DiscreteClosedForm, PoissonExactWhenEveryProductEqualsLambda) {
   // f(x) f(y) = prod_l e^lambda (x_l y_l / lambda)^{w_l} is constant when x_l y_l = lambda: zero variance.
   const DiscreteEstimator e("t", 3, {DiscreteKind::Poisson, 0.5, 0.5});
