@@ -49,6 +49,10 @@ inline arma::mat& exp(arma::mat& m) {
   exp(m.memptr(), m.n_elem);
   return m;
 }
+inline arma::mat& exp_libm(arma::mat& m) {
+  exp_libm(m.memptr(), m.n_elem);
+  return m;
+}
 inline arma::mat& log(arma::mat& m) {
   log(m.memptr(), m.n_elem);
   return m;

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
+#include "core/vecmath.hpp"
 #include "estimators/registry.hpp"
 #include "kernels/kernel.hpp"
 
@@ -40,7 +41,7 @@ ExactAttention exact_attention(const arma::mat& Q, const arma::mat& K, const arm
       const arma::vec m_new = arma::max(m, arma::max(Z, 1));
       const arma::vec shrink = arma::exp(m - m_new);  // rescales the sums of earlier tiles (0 at the first)
       Z.each_col() -= m_new;
-      Z = arma::exp(Z);
+      simd::exp_libm(Z);  // std::exp's bits, as arma::exp
       s = s % shrink + arma::sum(Z, 1);
       acc.each_col() %= shrink;
       acc += Z * V.rows(j0, j1);
@@ -70,10 +71,11 @@ ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const 
     P = e.log_features(w, Qs, Side::Query);
     const arma::vec row_max = arma::max(P, 1);
     P.each_col() -= row_max;
-    P = arma::exp(P);
+    simd::exp_libm(P);  // std::exp's bits, as arma::exp, 8 at a time
     S = e.log_features(w, Ks, Side::Key);
     const double key_max = S.max();
-    S = arma::exp(S - key_max);
+    S -= key_max;
+    simd::exp_libm(S);
     out.log_scale = row_max + key_max;
   } else {
     P = e.features(w, Qs, Side::Query);

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
+#include "core/vecmath.hpp"
 #include "estimators/state.hpp"
 
 namespace kestrel {
@@ -40,7 +41,8 @@ arma::mat pos_hyp_features(const arma::mat& w, const arma::mat& X) {
   arma::mat P = proj, N = -proj;
   P.each_col() += shift;
   N.each_col() += shift;
-  return arma::exp(arma::join_rows(P, N) + log_scale);
+  arma::mat F = arma::join_rows(P, N) + log_scale;
+  return simd::exp_libm(F);  // std::exp's bits, as arma::exp, 8 at a time
 }
 
 arma::mat trig_features(const arma::mat& w, const arma::mat& X) {
