@@ -11,6 +11,8 @@
 #include "analysis/montecarlo.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
+#include "core/rng.hpp"
+#include "core/vecmath.hpp"
 #include "data/regimes.hpp"
 #include "estimators/discrete/discrete.hpp"
 #include "estimators/registry.hpp"
@@ -221,8 +223,8 @@ TEST(DiscreteClosedForm, GeometricSphereRegimeSmallSigmaMatches50DigitReference)
 
 TEST(DiscreteClosedForm, GeometricBesselBranchesMatch50DigitReference) {
   // The vectorised log I0(z) of the pairwise sums is a series for z < 10 and a polynomial in 20/z for z >= 10: pairs
-  // whose coordinates put z on both sides of the switch, far out (1e4) and mixed within a pair, t of both signs, against
-  // the 50-digit reference; relative 1e-13 in log(Var/K^2) (measured: < 3e-16).
+  // whose coordinates put z on both sides of the switch, far out (1e4) and mixed within a pair, t of both signs,
+  // against the 50-digit reference; relative 1e-13 in log(Var/K^2) (measured: < 3e-16).
   const double scale = 2.0 / std::sqrt(1.0 - kGeom03.p);
   const std::vector<double> zs = {9.999999, 10.0, 10.000001, 12.5, 17.0, 19.999999, 20.0, 20.000001, 27.0, 60.0, 1e4};
   const DiscreteEstimator e("geom-0.3", 5, kGeom03);
@@ -235,6 +237,35 @@ TEST(DiscreteClosedForm, GeometricBesselBranchesMatch50DigitReference) {
     }
     const double ref = ref_log_var(kGeom03, x, y);
     EXPECT_NEAR(one_pair(e, x, y), ref, 1e-13 * std::max(1.0, std::abs(ref))) << "first z " << zs[k];
+  }
+}
+
+TEST(DiscreteClosedForm, GeometricSumsTwoPairsPerVectorGiveTheSameBits) {
+  // On AVX-512 GeomRF's sums run two pairs per 8-lane vector (issue #19); each lane must do exactly what the 4-lane
+  // one-pair kernel does: bit-identical H for unit-scale points (the series), shifted points (z >= 10), huge and zero
+  // coordinates, d not a multiple of 16 and several 64-coordinate groups, odd numbers of rows.
+  if (!simd::supported(simd::Isa::Avx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+  const simd::Isa saved = simd::active();
+  Rng rng(23);
+  struct Case {
+    arma::uword d, nx, ny;
+    double offset, spread, p;
+  };
+  for (const Case& c : {Case{64, 21, 9, 0.0, 1.0, 0.86}, Case{37, 13, 6, 3.0, 0.5, 0.3}, Case{130, 7, 5, 0.0, 2.0, 0.6},
+                        Case{16, 9, 4, 2.0, 1.5, 0.95}}) {
+    arma::mat X(c.d, c.nx), Y(c.d, c.ny);
+    for (double& v : X) v = c.offset + c.spread * rng.normal();
+    for (double& v : Y) v = c.offset + c.spread * rng.normal();
+    X(0, 1) = 1e200;  // x_l y_l overflows: z = inf
+    X(3, 2) = 0.0;
+    const DiscreteParams q{DiscreteKind::Geometric, 1.0, c.p};
+    simd::set_active(simd::Isa::Avx512);
+    const arma::mat wide = discrete_pairwise_sums(q, X, Y);
+    simd::set_active(simd::Isa::Scalar);
+    const arma::mat narrow = discrete_pairwise_sums(q, X, Y);
+    simd::set_active(saved);
+    ASSERT_TRUE(wide.is_finite());
+    EXPECT_EQ(arma::accu(wide != narrow), 0u) << "d = " << c.d;
   }
 }
 

@@ -15,7 +15,11 @@
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/vecmath.hpp"
+#include "estimators/discrete/geometric_kernel.hpp"
 #include "estimators/state.hpp"
+
+// The geometric kernel's helpers pass vectors to always-inline functions only (reported at the end of the file).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kestrel {
 
@@ -118,47 +122,7 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
   return out;
 }
 
-// g(z) = sqrt(z) e^{-z} I0(z) for z >= 10, in [0.3989, 0.41]: a polynomial of degree 20 in v = 20/z - 1 in (-1, 1],
-// the truncated Chebyshev series expanded in powers of v by scripts/i0_scaled_coefficients.py (mpmath, 40 digits),
-// which also measures Horner's rule in double against mpmath: relative error < 1.3e-16. It replaces GSL's I0_scaled
-// (still used by the scalar log_bessel_i0) in the O(L^2 d) loop.
-constexpr double kI0Scaled[21] = {0.4015097608312065,      0.0026458859671862067,   8.311327263746293e-05,
-                                  5.152033951115746e-06,   5.041257378688805e-07,   7.078400543122324e-08,
-                                  1.3635390827610584e-08,  3.55945128887591e-09,    1.278846217212222e-09,
-                                  6.336578247222871e-10,   3.767890985348601e-10,   1.513520394748074e-10,
-                                  -1.1556828766337455e-10, -2.4215294661511267e-10, -8.979142051200204e-11,
-                                  1.0151801399103754e-10,  7.722878887779968e-11,   -2.4081328837183918e-11,
-                                  -2.7656714709875805e-11, 2.7372888173202832e-12,  4.2372651227844825e-12};
-// q(y) = (I0(2 sqrt(y)) - 1) / y for 0 <= y < 25 (z < 10): the Taylor series 1/((k+1)!)^2 of log_bessel_i0
-// economised to degree 16 on [0, 25] (Chebyshev truncation, same script; the dropped part is < 3.1e-18, relatively
-// less as q >= 1). The coefficients stay positive and close to Taylor's, so u = y q(y) keeps its relative precision for
-// tiny y (measured < 4e-16 relative in double, as for the 25-term Taylor series) with 16 Horner steps instead of 23.
-constexpr double kI0Series[17] = {1.0,
-                                  0.24999999999999992,
-                                  0.027777777777778043,
-                                  0.0017361111111107064,
-                                  6.94444444447673e-05,
-                                  1.9290123455228403e-06,
-                                  3.936759894118852e-08,
-                                  6.151187216571863e-10,
-                                  7.594060181800163e-12,
-                                  7.594037934855533e-14,
-                                  6.276259327124733e-16,
-                                  4.3572372793758506e-18,
-                                  2.5844619244483355e-20,
-                                  1.2964195216166434e-22,
-                                  6.325234908933852e-25,
-                                  1.5073188714454955e-27,
-                                  1.5159995446357626e-29};
-
-// GCC vector extension: 4 doubles (one AVX2 register, two SSE2 registers on baseline x86-64).
-using V4 = double __attribute__((vector_size(4 * sizeof(double))));
-using M4 = long long __attribute__((vector_size(4 * sizeof(double))));
-constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
-// z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
-constexpr double kZSeries = 10.0;
-
-inline __attribute__((always_inline)) bool any(M4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+using namespace geometric_detail;
 
 // Columns of A copied to a zero-padded (dp x n) array, dp a multiple of kBlock: a padded coordinate has t = 0.
 std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
@@ -167,137 +131,46 @@ std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
   return out;
 }
 
-// GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates,
-// 16 at a time (four vectors of 4: independent Horner chains in registers).
-// z_l < 10 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the economised series kI0Series. The u_l
-// of a group are multiplied as P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that
-// P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
-// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps absolute,
-// 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 2816), so a group cannot overflow (< 1e221).
-// 10 <= z_l finite (most coordinates of the shifted points of GeomRF+): log I0(z) = z - log(z)/2 + log g(z). The
-// coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points have
-// t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The g(z) of a group, in
-// [0.39, 0.41], and the significands m of z = m 2^e, in [1, 2), are multiplied (64 factors: in [6e-27, 2^64]), and
-// the exponents e summed exactly: a group adds log prod g - (log prod m) / 2 and the pair - (ln2 sum e) / 2. When
-// P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
-// coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
-// H >= 0 holds exactly; rounding below 0 is clamped to 0.
-__attribute__((target_clones("arch=x86-64-v3", "default")))  // AVX2 and FMA: Horner steps are fused multiply-adds
-arma::mat
-geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
-  const arma::uword d = X.n_rows, dp = (d + kBlock - 1) / kBlock * kBlock;
-  const double neg_log_p = -std::log(q.p), root1mp = std::sqrt(1.0 - q.p), scale = 2.0 / root1mp;
-  // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
-  const double scale_m2 = 2.0 * q.p / ((1.0 + root1mp) * root1mp), scale_p2 = scale + 2.0;
-  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
-  const std::vector<double> xs = padded_columns(X, dp), ys = padded_columns(Y, dp);
-  const V4 zero = {}, one = zero + 1, lane = {0, 1, 2, 3};
-  const M4 izero = {}, abs_mask = izero + 0x7fffffffffffffffLL, significand = izero + 0x000fffffffffffffLL,
-           exponent_zero = izero + 0x3ff0000000000000LL;
-  arma::mat out(X.n_cols, Y.n_cols);
-  for (arma::uword j = 0; j < Y.n_cols; ++j) {
-    const double* y = ys.data() + j * dp;
-    for (arma::uword i = 0; i < X.n_cols; ++i) {
-      const double* x = xs.data() + i * dp;
-      V4 lin = zero;  // lane k: coordinates l = k mod 4, in order
-      M4 esum = izero;
-      double logs = 0, big = 0;
-      bool any_huge = false;
-      for (arma::uword l0 = 0; l0 < dp; l0 += 64) {
-        const arma::uword l1 = std::min(dp, l0 + 64);
-        V4 pm = zero, pg = one, pz = one;
-        bool group_mid = false;
-        for (arma::uword l = l0; l < l1; l += kBlock) {
-          V4 t[4], z[4], y4[4];
-          M4 mid[4], small_any = izero, mid_any = izero;
-          for (int b = 0; b < 4; ++b) {
-            V4 xv, yv;
-            std::memcpy(&xv, x + l + 4 * b, sizeof xv);
-            std::memcpy(&yv, y + l + 4 * b, sizeof yv);
-            t[b] = xv * yv;
-            const V4 at = (V4)((M4)t[b] & abs_mask);
-            z[b] = scale * at;
-            const M4 small = z[b] < kZSeries;
-            mid[b] = (z[b] >= kZSeries) & (z[b] <= DBL_MAX);
-            any_huge |= any(~(small | mid[b]));  // NaN or inf
-            small_any |= small;
-            mid_any |= mid[b];
-            const M4 valid = (lane + static_cast<double>(l + 4 * b)) < static_cast<double>(d);
-            lin += valid ? neg_log_p + (mid[b] ? at * (t[b] >= 0.0 ? zero + scale_m2 : zero + scale_p2) : -2.0 * t[b])
-                         : zero;
-            y4[b] = small ? 0.25 * z[b] * z[b] : zero;  // 0: the series gives I0 = 1 (log 1 = 0)
-          }
-          // The series and the g polynomial are independent Horner chains: a block needing both runs them in one loop
-          // (eight chains, bound by throughput rather than by the latency of four).
-          const bool has_small = any(small_any), has_mid = any(mid_any);
-          V4 s[4], g[4], zz[4], v[4];
-          for (int b = 0; b < 4; ++b) {
-            s[b] = zero + kI0Series[16];
-            g[b] = zero + kI0Scaled[20];
-            zz[b] = mid[b] ? z[b] : zero + kZSeries;  // a harmless value in the other lanes
-            v[b] = has_mid ? 20.0 / zz[b] - 1.0 : zero;
-          }
-          if (has_small && has_mid) {
-#pragma GCC unroll 20
-            for (int k = 19; k >= 0; --k) {
-              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-              if (k <= 15)
-                for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-            }
-          } else if (has_small) {
-            for (int k = 15; k >= 0; --k)
-              for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-          } else if (has_mid) {
-            for (int k = 19; k >= 0; --k)
-              for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-          }
-          if (has_small) {
-            for (int b = 0; b < 4; ++b) {
-              const V4 u = y4[b] * s[b];
-              pm += u + pm * u;
-            }
-          }
-          if (has_mid) {
-            group_mid = true;
-            for (int b = 0; b < 4; ++b) {
-              const M4 bits = (M4)zz[b];
-              pg *= mid[b] ? g[b] : one;
-              pz *= mid[b] ? (V4)((bits & significand) | exponent_zero) : one;
-              esum += mid[b] ? (bits >> 52) - 1023 : izero;
-            }
-          }
-        }
-        const double p01 = pm[0] + pm[1] + pm[0] * pm[1], p23 = pm[2] + pm[3] + pm[2] * pm[3];
-        const double P = p01 + p23 + p01 * p23;
-        const double G = group_mid ? (pg[0] * pg[1]) * (pg[2] * pg[3]) : 1.0;
-        const double Z = group_mid ? (pz[0] * pz[1]) * (pz[2] * pz[3]) : 1.0;
-        if (P >= 1.0) {
-          // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
-          // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
-          logs += std::log((1.0 + P) * G / std::sqrt(Z));
-        } else {
-          logs += std::log1p(P);
-          if (group_mid) big += std::log(G) - 0.5 * std::log(Z);
-        }
-      }
-      if (any_huge) {
-        for (arma::uword l = 0; l < d; ++l) {
-          const double z = scale * std::abs(x[l] * y[l]);
-          if (!(z <= DBL_MAX)) big += log_bessel_i0(z);
-        }
-      }
-      const double e = static_cast<double>((esum[0] + esum[1]) + (esum[2] + esum[3]));
-      big -= 0.5 * (e * ln2_hi + e * ln2_lo);
-      const double lsum = (lin[0] + lin[1]) + (lin[2] + lin[3]);
-      out(i, j) = std::max(lsum + big + logs, 0.0);
+// One pair at a time in 4 lanes, for AVX2 and FMA (Horner steps are fused multiply-adds) or baseline x86-64.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void geometric_sums4(const GeomConstants& c,
+                                                                                 const double* xs, const double* ys,
+                                                                                 arma::mat& out) {
+  for (arma::uword j = 0; j < out.n_cols; ++j)
+    for (arma::uword i = 0; i < out.n_rows; ++i) {
+      const double* x[1] = {xs + i * c.dp};
+      geometric_pairs<Lanes4>(c, x, ys + j * c.dp, out.colptr(j) + i);
     }
+}
+
+arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
+  GeomConstants c;
+  c.d = X.n_rows;
+  c.dp = (c.d + kBlock - 1) / kBlock * kBlock;
+  const double root1mp = std::sqrt(1.0 - q.p);
+  c.neg_log_p = -std::log(q.p);
+  c.scale = 2.0 / root1mp;
+  // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
+  c.scale_m2 = 2.0 * q.p / ((1.0 + root1mp) * root1mp);
+  c.scale_p2 = c.scale + 2.0;
+  const std::vector<double> xs = padded_columns(X, c.dp), ys = padded_columns(Y, c.dp);
+  arma::mat out(X.n_cols, Y.n_cols);
+#ifdef KESTREL_GEOMETRIC_AVX512
+  if (simd::active() == simd::Isa::Avx512) {
+    geometric_sums8(c, xs.data(), ys.data(), out);
+    return out;
   }
+#endif
+  geometric_sums4(c, xs.data(), ys.data(), out);
   return out;
 }
 
 }  // namespace
 
 double discrete_log_var_from_sum(double H) { return H > 0 ? log_expm1(H) : -kInf; }
+
+arma::mat discrete_pairwise_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
+  return q.kind == DiscreteKind::Poisson ? poisson_sums(q, X, Y) : geometric_sums(q, X, Y);
+}
 
 DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscreteParams q,
                                      std::optional<ShiftParams> shift)
@@ -320,7 +193,7 @@ arma::mat DiscreteEstimator::log_var_hook(const PairGram& g) const {
   const arma::mat &X = g.X, &Y = g.Y;
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   const arma::mat Yh = shift_ ? shift_points(*shift_, Y) : Y;
-  arma::mat out = q_.kind == DiscreteKind::Poisson ? poisson_sums(q_, Xh, Yh) : geometric_sums(q_, Xh, Yh);
+  arma::mat out = discrete_pairwise_sums(q_, Xh, Yh);
   simd::log_expm1(out);  // discrete_log_var_from_sum as one array transform
   if (!shift_) return out;
   // Clamped inputs: add |x - y|^2 - |x_hat - y_hat|^2 (see discrete.hpp). With dx = x_hat - (x - c) >= 0 (zero

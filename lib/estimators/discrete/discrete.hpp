@@ -40,6 +40,10 @@ double discrete_coord_log_m2(const DiscreteParams& q, double t);
 // log(Var/K^2) of one feature at one pair given H = sum_l h(x_l y_l): log(e^H - 1), -inf when H = 0.
 double discrete_log_var_from_sum(double H);
 
+// H(i, j) = sum_l h(x_il y_jl) for every pair of columns: the O(L^2 d) core of the pairwise variance (one BLAS product
+// for PoisRF, a vectorised series for GeomRF; see discrete.cpp).
+arma::mat discrete_pairwise_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y);
+
 // Statistics of a pair of sets for the parameter fits, in O(L d) (CRT eq. 12 and 14).
 struct DiscreteStats {
   arma::uword d = 0;
