@@ -208,6 +208,46 @@ TEST(HrfThm31, AngularOnTheSphereAtD64MatchesMonteCarlo) {
   EXPECT_EQ(checks, 20);
 }
 
+TEST(HrfThm31, AngularArrayFormMatchesThePerPairForm) {
+  // The angular hybrid's pairwise log(MSE/K^2) runs over arrays (issue #19); pair by pair it must equal
+  // bipolar_log_mse_over_k2 of angular_lambda_moments of the angle 2 atan2(|u - v|, |u + v|), to rounding: libmvec's
+  // <= 4 ulp per function, a few functions deep, gives 1e-13 of max(1, |log MSE|) with room (measured: < 3e-15).
+  // Independent and shared projections, M = 1 and 7, n = M and n = 3, a zero point, parallel and antiparallel pairs,
+  // log MSE/K^2 from -8 to 806.
+  arma::mat X = test::points(5, 23, 0.6, 71), Y = test::points(5, 17, 0.6, 72);
+  X.col(2).zeros();
+  Y.col(3) = 2.0 * X.col(4);   // angle 0
+  Y.col(4) = -0.5 * X.col(5);  // angle pi
+  X.col(6) *= 1e-4;            // tiny kernel distance
+  X.col(7) *= 14.0;            // huge |x + y|^2
+  for (bool shared : {false, true})
+    for (arma::uword n : {0u, 3u}) {
+      const HybridEstimator e = angular(5, n, shared);
+      for (arma::uword M : {1u, 7u}) {
+        const arma::mat got = e.log_var_over_k2_m(X, Y, M);
+        const arma::uword nl = n == 0 ? M : n;
+        for (arma::uword j = 0; j < Y.n_cols; ++j)
+          for (arma::uword i = 0; i < X.n_cols; ++i) {
+            const arma::vec x = X.col(i), y = Y.col(j);
+            const bool zero = !arma::any(x != 0.0) || !arma::any(y != 0.0);
+            const arma::vec u = zero ? x : arma::vec(x / arma::norm(x)), v = zero ? y : arma::vec(y / arma::norm(y));
+            const LambdaMoments lm =
+                zero ? LambdaMoments{0.25, 0.25, 0.25}
+                     : angular_lambda_moments(2.0 * std::atan2(arma::norm(u - v), arma::norm(u + v)), nl);
+            const double want =
+                bipolar_log_mse_over_k2(lm, arma::accu(arma::square(x + y)), arma::accu(arma::square(x - y)),
+                                        arma::dot(x, x) - arma::dot(y, y), M, shared);
+            if (want == -kInf) {
+              EXPECT_EQ(got(i, j), -kInf) << i << " " << j;
+            } else {
+              EXPECT_NEAR(got(i, j), want, 1e-13 * std::max(1.0, std::abs(want)))
+                  << "shared " << shared << " n " << n << " M " << M << " pair " << i << "," << j;
+            }
+          }
+      }
+    }
+}
+
 TEST(HrfLemma32, LambdaMomentsMatchMonteCarlo) {
   // E[lambda_hat] and E[lambda_hat^2] of the angular (eq. 24) and gaussian (eq. 72) lambdas for
   // n in {1, 5}: 2 kinds x 2 n x 6 pairs x 2 moments = 48 checks, rate <= 3.3e-4.

@@ -72,6 +72,31 @@ TEST(VecMath, ElementaryFunctionsWithinFourUlp) {
   });
 }
 
+TEST(VecMath, Atan2WithinFourUlpOfLibm) {
+  // The angular hybrid's angles: atan2(|u - v|, |u + v|) with both arguments >= 0, and the signs and zeros besides.
+  const double inf = std::numeric_limits<double>::infinity();
+  for_each_isa([&] {
+    Rng rng(9);
+    std::vector<double> y(4001), x(4001);
+    for (std::size_t k = 0; k < y.size(); ++k) {
+      y[k] = std::exp(-30 + 32 * rng.uniform()) * (k % 3 == 0 ? -1 : 1);
+      x[k] = std::exp(-30 + 32 * rng.uniform()) * (k % 5 == 0 ? -1 : 1);
+    }
+    std::vector<double> a = y;
+    simd::atan2(a.data(), x.data(), a.size());
+    double worst = 0;
+    for (std::size_t k = 0; k < y.size(); ++k) worst = std::max(worst, ulps(a[k], std::atan2(y[k], x[k])));
+    EXPECT_LE(worst, 5.0);
+    double p[5] = {0.0, 1.0, 0.0, 1.0, inf}, q[5] = {1.0, 0.0, 0.0, -inf, inf};
+    simd::atan2(p, q, 5);
+    EXPECT_EQ(p[0], 0.0);
+    EXPECT_NEAR(p[1], M_PI / 2, 1e-15);
+    EXPECT_EQ(p[2], 0.0);
+    EXPECT_NEAR(p[3], M_PI, 1e-15);
+    EXPECT_NEAR(p[4], M_PI / 4, 1e-15);
+  });
+}
+
 TEST(VecMath, SpecialValuesAndPositionIndependence) {
   const double inf = std::numeric_limits<double>::infinity();
   for_each_isa([&] {

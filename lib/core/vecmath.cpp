@@ -30,6 +30,8 @@ __m256d _ZGVdN4v_expm1(__m256d);
 __m256d _ZGVdN4v_log1p(__m256d);
 __m256d _ZGVdN4v_sin(__m256d);
 __m256d _ZGVdN4v_cos(__m256d);
+__m512d _ZGVeN8vv_atan2(__m512d, __m512d);
+__m256d _ZGVdN4vv_atan2(__m256d, __m256d);
 }
 #endif
 
@@ -37,6 +39,7 @@ namespace kestrel::simd {
 namespace {
 
 using ArrayFn = void (*)(double*, std::size_t);
+using ArrayFn2 = void (*)(double*, const double*, std::size_t);  // p[i] = f(p[i], q[i])
 
 #if defined(__x86_64__)
 template <__m512d (*F)(__m512d)>
@@ -121,6 +124,30 @@ __attribute__((target("avx512f"))) inline __m512d exp_libm512(__m512d x) {
 }
 #pragma GCC diagnostic pop
 
+template <__m512d (*F)(__m512d, __m512d)>
+__attribute__((target("avx512f"))) void run512_2(double* p, const double* q, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(p + i, F(_mm512_loadu_pd(p + i), _mm512_loadu_pd(q + i)));
+  if (i == n) return;
+  double t[8] = {1, 1, 1, 1, 1, 1, 1, 1}, u[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  std::copy(p + i, p + n, t);
+  std::copy(q + i, q + n, u);
+  _mm512_storeu_pd(t, F(_mm512_loadu_pd(t), _mm512_loadu_pd(u)));
+  std::copy(t, t + (n - i), p + i);
+}
+
+template <__m256d (*F)(__m256d, __m256d)>
+__attribute__((target("avx2"))) void run256_2(double* p, const double* q, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(p + i, F(_mm256_loadu_pd(p + i), _mm256_loadu_pd(q + i)));
+  if (i == n) return;
+  double t[4] = {1, 1, 1, 1}, u[4] = {1, 1, 1, 1};
+  std::copy(p + i, p + n, t);
+  std::copy(q + i, q + n, u);
+  _mm256_storeu_pd(t, F(_mm256_loadu_pd(t), _mm256_loadu_pd(u)));
+  std::copy(t, t + (n - i), p + i);
+}
+
 template <__m256d (*F)(__m256d)>
 __attribute__((target("avx2"))) void run256(double* p, std::size_t n) {
   std::size_t i = 0;
@@ -143,23 +170,27 @@ double s_expm1(double x) { return std::expm1(x); }
 double s_log1p(double x) { return std::log1p(x); }
 double s_sin(double x) { return std::sin(x); }
 double s_cos(double x) { return std::cos(x); }
+void s_atan2(double* p, const double* q, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = std::atan2(p[i], q[i]);
+}
 
 struct Table {
   ArrayFn exp, log, expm1, log1p, sin, cos, exp_libm;
+  ArrayFn2 atan2;
 };
 
 Table table_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512)
     return {run512<exp512_no_underflow>, run512<_ZGVeN8v_log>, run512<_ZGVeN8v_expm1>, run512<_ZGVeN8v_log1p>,
-            run512<_ZGVeN8v_sin>,        run512<_ZGVeN8v_cos>, run512<exp_libm512>};
+            run512<_ZGVeN8v_sin>,        run512<_ZGVeN8v_cos>, run512<exp_libm512>,    run512_2<_ZGVeN8vv_atan2>};
   if (isa == Isa::Avx2)
     return {run256<_ZGVdN4v_exp>, run256<_ZGVdN4v_log>, run256<_ZGVdN4v_expm1>, run256<_ZGVdN4v_log1p>,
-            run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>, run_scalar<s_exp>};
+            run256<_ZGVdN4v_sin>, run256<_ZGVdN4v_cos>, run_scalar<s_exp>,      run256_2<_ZGVdN4vv_atan2>};
 #endif
   (void)isa;
   return {run_scalar<s_exp>, run_scalar<s_log>, run_scalar<s_expm1>, run_scalar<s_log1p>,
-          run_scalar<s_sin>, run_scalar<s_cos>, run_scalar<s_exp>};
+          run_scalar<s_sin>, run_scalar<s_cos>, run_scalar<s_exp>,   s_atan2};
 }
 
 Isa widest() {
@@ -227,6 +258,7 @@ void log1p(double* p, std::size_t n) { state().fn.log1p(p, n); }
 void sin(double* p, std::size_t n) { state().fn.sin(p, n); }
 void cos(double* p, std::size_t n) { state().fn.cos(p, n); }
 void exp_libm(double* p, std::size_t n) { state().fn.exp_libm(p, n); }
+void atan2(double* y, const double* x, std::size_t n) { state().fn.atan2(y, x, n); }
 
 // t = log(1 - e^{-u}) = log(-expm1(-u)) for u >= 0 (a chunk of m values): the shared core of the transforms below.
 inline __attribute__((always_inline)) void log1mexp_neg(const double* u, double* t, std::size_t m) {

@@ -36,6 +36,8 @@ void cos(double* p, std::size_t n);
 // results that must not move by an ulp, e.g. class scores whose argmax can tie to rounding. About 6x faster than
 // std::exp entry by entry (bench hotpath/exp).
 void exp_libm(double* p, std::size_t n);
+// y[i] = atan2(y[i], x[i]).
+void atan2(double* y, const double* x, std::size_t n);
 
 // log(e^v - 1) = v + log(-expm1(-v)) of v = shift + scale p, for v > 0 (accurate for tiny and huge v alike); -inf
 // for v <= 0, where the variance is 0 (an exact pair); NaN stays NaN.

@@ -187,18 +187,94 @@ LambdaMoments HybridEstimator::lambda_moments(const arma::vec& x, const arma::ve
 
 arma::mat HybridEstimator::log_var_hook(const PairGram& g) const { return log_var_m_hook(g, 1); }
 
+namespace {
+
+// The angular hybrid's log(MSE/K^2) for the pairs (x_i, y) of one column (Thm 3.1 with Lemma 3.2): what
+// bipolar_log_mse_over_k2(angular_lambda_moments(theta_i, n_lambda), ...) gives pair by pair, with the transcendentals
+// over arrays (simd::, libmvec, <= 4 ulp each; issue #19: pair by pair they were two thirds of the time), so equal to
+// it to rounding (test HrfThm31.AngularArrayFormMatchesThePerPairForm). Inputs, n each: sum2 = |x_i + y|^2, diff2 =
+// |x_i - y|^2, um2 = |u_i - v|^2 and up2 = |u_i + v|^2 of the unit vectors (theta = 2 atan2(|u - v|, |u + v|), accurate
+// near 0 and pi), zero_x: x_i = 0; nx: |x_i|^2, ny: |y|^2.
+void angular_column(arma::uword n, const double* sum2, const double* diff2, const double* um2, const double* up2,
+                    const std::vector<char>& zero_x, bool zero_y, const arma::rowvec& nx, double ny,
+                    arma::uword n_lambda, arma::uword M, bool shared, double* out) {
+  const double nn = static_cast<double>(n_lambda);
+  arma::vec A(sum2, n), B(diff2, n), C(n), T(n), U(n);
+  for (arma::uword i = 0; i < n; ++i) {
+    T(i) = std::sqrt(um2[i]);
+    U(i) = std::sqrt(up2[i]);
+  }
+  simd::atan2(T.memptr(), U.memptr(), n);  // theta / 2
+  simd::log_cosh_minus_one(A.memptr(), n);
+  simd::log_cosh_minus_one(B.memptr(), n);
+  arma::vec L2(n), O2(n);
+  for (arma::uword i = 0; i < n; ++i) {  // Lemma 3.2's moments, t = theta / pi; a point at 0 has lambda_hat = 1/2
+    const bool half = zero_x[i] || zero_y;
+    const double t = 2.0 * T(i) / M_PI;
+    L2(i) = half ? 0.25 : t * (t - t / nn + 1 / nn);
+    O2(i) = half ? 0.25 : (1 - t) * (1 - t + t / nn);
+    C(i) = half ? 0.25 : t * (1 - t) * (1 - 1 / nn);  // E l(1-l) >= 0
+    U(i) = 0.5 * (nx(i) - ny);
+  }
+  simd::log(L2.memptr(), n);  // -inf where a moment is 0: that term is absent
+  simd::log(O2.memptr(), n);
+  A += L2;
+  B += O2;
+  // V = log(e^A + e^B), as SignedLog adds two positive terms (an absent one, -inf, adds exp(-inf) = 0).
+  for (arma::uword i = 0; i < n; ++i) {
+    const double hi = std::max(A(i), B(i));
+    T(i) = hi == -kInf ? -kInf : std::min(A(i), B(i)) - hi;
+    A(i) = hi;
+  }
+  simd::exp(T.memptr(), n);
+  simd::log1p(T.memptr(), n);
+  A += T;  // V
+  const double log_m = std::log(static_cast<double>(M));
+  if (!shared) {
+    for (arma::uword i = 0; i < n; ++i) out[i] = A(i) == -kInf ? -kInf : A(i) - log_m;
+    return;
+  }
+  // The shared-projection term -log(4 sin^2(D/2) E l(1-l)), D = |x|^2 - |y|^2: V minus it as log_sub_exp, and
+  // -inf when it is not smaller than V (the MSE rounds to <= 0).
+  simd::sin(U.memptr(), n);
+  U = arma::abs(U);
+  simd::log(U.memptr(), n);
+  simd::log(C.memptr(), n);
+  C += std::log(4.0) + 2 * U;  // -inf: absent
+  arma::vec E1(n), E2(n);
+  for (arma::uword i = 0; i < n; ++i) E1(i) = E2(i) = C(i) == -kInf || !(C(i) < A(i)) ? -1.0 : C(i) - A(i);
+  simd::expm1(E1.memptr(), n);
+  simd::exp(E2.memptr(), n);
+  E1 = -E1;
+  E2 = -E2;
+  simd::log(E1.memptr(), n);    // log(-expm1(x)), for x > -ln 2
+  simd::log1p(E2.memptr(), n);  // log1p(-exp(x)), otherwise
+  for (arma::uword i = 0; i < n; ++i) {
+    if (C(i) == -kInf) {
+      out[i] = A(i) == -kInf ? -kInf : A(i) - log_m;
+    } else if (!(C(i) < A(i))) {
+      out[i] = -kInf;
+    } else {
+      const double x = C(i) - A(i);
+      out[i] = A(i) + (x > -M_LN2 ? E1(i) : E2(i)) - log_m;
+    }
+  }
+}
+
+}  // namespace
+
 arma::mat HybridEstimator::log_var_m_hook(const PairGram& g, arma::uword M) const {
   const arma::mat &X = g.X, &Y = g.Y;
   const arma::uword n = lambda_count(M);
   const arma::rowvec nx = arma::sum(arma::square(X), 0), ny = arma::sum(arma::square(Y), 0);
-  // Angular lambda: the unit vectors x/|x| of each set once instead of once per pair (issue #19: the two norms per
-  // pair were a fifth of the time). Same operations on the same Col types as lambda_moments, so the same angles.
+  // Angular lambda: the unit vectors x/|x| of each set once instead of once per pair, and the pairs of a column as
+  // arrays (angular_column; issue #19).
   const bool angular = p_.lambda == LambdaKind::Angular;
   arma::mat UX, UY;
   std::vector<char> zero_x, zero_y;
   if (angular) {
     const auto unit_columns = [](const arma::mat& A, arma::mat& U, std::vector<char>& zero) {
-      U.set_size(A.n_rows, A.n_cols);
+      U.zeros(A.n_rows, A.n_cols);  // a zero point keeps a zero column
       zero.assign(A.n_cols, 0);
       for (arma::uword k = 0; k < A.n_cols; ++k) {
         const arma::vec a(const_cast<double*>(A.colptr(k)), A.n_rows, false, true);
@@ -210,21 +286,23 @@ arma::mat HybridEstimator::log_var_m_hook(const PairGram& g, arma::uword M) cons
     unit_columns(Y, UY, zero_y);
   }
   arma::mat out(X.n_cols, Y.n_cols);
+  if (angular) {  // the four pairwise sums of squares by Gram products, cancelling entries recomputed directly
+    const arma::mat S2 = pairwise_sq_norm_sum(g, 1.0), D2 = pairwise_sq_norm_sum(g, -1.0);
+    const PairGram gu(UX, UY);
+    const arma::mat UM = pairwise_sq_norm_sum(gu, -1.0), UP = pairwise_sq_norm_sum(gu, 1.0);
+    for_each_block(Y.n_cols, [&](std::size_t j) {
+      angular_column(X.n_cols, S2.colptr(j), D2.colptr(j), UM.colptr(j), UP.colptr(j), zero_x, zero_y[j], nx, ny(j), n,
+                     M, p_.shared_projections, out.colptr(j));
+    });
+    return out;
+  }
   for_each_block(Y.n_cols, [&](std::size_t j) {
     // Aliases of the columns, not copies (a Col over the matrix memory: same expression types as before).
     const arma::vec y(const_cast<double*>(Y.colptr(j)), d_, false, true);
     for (arma::uword i = 0; i < X.n_cols; ++i) {
       const arma::vec x(const_cast<double*>(X.colptr(i)), d_, false, true);
       const double sum2 = arma::accu(arma::square(x + y)), diff2 = arma::accu(arma::square(x - y));
-      LambdaMoments lm;
-      if (!angular) {
-        lm = lambda_moments(x, y, n);
-      } else if (zero_x[i] || zero_y[j]) {
-        lm = {0.25, 0.25, 0.25};  // as lambda_moments: sgn(t^T 0) = 0, lambda_hat = 1/2
-      } else {
-        const arma::vec u(UX.colptr(i), d_, false, true), v(UY.colptr(j), d_, false, true);
-        lm = angular_lambda_moments(2.0 * std::atan2(arma::norm(u - v), arma::norm(u + v)), n);
-      }
+      const LambdaMoments lm = lambda_moments(x, y, n);
       out(i, j) = bipolar_log_mse_over_k2(lm, sum2, diff2, nx(i) - ny(j), M, p_.shared_projections);
     }
   });
