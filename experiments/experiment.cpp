@@ -43,6 +43,17 @@ const Experiment& find_experiment(const std::string& name) {
   throw InvalidArgument(fmt::format("unknown reproduction '{}' (known: {}, all)", name, known));
 }
 
+std::string resolve_protocol(const Experiment& e, const std::string& requested) {
+  if (requested.empty()) return e.protocols.empty() ? "" : e.protocols.front().name;
+  std::string known;
+  for (const auto& p : e.protocols) {
+    if (p.name == requested) return p.name;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  if (known.empty()) throw InvalidArgument(fmt::format("--protocol '{}': {} has one protocol only", requested, e.name));
+  throw InvalidArgument(fmt::format("--protocol '{}' is not a protocol of {} (expected {})", requested, e.name, known));
+}
+
 namespace {
 
 void write_text(const std::string& path, const std::string& text) {
@@ -74,6 +85,8 @@ std::string cell(std::string s) {
 std::string markdown(const Experiment& e, const std::vector<Claim>& claims, const Options& opt) {
   std::string md = fmt::format("# {}: {}\n\n{} run, seed {}, git {}.\n\n", e.name, e.title,
                                opt.quick ? "Quick (reduced)" : "Paper-settings", opt.seed, git_revision());
+  for (const auto& p : e.protocols)
+    if (p.name == opt.protocol) md += fmt::format("Protocol `{}`: {}\n\n", p.name, p.description);
   md +=
       "| source | claim | quantity | claimed | measured | verdict | settings | note |\n"
       "|---|---|---|---|---|---|---|---|\n";
@@ -90,9 +103,11 @@ std::string markdown(const Experiment& e, const std::vector<Claim>& claims, cons
 
 }  // namespace
 
-std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
+std::vector<Claim> reproduce(const Experiment& e, const Options& requested, const std::string& dir,
                              const std::string& command_line) {
   namespace fs = std::filesystem;
+  Options opt = requested;
+  opt.protocol = resolve_protocol(e, requested.protocol);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) throw IoError(fmt::format("cannot create output directory '{}'", dir));
@@ -101,6 +116,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
   const nlohmann::json options = {{"experiment", e.name},
                                   {"quick", opt.quick},
                                   {"seed", opt.seed},
+                                  {"protocol", opt.protocol},
                                   {"regime_options", to_json(opt.regime_options)}};
   const nlohmann::json prov = provenance(command_line, options);
   {
@@ -110,6 +126,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std:
     h5.attr("/", "experiment", e.name);
     h5.attr("/", "title", e.title);
     h5.attr("/", "quick", static_cast<std::int64_t>(opt.quick));
+    h5.attr("/", "protocol", opt.protocol);
     e.run(opt, h5, claims);
     for (const auto& c : claims)
       if (!std::isfinite(c.measured))

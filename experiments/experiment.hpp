@@ -18,6 +18,8 @@ struct Options {
   bool quick = false;  // reduced sizes, same code path (tests, CI)
   std::uint64_t seed = 1;
   RegimeOptions regime_options;  // data directory etc.
+  // The reading of the paper's protocol (Experiment::protocols); empty = the experiment's default.
+  std::string protocol;
   std::function<void(const std::string&)> progress;
   void say(const std::string& m) const {
     if (progress) progress(m);
@@ -42,14 +44,24 @@ struct Claim {
 };
 nlohmann::json to_json(const Claim& c);
 
+// A reading of a paper's protocol where the paper leaves it open or kestrel offers an alternative:
+// `kestrel reproduce NAME --protocol NAME`.
+struct Protocol {
+  std::string name, description;
+};
+
 struct Experiment {
   std::string name;
   std::string title;
   std::function<void(const Options&, H5Writer&, std::vector<Claim>&)> run;
+  std::vector<Protocol> protocols = {};  // the first is the default; empty: one protocol only
 };
 
 const std::vector<Experiment>& all_experiments();
 const Experiment& find_experiment(const std::string& name);
+// The protocol a run of e uses: requested if it is one of e's (an error naming it otherwise), else the default
+// ("" for an experiment without alternatives).
+std::string resolve_protocol(const Experiment& e, const std::string& requested);
 
 // Runs one experiment into dir: NAME.h5 (with provenance), NAME.claims.json, NAME.claims.md, and NAME.png
 // from experiments/NAME/plot.py (Debian's python3-matplotlib, python3-h5py). Returns the claims.

@@ -23,14 +23,16 @@ void bind_reproduce(py::module_& m) {
   m.def(
       "reproduce",
       [](const std::string& name, const std::string& out, bool quick, std::uint64_t seed, const std::string& data_dir,
-         const std::string& preprocess) {
+         const std::string& preprocess, const std::string& protocol) {
         const auto& e = experiments::find_experiment(name);
         experiments::Options o;
         o.quick = quick, o.seed = seed;
         o.regime_options.data_dir = data_dir;
         o.regime_options.preprocess = parse_preprocess(preprocess);
-        const std::string cmd = fmt::format("python: kestrel.reproduce('{}', '{}', quick={}, seed={})", name, out,
-                                            quick ? "True" : "False", seed);
+        o.protocol = protocol;
+        experiments::resolve_protocol(e, protocol);  // before any file is written
+        const std::string cmd = fmt::format("python: kestrel.reproduce('{}', '{}', quick={}, seed={}, protocol='{}')",
+                                            name, out, quick ? "True" : "False", seed, protocol);
         nlohmann::json claims = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
@@ -39,7 +41,7 @@ void bind_reproduce(py::module_& m) {
         return from_json(claims);
       },
       py::arg("name"), py::arg("out"), py::arg("quick") = false, py::arg("seed") = 1, py::arg("data_dir") = "",
-      py::arg("preprocess") = "raw",
+      py::arg("preprocess") = "raw", py::arg("protocol") = "",
       "Runs one reproduction into directory `out` (NAME.h5, NAME.claims.json/.md, NAME.png) and returns its claims");
 }
 

@@ -48,6 +48,15 @@ Action add_reproduce(CLI::App& app, const Global& g) {
   app.add_flag("--force", a->force, "Replace existing outputs of these reproductions in --out");
   app.add_flag("--quick", a->opt.quick, "Reduced sizes (same code path), for tests and CI");
   app.add_option("--seed", a->seed, "Seed of all random draws")->default_str(std::to_string(a->opt.seed));
+  std::string protocols;
+  for (const auto& e : experiments::all_experiments()) {
+    if (e.protocols.empty()) continue;
+    protocols += fmt::format("{}{}: ", protocols.empty() ? "" : "; ", e.name);
+    for (std::size_t i = 0; i < e.protocols.size(); ++i)
+      protocols += (i ? ", " : "") + e.protocols[i].name + (i ? "" : " (default)");
+  }
+  app.add_option("--protocol", a->opt.protocol,
+                 "Reading of the paper's protocol, for one reproduction that offers several (" + protocols + ")");
   app.add_option("--data-dir", a->opt.regime_options.data_dir,
                  "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
   return [a, &g] {
@@ -60,6 +69,10 @@ Action add_reproduce(CLI::App& app, const Global& g) {
       for (const auto& e : experiments::all_experiments()) todo.push_back(&e);
     else
       todo.push_back(&experiments::find_experiment(a->name));
+    if (!a->opt.protocol.empty()) {
+      require(a->name != "all", "--protocol '{}' needs one reproduction, not all", a->opt.protocol);
+      experiments::resolve_protocol(*todo.front(), a->opt.protocol);  // an unknown protocol stops here
+    }
     check_outputs(a->out, todo, a->force);  // before computing anything
     a->opt.progress = [&g](const std::string& m) { progress(g, m); };
     int failed = 0;
