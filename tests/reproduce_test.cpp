@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <hdf5.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -150,4 +151,52 @@ TEST(Reproduce, LunaQuickIsDeterministicAndItsMapsLoadBack) {
   const kestrel::LunaParams init = kestrel::luna_init(kestrel::LunaVariant::Ungated, 4, 16, {.seed = 1000});
   EXPECT_GT(arma::abs(p.W - init.W).max(), 0.0);
   fs::remove_all(dir);
+}
+
+// --protocol: the first protocol is the default, an unknown one (or one for an experiment without any) is refused
+// before anything is written, and `all` takes none.
+TEST(Reproduce, ProtocolsAreCheckedBeforeAnyFileIsWritten) {
+  using kestrel::experiments::find_experiment;
+  using kestrel::experiments::resolve_protocol;
+  EXPECT_EQ(resolve_protocol(find_experiment("hrf-fig6"), ""), "h3");
+  EXPECT_EQ(resolve_protocol(find_experiment("hrf-fig6"), "radius"), "radius");
+  EXPECT_EQ(resolve_protocol(find_experiment("crt-fig1"), ""), "");
+  EXPECT_THROW(resolve_protocol(find_experiment("hrf-fig6"), "h4"), kestrel::InvalidArgument);
+  EXPECT_THROW(resolve_protocol(find_experiment("crt-fig1"), "h3"), kestrel::InvalidArgument);
+  const fs::path out = fs::temp_directory_path() / ("kestrel_protocol_" + std::to_string(::getpid()));
+  for (const std::string args : {"hrf-fig6 --protocol h4", "crt-fig1 --protocol h3", "all --protocol radius"}) {
+    const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + args + " --quick --quiet --out " + out.string() +
+                            " > /dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << args;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+}
+
+// The protocols that `reproduce all` does not run: quick runs with finite HDF5, a PNG and the protocol recorded.
+TEST(Reproduce, NonDefaultProtocolsRunQuick) {
+  const fs::path out = fs::temp_directory_path() / ("kestrel_protocols_" + std::to_string(::getpid()));
+  for (const auto& e : kestrel::experiments::all_experiments())
+    for (std::size_t p = 1; p < e.protocols.size(); ++p) {
+      const std::string& name = e.protocols[p].name;
+      const fs::path dir = out / name;
+      const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + e.name + " --protocol " + name +
+                              " --quick --quiet --out " + dir.string() + " > " + out.string() + ".log 2>&1";
+      fs::create_directories(out);
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << e.name << " " << name << ": see " << out.string() << ".log";
+      const hid_t f = H5Fopen((dir / (e.name + ".h5")).string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      ASSERT_GE(f, 0);
+      Walk w;
+      H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
+      H5Fclose(f);
+      EXPECT_GT(w.datasets, 0u) << e.name << " " << name;
+      EXPECT_EQ(w.non_finite, 0u) << e.name << " " << name << ": " << w.first_bad;
+      EXPECT_TRUE(fs::exists(dir / (e.name + ".png"))) << e.name << " " << name;
+      std::ifstream cj((dir / (e.name + ".claims.json")).string());
+      const auto j = nlohmann::json::parse(cj);
+      EXPECT_EQ(j["provenance"]["options"]["protocol"].get<std::string>(), name);
+      EXPECT_FALSE(j["claims"].empty()) << e.name << " " << name;
+    }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
 }

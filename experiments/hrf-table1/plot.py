@@ -15,6 +15,9 @@ with h5py.File(src) as f:
     for ax, ds in zip(axes, ["wine", "boston"]):
         g = f[ds]
         x = np.arange(len(methods))
+        if "mse_mean_1e-3" not in g:
+            ax.text(0.5, 0.5, attr_str(g, "reason"), ha="center", transform=ax.transAxes, fontsize=7)
+            continue
         ax.bar(x, g["mse_mean_1e-3"][:], yerr=g["mse_std_1e-3"][:], capsize=3, label="kestrel")
         ax.plot(x, g["paper_mse_1e-3"][:], "k_", ms=20, mew=2, label="paper")
         ax.set_xticks(x, methods, fontsize=7)
