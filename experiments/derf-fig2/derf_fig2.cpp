@@ -54,7 +54,8 @@ void run_derf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
        "docs/mnist-pipelines.md: no pipeline reproduces it (raw [0,1] gives e^13-e^14, centred e^0.9, standardised "
        "e^10-e^20)"},
       {"aderf",
-       "docs/mnist-pipelines.md: holds with centred [0,1] pixels only (e^1.8-e^2.3); raw gives e^5.6, standardised "
+       "docs/mnist-pipelines.md: holds with centred [0,1] pixels only (e^1.8-e^2.3); raw gives e^5.4-e^5.8, "
+       "standardised "
        "e^6.6-e^11"}};
   auto note = [&](const std::string& key) { return which.count(key) ? "; " + which.at(key) : std::string(); };
   // "about e^5" is read as 5 +- 2.5 nats (half the claimed exponent), "about e^10" as 10 +- 5.
