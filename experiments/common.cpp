@@ -32,6 +32,17 @@ double mean_log(const std::vector<VarianceResult>& r, const std::string& estimat
   throw InvalidArgument(fmt::format("no result for {} at sigma {}", estimator, sigma));
 }
 
+RegimeOptions with_pipeline(RegimeOptions base, const std::string& pipeline) {
+  const auto a = pipeline.find('/'), b = pipeline.find('/', a == std::string::npos ? a : a + 1);
+  require(a != std::string::npos, "image pipeline must be preprocess/resize[/scale], got '{}'", pipeline);
+  base.preprocess = parse_preprocess(pipeline.substr(0, a));
+  base.resize = parse_resize(pipeline.substr(a + 1, b == std::string::npos ? b : b - a - 1));
+  base.pixel_scale = b == std::string::npos ? 1.0 : validate_pixel_scale(std::stod(pipeline.substr(b + 1)));
+  require(pipeline_name(base) == pipeline, "image pipeline '{}' is not canonical (expected '{}')", pipeline,
+          pipeline_name(base));
+  return base;
+}
+
 std::vector<double> sigma_grid(bool quick) {
   if (quick) return {0.1, 0.5, 1.0};
   std::vector<double> s;

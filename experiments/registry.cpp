@@ -1,4 +1,5 @@
 // The list of reproductions: adding one is a folder under experiments/ and one line here.
+#include "common.hpp"
 #include "experiment.hpp"
 
 namespace kestrel::experiments {
@@ -23,8 +24,21 @@ void run_advise(const Options&, H5Writer&, std::vector<Claim>&);
 const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
       {"crt-fig1", "CRT Fig. 1 right: log(Var OPRF / Var PosRF) vs |x+y|^2", run_crt_fig1},
-      {"crt-fig2", "CRT Fig. 2: log-variance of the CRT estimators in four regimes", run_crt_fig2},
-      {"derf-fig2", "DERF Fig. 2: log relative variance of DERF-family estimators in six regimes", run_derf_fig2},
+      {"crt-fig2",
+       "CRT Fig. 2: log-variance of the CRT estimators in four regimes",
+       run_crt_fig2,
+       {{"kestrel", "mnist with raw [0,1], centred and per-pixel standardised pixels, area resize"},
+        {kPaperPipeline,
+         "mnist pixels bilinear-resized (tf.image.resize default) and standardised per pixel: the "
+         "pipeline most consistent with both CRT and DERF (docs/mnist-pipelines.md)"}}},
+      {"derf-fig2",
+       "DERF Fig. 2: log relative variance of DERF-family estimators in six regimes",
+       run_derf_fig2,
+       {{"kestrel", "mnist and cifar10 grayscale with raw [0,1] pixels, area resize"},
+        {kPaperPipeline,
+         "mnist and cifar10 grayscale pixels bilinear-resized (tf.image.resize default) and "
+         "standardised per pixel: the pipeline most consistent with both CRT and DERF "
+         "(docs/mnist-pipelines.md)"}}},
       {"orf", "CRT Thm 4.1: orthogonal vs iid projections across d", run_orf},
       {"dark-aniso", "DARK Thm 3.2: expected variance of isotropic vs importance-sampled PRFs for anisotropic inputs",
        run_dark_aniso},

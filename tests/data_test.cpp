@@ -173,6 +173,81 @@ TEST(Images, AreaDownscaleIsExactBoxFilter) {
                                  arma::mat(8, 8, arma::fill::value(0.3)), "absdiff", 1e-15));
 }
 
+// The resize kernels against hand-computed 4 -> 2 cases, and their invariants (rows sum to 1, so a constant
+// image stays constant; bilinear without antialiasing uses 2 input pixels per output pixel).
+TEST(Images, BilinearResizeKernels) {
+  arma::mat img(4, 4);
+  for (arma::uword r = 0; r < 4; ++r)
+    for (arma::uword c = 0; c < 4; ++c) img(r, c) = 4.0 * r + c;
+  // Bilinear, factor 2: sample points 0.5 and 2.5 split evenly between pixels (0, 1) and (2, 3).
+  const arma::mat b = downscale(img, 2, 2, Resize::Bilinear);
+  EXPECT_NEAR(b(0, 0), 2.5, 1e-14);
+  EXPECT_NEAR(b(0, 1), 4.5, 1e-14);
+  EXPECT_NEAR(b(1, 0), 10.5, 1e-14);
+  EXPECT_NEAR(b(1, 1), 12.5, 1e-14);
+  // Antialiased, factor 2: the tent of half-width 2 around centre 1 weighs pixels 0..3 by .75, .75, .25, 0
+  // (normalised by 1.75): mean row 5/7 and mean column 5/7 for output (0, 0); 16/7 for output index 1.
+  const arma::mat a = downscale(img, 2, 2, Resize::BilinearAA);
+  EXPECT_NEAR(a(0, 0), 4 * 5.0 / 7 + 5.0 / 7, 1e-14);
+  EXPECT_NEAR(a(1, 0), 4 * 16.0 / 7 + 5.0 / 7, 1e-14);
+  EXPECT_NEAR(a(1, 1), 4 * 16.0 / 7 + 16.0 / 7, 1e-14);
+  // 28 -> 8 bilinear: output 0 samples 1.25 (0.75 on pixel 1, 0.25 on pixel 2), output 7 samples 25.75.
+  const arma::mat W = resize_weights(28, 8, Resize::Bilinear);
+  EXPECT_NEAR(W(0, 1), 0.75, 1e-15);
+  EXPECT_NEAR(W(0, 2), 0.25, 1e-15);
+  EXPECT_NEAR(W(7, 25), 0.25, 1e-15);
+  EXPECT_NEAR(W(7, 26), 0.75, 1e-15);
+  for (Resize m : {Resize::Area, Resize::Bilinear, Resize::BilinearAA})
+    for (auto [in, out] : {std::pair<arma::uword, arma::uword>{28, 8}, {32, 8}, {7, 3}, {5, 5}, {9, 1}}) {
+      const arma::mat w = resize_weights(in, out, m);
+      EXPECT_LT(arma::abs(arma::sum(w, 1) - 1.0).max(), 1e-14) << to_string(m) << " " << in << "->" << out;
+      EXPECT_GE(w.min(), 0.0);
+      if (m == Resize::Bilinear) EXPECT_TRUE(arma::all(arma::sum(w > 0, 1) <= 2));
+      EXPECT_TRUE(arma::approx_equal(downscale(arma::mat(in, in, arma::fill::value(0.3)), out, out, m),
+                                     arma::mat(out, out, arma::fill::value(0.3)), "absdiff", 1e-15));
+    }
+  // Equal sizes: bilinear and area are the identity.
+  EXPECT_TRUE(arma::approx_equal(resize_weights(5, 5, Resize::Bilinear), arma::eye(5, 5), "absdiff", 1e-15));
+  // The antialiased tent spans 2 x 3.5 input pixels at 28 -> 8: 7 or 8 pixels per output pixel.
+  EXPECT_GE(arma::accu(resize_weights(28, 8, Resize::BilinearAA).row(3) > 0), 7u);
+  EXPECT_THROW(resize_weights(4, 5, Resize::Bilinear), InvalidArgument);
+  EXPECT_THROW(resize_weights(4, 0, Resize::BilinearAA), InvalidArgument);
+  EXPECT_EQ(parse_resize("bilinear-aa"), Resize::BilinearAA);
+  EXPECT_THROW(parse_resize("bicubic"), InvalidArgument);
+}
+
+// The preprocessing forms on real MNIST: global standardisation gives one mean 0 / std 1 over the pool,
+// mnist-norm is (x - 0.1307) / 0.3081 of the raw pixels, and the MNIST constants are the full-resolution
+// training-set statistics (which is how other sets get theirs).
+TEST(Regimes, ImagePipelines) {
+  const ImageSet m = load_mnist(default_data_dir() + "/mnist", "train");
+  const auto [mean, sd] = pixel_mean_std(m);
+  EXPECT_NEAR(mean, 0.1307, 5e-5);
+  EXPECT_NEAR(sd, 0.3081, 5e-5);
+  RegimeOptions raw, glob, norm, r255, bil;
+  glob.preprocess = Preprocess::StandardizeGlobal;
+  norm.preprocess = Preprocess::MnistNorm;
+  r255.pixel_scale = 255;
+  bil.resize = Resize::Bilinear;
+  const SetPair a = draw_regime("mnist", 64, 500, 1.0, 3, 0, raw), n = draw_regime("mnist", 64, 500, 1.0, 3, 0, norm),
+                s = draw_regime("mnist", 64, 500, 1.0, 3, 0, r255), b = draw_regime("mnist", 64, 500, 1.0, 3, 0, bil);
+  EXPECT_TRUE(arma::approx_equal(n.X, (a.X - 0.1307) / 0.3081, "absdiff", 1e-12));
+  EXPECT_TRUE(arma::approx_equal(s.X, 255 * a.X, "absdiff", 1e-10));
+  EXPECT_FALSE(arma::approx_equal(b.X, a.X, "absdiff", 1e-3));         // a different kernel, a different cache entry
+  const SetPair g = draw_regime("mnist", 64, 30000, 1.0, 3, 0, glob);  // the whole pool: exact moments
+  const arma::vec all = arma::join_cols(arma::vectorise(g.X), arma::vectorise(g.Y));
+  // Sums of 3.8e6 doubles: rounding of order 1e-11.
+  EXPECT_NEAR(arma::mean(all), 0.0, 1e-9);
+  EXPECT_NEAR(std::sqrt(arma::mean(arma::square(all))), 1.0, 1e-9);
+  EXPECT_EQ(pipeline_name(r255), "raw/area/255");
+  EXPECT_EQ(pipeline_name(glob), "standardize-global/area");
+  EXPECT_EQ(parse_preprocess("mnist-norm"), Preprocess::MnistNorm);
+  EXPECT_THROW(parse_preprocess("standardise"), InvalidArgument);
+  RegimeOptions bad;
+  bad.pixel_scale = 2;
+  EXPECT_THROW(draw_regime("mnist", 64, 10, 1.0, 1, 0, bad), InvalidArgument);
+}
+
 TEST(Images, RealMnistAndCifarHaveTheirDocumentedClassCounts) {
   // Installed by scripts/install-data.sh (the test command runs it).
   const ImageSet m = load_mnist(default_data_dir() + "/mnist", "train");

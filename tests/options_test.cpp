@@ -104,10 +104,10 @@ TEST(StudyOptions, TableDefaultsAreTheStructDefaults) {
   EXPECT_EQ(o.estimators, d.estimators);
   EXPECT_EQ(o.seed, d.seed);
   // Every option of `variance` is in the table, hence in `sweep` and Python.
-  for (const char* name :
-       {"regime",     "sigma",    "dim",      "points",         "pairs",   "seed",       "estimators",
-        "kernel",     "features", "mc",       "mc-points",      "sampler", "halve-real", "data-dir",
-        "preprocess", "spectrum", "clusters", "cluster-radius", "x-file",  "y-file"})
+  for (const char* name : {"regime",     "sigma",    "dim",        "points",     "pairs",     "seed",
+                           "estimators", "kernel",   "features",   "mc",         "mc-points", "sampler",
+                           "halve-real", "data-dir", "preprocess", "spectrum",   "clusters",  "cluster-radius",
+                           "x-file",     "y-file",   "resize",     "pixel-scale"})
     EXPECT_NO_THROW(find_study_option(name)) << name;
   const auto s = sweep_options({{"dim", {"4,8", "--dim"}}, {"sigma", {"0.5,2", "--sigma"}}});
   EXPECT_EQ(s.dims, (std::vector<arma::uword>{4, 8}));
@@ -235,6 +235,8 @@ TEST(DumbInputs, EveryMalformedInputExitsTwoNamingTheValueAndWritesNothing) {
       {var + "--kernel laplace", "laplace"},
       {var + "--sampler sobol", "sobol"},
       {var + "--preprocess whiten", "whiten"},
+      {var + "--resize bicubic", "bicubic"},
+      {var + "--pixel-scale 256", "'256'"},
       {var + "--pairs 0", "--pairs"},
       {var + "--features 0", "--features"},
       {var + "--features 2,4", "kestrel sweep"},

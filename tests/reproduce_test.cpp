@@ -2,10 +2,12 @@
 // dataset is finite, a PNG plot, and a claims summary with finite measured values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,61 @@ TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
     for (const auto& c : j["claims"]) EXPECT_TRUE(std::isfinite(c["measured"].get<double>())) << e.name;
     EXPECT_TRUE(fs::exists(stem.string() + ".claims.md")) << e.name;
   }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
+// The second protocol of crt-fig2 and derf-fig2 (the image pipeline most consistent with both papers,
+// docs/mnist-pipelines.md): finite HDF5 recording the protocol, and image claims that name the pipeline.
+TEST(Reproduce, ImagePipelineProtocolQuick) {
+  const std::string protocol = "standardize/bilinear";
+  for (const std::string name : {"crt-fig2", "derf-fig2"}) {
+    const fs::path out = fs::temp_directory_path() / ("kestrel_protocol_" + std::to_string(::getpid()));
+    const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + name + " --quick --quiet --protocol " +
+                            protocol + " --out " + out.string() + " > " + (out.string() + ".log") + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << out.string() << ".log";
+    const hid_t f = H5Fopen((out / (name + ".h5")).string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0) << name;
+    Walk w;
+    H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
+    EXPECT_GT(H5Lexists(f, "/mnist", H5P_DEFAULT), 0) << name;
+    EXPECT_EQ(H5Lexists(f, "/mnist-center", H5P_DEFAULT), 0) << name;  // the default protocol's extra panels
+    H5Fclose(f);
+    EXPECT_EQ(w.non_finite, 0u) << name << ": first non-finite dataset " << w.first_bad;
+    std::ifstream cj((out / (name + ".claims.json")).string());
+    const auto j = nlohmann::json::parse(cj);
+    EXPECT_EQ(j.dump().find("mnist-standardize"), std::string::npos) << name;
+    std::size_t named = 0;
+    for (const auto& c : j["claims"]) {
+      EXPECT_TRUE(std::isfinite(c["measured"].get<double>())) << name;
+      if (c["statement"].get<std::string>().find("mnist") != std::string::npos)
+        named += c["note"].get<std::string>().find("pipeline " + protocol) != std::string::npos;
+    }
+    EXPECT_GE(named, 3u) << name;
+    std::ifstream md((out / (name + ".claims.md")).string());
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("Protocol `" + protocol + "`"), std::string::npos) << name;
+    fs::remove_all(out);
+    fs::remove(out.string() + ".log");
+  }
+}
+
+// An unknown protocol is refused with one line naming it and the known ones, exit code 2, before any file is written.
+TEST(Reproduce, UnknownProtocolIsRejected) {
+  const auto& e = kestrel::experiments::find_experiment("crt-fig2");
+  EXPECT_EQ(kestrel::experiments::resolve_protocol(e, ""), "kestrel");
+  EXPECT_THROW(kestrel::experiments::resolve_protocol(e, "standardise/bilinear"), kestrel::InvalidArgument);
+  const fs::path out = fs::temp_directory_path() / ("kestrel_badprotocol_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(KESTREL_CLI) + " reproduce crt-fig2 --quick --quiet --protocol nope --out " +
+                          out.string() + " > " + (out.string() + ".log") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream log(out.string() + ".log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("'nope'"), std::string::npos) << text;
+  EXPECT_NE(text.find("standardize/bilinear"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_FALSE(fs::exists(out / "crt-fig2.h5"));
   fs::remove_all(out);
   fs::remove(out.string() + ".log");
 }

@@ -41,7 +41,9 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
       opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features,
       opt.halve_real ? " (x2 for real)" : "", opt.seed,
       opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
-          ? " preprocess=" + to_string(opt.regime_options.preprocess)
+          ? " preprocess=" + to_string(opt.regime_options.preprocess) +
+                (opt.regime_options.resize != Resize::Area ? " resize=" + to_string(opt.regime_options.resize) : "") +
+                (opt.regime_options.pixel_scale != 1 ? " pixel-scale=255" : "")
           : "");
   // The quantity's names for Var and K (study_options: --quantity).
   const bool att = opt.quantity == Quantity::Attention, kc = opt.quantity == Quantity::Kc;

@@ -1,6 +1,8 @@
-// Image loading, grayscale conversion and area-averaging downscale (see images.hpp).
+// Image loading, grayscale conversion and the area / bilinear / antialiased bilinear downscales (see
+// images.hpp).
 #include "data/images.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -9,6 +11,17 @@
 #include "data/idx.hpp"
 
 namespace kestrel {
+
+Resize parse_resize(const std::string& name) {
+  if (name == "area") return Resize::Area;
+  if (name == "bilinear") return Resize::Bilinear;
+  if (name == "bilinear-aa") return Resize::BilinearAA;
+  throw InvalidArgument(fmt::format("unknown resize '{}' (expected area, bilinear or bilinear-aa)", name));
+}
+
+std::string to_string(Resize r) {
+  return r == Resize::Area ? "area" : r == Resize::Bilinear ? "bilinear" : "bilinear-aa";
+}
 
 ImageSet load_mnist(const std::string& dir, const std::string& split) {
   require(split == "train" || split == "test", "split must be 'train' or 'test', got '{}'", split);
@@ -78,27 +91,83 @@ arma::mat area_weights(arma::uword in, arma::uword out) {
   }
   return W;
 }
+
+// Half-pixel-centre linear interpolation: the sample point (o + 1/2) scale - 1/2 is clamped to [0, in - 1]
+// (TF and torch clamp the same way) and split between its two neighbours.
+arma::mat bilinear_weights(arma::uword in, arma::uword out) {
+  arma::mat W(out, in, arma::fill::zeros);
+  const double scale = static_cast<double>(in) / out;
+  for (arma::uword o = 0; o < out; ++o) {
+    const double src = std::clamp((o + 0.5) * scale - 0.5, 0.0, static_cast<double>(in - 1));
+    const auto i0 = static_cast<arma::uword>(std::floor(src));
+    const arma::uword i1 = std::min(i0 + 1, in - 1);
+    const double f = src - i0;
+    W(o, i0) += 1 - f;
+    W(o, i1) += f;
+  }
+  return W;
+}
+
+// The triangle (tent) filter stretched by the scale factor, evaluated at input pixel centres and
+// normalised per output pixel; pixels outside the image get no weight (PIL and TF renormalise over the
+// pixels inside).
+arma::mat bilinear_aa_weights(arma::uword in, arma::uword out) {
+  arma::mat W(out, in, arma::fill::zeros);
+  const double scale = std::max(1.0, static_cast<double>(in) / out);
+  const double step = static_cast<double>(in) / out;
+  for (arma::uword o = 0; o < out; ++o) {
+    const double c = (o + 0.5) * step;
+    for (arma::uword i = 0; i < in; ++i) W(o, i) = std::max(0.0, 1 - std::abs(i + 0.5 - c) / scale);
+    W.row(o) /= arma::accu(W.row(o));
+  }
+  return W;
+}
 }  // namespace
 
-arma::mat downscale_area(const arma::mat& img, arma::uword out_rows, arma::uword out_cols) {
+arma::mat resize_weights(arma::uword in, arma::uword out, Resize method) {
+  require(out > 0 && out <= in, "resize from {} to {} pixels: the output must have 1..{} pixels", in, out, in);
+  switch (method) {
+    case Resize::Area:
+      return area_weights(in, out);
+    case Resize::Bilinear:
+      return bilinear_weights(in, out);
+    case Resize::BilinearAA:
+      return bilinear_aa_weights(in, out);
+  }
+  throw InvalidArgument("unknown resize method");
+}
+
+arma::mat downscale(const arma::mat& img, arma::uword out_rows, arma::uword out_cols, Resize method) {
   require(out_rows > 0 && out_cols > 0, "output size must be positive, got {} x {}", out_rows, out_cols);
   require(out_rows <= img.n_rows && out_cols <= img.n_cols, "cannot downscale {} x {} to {} x {}", img.n_rows,
           img.n_cols, out_rows, out_cols);
-  return area_weights(img.n_rows, out_rows) * img * area_weights(img.n_cols, out_cols).t();
+  return resize_weights(img.n_rows, out_rows, method) * img * resize_weights(img.n_cols, out_cols, method).t();
 }
 
-arma::mat image_points(const ImageSet& set, arma::uword d) {
+arma::mat image_points(const ImageSet& set, arma::uword d, Resize method) {
   const auto s = static_cast<arma::uword>(std::llround(std::sqrt(static_cast<double>(d))));
   require(s * s == d, "image regimes need d = s^2 (an s x s downscale), got d = {}", d);
   require(s <= set.rows && s <= set.cols, "d = {} needs {} x {} pixels, images are {} x {}", d, s, s, set.rows,
           set.cols);
-  const arma::mat Wr = area_weights(set.rows, s), Wc = area_weights(set.cols, s);
+  const arma::mat Wr = resize_weights(set.rows, s, method), Wc = resize_weights(set.cols, s, method);
   arma::mat P(d, set.images.size());
   for (std::size_t n = 0; n < set.images.size(); ++n) {
     const arma::mat small = Wr * set.images[n] * Wc.t();
     P.col(n) = arma::vectorise(small.t());  // row-major flattening
   }
   return P;
+}
+
+std::pair<double, double> pixel_mean_std(const ImageSet& set) {
+  require(!set.images.empty(), "{}: no images", set.name);
+  double n = 0, sum = 0, sum2 = 0;
+  for (const auto& m : set.images) {
+    n += m.n_elem;
+    sum += arma::accu(m);
+  }
+  const double mean = sum / n;
+  for (const auto& m : set.images) sum2 += arma::accu(arma::square(m - mean));
+  return {mean, std::sqrt(sum2 / n)};
 }
 
 }  // namespace kestrel

@@ -24,18 +24,50 @@ Preprocess parse_preprocess(const std::string& name) {
   if (name == "raw") return Preprocess::Raw;
   if (name == "center") return Preprocess::Center;
   if (name == "standardize") return Preprocess::Standardize;
-  throw InvalidArgument(fmt::format("unknown preprocessing '{}' (expected raw, center or standardize)", name));
+  if (name == "standardize-global") return Preprocess::StandardizeGlobal;
+  if (name == "mnist-norm") return Preprocess::MnistNorm;
+  throw InvalidArgument(fmt::format(
+      "unknown preprocessing '{}' (expected raw, center, standardize, standardize-global or mnist-norm)", name));
 }
 
 std::string to_string(Preprocess p) {
-  return p == Preprocess::Raw ? "raw" : p == Preprocess::Center ? "center" : "standardize";
+  switch (p) {
+    case Preprocess::Raw:
+      return "raw";
+    case Preprocess::Center:
+      return "center";
+    case Preprocess::Standardize:
+      return "standardize";
+    case Preprocess::StandardizeGlobal:
+      return "standardize-global";
+    case Preprocess::MnistNorm:
+      return "mnist-norm";
+  }
+  return "?";
+}
+
+double validate_pixel_scale(double scale) {
+  require(scale == 1 || scale == 255, "pixel scale must be 1 or 255, got {}", scale);
+  return scale;
+}
+
+namespace {
+bool scale_matters(Preprocess p) { return p == Preprocess::Raw || p == Preprocess::Center; }
+}  // namespace
+
+std::string pipeline_name(const RegimeOptions& o) {
+  const std::string base = to_string(o.preprocess) + "/" + to_string(o.resize);
+  return scale_matters(o.preprocess) ? fmt::format("{}/{}", base, o.pixel_scale) : base;
 }
 
 nlohmann::json to_json(const RegimeOptions& o) {
   nlohmann::json j = {
       {"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
       {"preprocess", to_string(o.preprocess)},
-      {"image_conversion", "grayscale BT.601 luma, pixels/255, area-average downscale to sqrt(d) x sqrt(d)"},
+      {"resize", to_string(o.resize)},
+      {"pixel_scale", o.pixel_scale},
+      {"image_conversion",
+       fmt::format("grayscale BT.601 luma, pixels/255, {} downscale to sqrt(d) x sqrt(d)", to_string(o.resize))},
       {"spectrum", o.spectrum},
       {"clusters", o.clusters},
       {"cluster_radius", o.cluster_radius},
@@ -120,7 +152,9 @@ std::shared_ptr<const arma::mat> image_pool(const std::string& set, arma::uword 
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const arma::mat>> cache;
   const std::string dir = (o.data_dir.empty() ? default_data_dir() : o.data_dir) + "/" + set;
-  const std::string key = fmt::format("{}|{}|{}", dir, d, to_string(o.preprocess));
+  validate_pixel_scale(o.pixel_scale);
+  const std::string key =
+      fmt::format("{}|{}|{}|{}|{}", dir, d, to_string(o.preprocess), to_string(o.resize), o.pixel_scale);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   ImageSet s;
@@ -129,14 +163,26 @@ std::shared_ptr<const arma::mat> image_pool(const std::string& set, arma::uword 
   } catch (const IoError& e) {
     throw InputFileError(fmt::format("{} (install the data with scripts/install-data.sh {})", e.what(), set));
   }
-  arma::mat P = image_points(s, d);
-  if (o.preprocess != Preprocess::Raw) {
+  arma::mat P = image_points(s, d, o.resize);
+  if (scale_matters(o.preprocess) && o.pixel_scale != 1) P *= o.pixel_scale;
+  if (o.preprocess == Preprocess::Center || o.preprocess == Preprocess::Standardize) {
     P.each_col() -= arma::mean(P, 1);
     if (o.preprocess == Preprocess::Standardize) {
       arma::vec sd = arma::stddev(P, 0, 1);
       sd.transform([](double v) { return v > 0 ? v : 1.0; });  // constant pixels stay 0
       P.each_col() /= sd;
     }
+  } else if (o.preprocess == Preprocess::StandardizeGlobal) {
+    const double mean = arma::mean(arma::vectorise(P));
+    P -= mean;
+    const double sd = std::sqrt(arma::accu(arma::square(P)) / static_cast<double>(P.n_elem));
+    require(sd > 0, "{}: every pixel of the pool is {}, standardize-global needs some spread", dir, mean);
+    P /= sd;
+  } else if (o.preprocess == Preprocess::MnistNorm) {
+    // torchvision's MNIST constants; any other set gets its own full-resolution constants, the way they were made.
+    const auto [mean, sd] = set == "mnist" ? std::pair<double, double>{0.1307, 0.3081} : pixel_mean_std(s);
+    require(sd > 0, "{}: every pixel is {}, mnist-norm needs some spread", dir, mean);
+    P = (P - mean) / sd;
   }
   auto ptr = std::make_shared<const arma::mat>(std::move(P));
   cache[key] = ptr;

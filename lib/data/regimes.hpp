@@ -2,8 +2,9 @@
 //   normal:     x, y ~ N(0, sigma^2 I)                       (CRT 5.1)
 //   sphere:     x, y uniform on sigma S^{d-1}                (CRT 5.1)
 //   heterogen:  x ~ N(0, sigma^2 I), y ~ N(sigma 1, sigma^2 I) (CRT 5.1)
-//   mnist, fashion-mnist, cifar10: random training images (images.hpp: grayscale, [0,1], area
-//               downscale to sqrt(d) x sqrt(d)), preprocessed, times sigma (CRT 5.1, DERF 5.1)
+//   mnist, fashion-mnist, cifar10: random training images (images.hpp: grayscale, [0,1], downscale to
+//               sqrt(d) x sqrt(d) by area, bilinear or antialiased bilinear), times the pixel scale (1 or
+//               255), preprocessed, times sigma (CRT 5.1, DERF 5.1)
 //   mnist/cifar10: x from MNIST, y from CIFAR-10 (DERF 5.1)
 //   aniso:      x, y ~ N(0, sigma^2 Lambda), Lambda = Q diag(spectrum) Q^T, Q Haar (DARK Thm 3.2)
 //   clustered:  x from k Gaussian clusters, y from k other clusters, centres at distance
@@ -21,17 +22,32 @@
 #include <armadillo>
 #include <nlohmann/json.hpp>
 
+#include "data/images.hpp"
+
 namespace kestrel {
 
-enum class Preprocess { Raw, Center, Standardize };
+struct RegimeOptions;
+enum class Preprocess { Raw, Center, Standardize, StandardizeGlobal, MnistNorm };
 Preprocess parse_preprocess(const std::string& name);
 std::string to_string(Preprocess p);
+// The pixel scale must be 1 or 255 (throws naming the value).
+double validate_pixel_scale(double scale);
+// The image pipeline as one name, e.g. "raw/area/1", "standardize-global/bilinear-aa" (no scale when
+// the preprocessing does not depend on it).
+std::string pipeline_name(const RegimeOptions& o);
 
 struct RegimeOptions {
   std::string data_dir;  // empty: default_data_dir()
-  // Image pixels: raw ([0,1]), center (minus the pool's mean image) or standardize (per pixel zero
-  // mean, unit variance over the pool; constant pixels become 0). With raw pixels every x^T y >= 0.
+  // Image pixels: raw ([0,1]), center (minus the pool's mean image), standardize (per pixel zero
+  // mean, unit variance over the pool; constant pixels become 0), standardize-global (one mean and one
+  // standard deviation over all pixels of the pool) or mnist-norm (torchvision's Normalize((0.1307,),
+  // (0.3081,)) on [0,1] pixels for MNIST; for other sets the same construction: the mean and standard
+  // deviation of all full-resolution [0,1] training pixels, e.g. CIFAR-10 grayscale). The pool is the
+  // downscaled training set. With raw pixels every x^T y >= 0.
   Preprocess preprocess = Preprocess::Raw;
+  Resize resize = Resize::Area;  // images.hpp
+  // Pixels in [0, pixel_scale] (1 or 255) before raw / center; the standardising forms do not depend on it.
+  double pixel_scale = 1;
   std::string spectrum = "geometric:100";  // aniso: geometric:<condition number>, rank:<r>, list:<l1,..,ld>
   arma::uword clusters = 2;                // clustered: clusters per side
   double cluster_radius = 1.0;             // clustered: norm of every centre

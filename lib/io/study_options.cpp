@@ -184,9 +184,25 @@ std::vector<StudyOption> make_table() {
       },
       [](const O&) { return std::string(); }));
   t.push_back(text_opt(
-      "preprocess", "Image pixels: raw ([0,1]), center or standardize",
+      "preprocess",
+      "Image pixels: raw ([0,1] times --pixel-scale), center (minus the mean image), standardize (per pixel), "
+      "standardize-global (one mean and std over all pixels) or mnist-norm ((x - 0.1307) / 0.3081; other sets: "
+      "their own full-resolution pixel mean and std)",
       [](O& x, W where, W text) { x.regime_options.preprocess = named(where, [&] { return parse_preprocess(text); }); },
       [](const O& x) { return to_string(x.regime_options.preprocess); }));
+  t.push_back(text_opt(
+      "resize",
+      "Image downscale to sqrt(d) x sqrt(d): area (box filter), bilinear (half-pixel centres, no antialiasing, as "
+      "TF/torch default) or bilinear-aa (triangle filter widened by the scale, as TF antialias=True / PIL)",
+      [](O& x, W where, W text) { x.regime_options.resize = named(where, [&] { return parse_resize(text); }); },
+      [](const O& x) { return to_string(x.regime_options.resize); }));
+  t.push_back(text_opt(
+      "pixel-scale", "Image pixels in [0, 1] (1) or [0, 255] (255) before raw / center preprocessing",
+      [](O& x, W where, W text) {
+        require(text == "1" || text == "255", "{}: expected 1 or 255, got '{}'", where, text);
+        x.regime_options.pixel_scale = text == "1" ? 1.0 : 255.0;
+      },
+      [](const O& x) { return fmt::format("{}", x.regime_options.pixel_scale); }));
   t.push_back(text_opt(
       "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
       [](O& x, W, W text) { x.regime_options.spectrum = text; },  // checked against d in check_regime
