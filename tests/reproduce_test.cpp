@@ -236,7 +236,9 @@ TEST(Reproduce, NonDefaultProtocolsRunQuick) {
   for (const auto& e : kestrel::experiments::all_experiments())
     for (std::size_t p = 1; p < e.protocols.size(); ++p) {
       const std::string& name = e.protocols[p].name;
-      const fs::path dir = out / name;
+      std::string leaf = name;  // a protocol name may hold '/' (standardize/bilinear)
+      std::replace(leaf.begin(), leaf.end(), '/', '_');
+      const fs::path dir = out / (e.name + "_" + leaf);
       const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + e.name + " --protocol " + name +
                               " --quick --quiet --out " + dir.string() + " > " + out.string() + ".log 2>&1";
       fs::create_directories(out);
