@@ -11,7 +11,7 @@ import tempfile
 
 # Lines not run, with why (matched as prefixes of the joined command line).
 SKIP = {
-    "bash scripts/main.sh": "the main job itself (paper settings, ~22 min); its commands run here at quick sizes",
+    "bash scripts/main.sh": "the main job itself (paper settings, ~20 min); its commands run here at quick sizes",
     "bash scripts/test.sh": "the test suite itself (this test runs inside it)",
     "#": "a comment or a batch-script directive",
     "srun": "needs a Slurm cluster",
