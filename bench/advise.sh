@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue #18: `kestrel advise` at L = 4096, d = 64, dv = 64 (the issue's "under a minute on this machine"), side by
-# side with its NumPy peer in the same run: the way one answers the question without kestrel, simulating random-
+# Issues #18, #34: `kestrel advise` at L = 4096, d = 64, dv = 64 with every applicable estimator and the iid,
+# orthogonal and simplex samplers (issue 34's "under 60 s on this machine"), side by side with its NumPy peer in the
+# same run: the way one answers the question without kestrel, simulating random-
 # feature attention (PosRF, M = 256, 20 draws, stabilised) to measure one estimator's error at one M. Inputs are
 # seeded (bench/advise_inputs.py). Each command runs RUNS times in turn (A B A B ...); medians and the median of the
 # pairwise ratios go to OUT/advise.md.
@@ -22,7 +23,8 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$OUT"
 /usr/bin/python3 "$ROOT/bench/advise_inputs.py" "$OUT" "$L"
-A=("$KESTREL" advise --queries "$OUT/q.npy" --keys "$OUT/k.npy" --values "$OUT/v.npy" --quiet --json)
+A=("$KESTREL" advise --queries "$OUT/q.npy" --keys "$OUT/k.npy" --values "$OUT/v.npy" --samplers iid,orthogonal,simplex
+   --quiet --json)
 B=(/usr/bin/python3 "$ROOT/bench/advise_inputs.py" --peer "$OUT")
 : > "$OUT/times.tsv"
 for r in $(seq "$RUNS"); do
@@ -43,7 +45,7 @@ rep = json.load(open(f"{out}/advise.json"))["advice"]
 ok = [x for x in rep["rows"] if x["status"] == "ok"]
 text = f"""| command (L = {L}, d = 64, dv = 64) | median wall (s) | min | max |
 |---|---:|---:|---:|
-| `kestrel advise` ({len(ok)} estimators predicted on {rep['sampled_rows']} rows x {L} keys, fit, range, timing) | {statistics.median(a.values()):.1f} | {min(a.values()):.1f} | {max(a.values()):.1f} |
+| `kestrel advise` ({len(ok)} estimator x sampler rows simulated on {rep['sampled_rows']} rows x {L} keys up to M = {rep['options']['budget']}, fit, range, timing) | {statistics.median(a.values()):.1f} | {min(a.values()):.1f} | {max(a.values()):.1f} |
 | NumPy peer: PosRF at M = 256 only, 20 draws simulated | {statistics.median(b.values()):.1f} | {min(b.values()):.1f} | {max(b.values()):.1f} |
 
 Median of the pairwise ratios advise / peer: {statistics.median(ratios):.2f} ({len(ratios)} pairs, load {load} after).

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,7 +38,7 @@ void print_report(const Advice& a) {
                            a.Lk, a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)",
                            o.kernel.name(), pct(o.target), o.budget);
   std::cout << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem, o.seed);
-  std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
+  std::cout << fmt::format("{:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
                            "e(1) med", "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
                            o.validate ? "  measured p95 +- SE" : "");
   std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
@@ -61,12 +62,14 @@ void print_report(const Advice& a) {
                  (r.range->verdict[k].second == "ok" || r.range->verdict[k].second == "n/a"
                       ? r.range->verdict[k].second
                       : r.range->verdict[k].second.substr(0, r.range->verdict[k].second.find(':')));
-    std::cout << fmt::format("{:<22} {:<15} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}", label, r.method,
+    std::cout << fmt::format("{:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}", label,
+                             r.method.substr(0, r.method.find(' ')),
                              pct(r.err1_median), pct(r.err1_p95), m(r.m_median), m(r.m_p95), pct(r.at_m_p95), fp16);
     if (r.validate_reps)
       std::cout << fmt::format("  {} +- {} at M={}{}", pct(r.measured_p95), pct(r.measured_p95_se), r.validate_m,
                                r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
-    if (r.outside_share > 0.05) std::cout << fmt::format("  ({} rows outside delta range)", pct(r.outside_share));
+    if (r.m_p95_low != r.m_p95_high)
+      std::cout << fmt::format("  (M for the target within 2 SE: {}..{})", r.m_p95_low, m(r.m_p95_high));
     if (!r.note.empty()) std::cout << "  (" << r.note << ")";
     std::cout << '\n';
   }
@@ -84,6 +87,10 @@ void print_report(const Advice& a) {
   if (a.cost.exact_seconds >= 0)
     std::cout << fmt::format("measured on this machine: exact {:.3g} s, {} M={} {:.3g} s (median of 3)\n",
                              a.cost.exact_seconds, a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds);
+  std::set<std::string> methods;
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && r.method.rfind("simulated", 0) == 0) methods.insert(r.method);
+  for (const auto& m : methods) std::cout << m << '\n';
   std::cout << "recommendation: " << a.recommendation << '\n';
 }
 
@@ -92,8 +99,8 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
   h5.attr("/", "layout",
           "advise/report.json: the whole report (options, per estimator and sampler the predicted error quantiles, "
           "M for the target, numerical range, validation; cost; recommendation); advise/sampled_rows: the query rows; "
-          "advise/<estimator>/<sampler>/curve_*: predicted error against M, error_at_1: each sampled row's (or pair's) "
-          "predicted error at M = 1");
+          "advise/<estimator>/<sampler>/curve_*: predicted error against M with standard errors and draws, "
+          "error_at_1: each sampled row's (or pair's) predicted error at M = 1");
   h5.group("/advise");
   h5.write_text("/advise/report.json", to_json(a).dump(2));
   h5.attr("/advise", "recommendation", a.recommendation);
@@ -111,10 +118,17 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
     h5.describe(g + "/curve_median", "predicted median relative error over the sampled rows (pairs)", "m");
     h5.write(g + "/curve_p95", r.curve_p95);
     h5.describe(g + "/curve_p95", "predicted 95th-percentile relative error over the sampled rows (pairs)", "m");
+    h5.write(g + "/curve_median_se", r.curve_median_se);
+    h5.describe(g + "/curve_median_se", "standard error of curve_median (0 where exact)", "m");
+    h5.write(g + "/curve_p95_se", r.curve_p95_se);
+    h5.describe(g + "/curve_p95_se", "standard error of curve_p95 (that of the row at the percentile; 0 where exact)",
+                "m");
+    h5.write(g + "/curve_draws", r.curve_draws);
+    h5.describe(g + "/curve_draws", "nested draws behind each simulated point (0 where exact)", "m");
     h5.write(g + "/error_at_1", r.err1_each);
     h5.describe(g + "/error_at_1",
-                "predicted relative error at M = 1 of each sampled query row (attention; rows in /advise/sampled_rows) "
-                "or (query, key) pair (kernel); iid: the error at M is this / sqrt(M)",
+                "predicted error at M = 1 of each sampled query row (attention; rows in /advise/sampled_rows) "
+                "or (query, key) pair (kernel); exact iid rows: the error at M is this / sqrt(M)",
                 "row");
     h5.attr(g, "method", r.method);
     h5.attr(g, "m_for_target_p95", static_cast<std::int64_t>(r.m_p95));

@@ -21,6 +21,15 @@ Draw FeatureMap::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
   return Draw{draw_gaussian_omegas(dim(), M, sampler, rng), {}};
 }
 
+Draw FeatureMap::draw_nested(arma::uword M, Rng& rng, Sampler sampler) const {
+  require(M > 0, "number of features M must be > 0, got 0");
+  require(fixed_features_ == 0, "estimator '{}' is a learned map with M = {} features: its draws do not nest",
+          info_.name, fixed_features_);
+  return nested_draw_hook(M, rng, sampler);
+}
+
+Draw FeatureMap::nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const { return draw_hook(M, rng, sampler); }
+
 namespace {
 
 void validate_feature_input(const FeatureMap& e, const Draw& w, const arma::mat& X, const arma::vec& log_row_scale) {

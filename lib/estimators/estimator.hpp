@@ -29,6 +29,7 @@ struct EstimatorInfo {
   std::string name;       // short CLI name, e.g. "oprf"
   bool complex = false;   // a feature is Re(f1 f2) of complex f's: two real columns per omega
   bool positive = false;  // every feature value is > 0, or 0 by structure (log_features gives -inf there)
+  bool projections = true;  // draws are Gaussian projections, so the sampler (orthogonal, simplex, ...) applies
 };
 
 // A fitted feature map f^(1), f^(2): draws and features, nothing about variance (learned maps stop here).
@@ -43,6 +44,9 @@ class FeatureMap {
 
   // Draws M random objects (M > 0).
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;
+  // A nested draw of M: for every M' <= M its first M' columns are distributed as draw(M'), so one draw gives the
+  // estimate at every M' (analysis/nested_attention.hpp). Undefined for families whose draws cannot nest (hybrids).
+  Draw draw_nested(arma::uword M, Rng& rng, Sampler sampler) const;
 
   // Softmax-kernel features f^(side)(w_m, x_i) / sqrt(M): L x M for real features; for complex
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
@@ -60,6 +64,9 @@ class FeatureMap {
  protected:
   // Draw hook; the default draws Gaussian projections with the given sampler.
   virtual Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const;
+  // Nested-draw hook; the default is draw_hook, which nests: the Gaussian samplers fill blocks of d in order and keep
+  // the first columns of the last block (sampling/omega.hpp), and discrete counts are iid.
+  virtual Draw nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const;
   // The one feature hook, called with valid finite points of dimension dim() and log_row_scale empty or one
   // per point: the features with the row scale applied, or their logs when `log` (asked of positive maps only).
   // Families whose features are exp(E) return from_exponent(E, ...); others apply_row_scale(F, ...).

@@ -54,7 +54,14 @@ std::vector<AdviseOption> make_table() {
                  o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d";
                },
                [](const O& o) { return std::string(o.scale_sqrt_d ? "sqrt-d" : "none"); }});
-  t.push_back({"target", "Relative RMSE to reach (e.g. 0.1 for 10%)", OptionKind::Real,
+  t.push_back({"metric",
+               "Error of attention rows: rmse (sqrt(E|Y-hat_i - Y_i|^2) / RMS|Y|), mean-abs (E mean|Y-hat - Y| / "
+               "mean|Y|), row-relative (/ |Y_i|), centred (/ RMS|Y_i - mean V|) or tv (total variation of the "
+               "attention row; no V needed)",
+               OptionKind::Text,
+               [](O& o, W where, W text) { o.metric = parse_metric(one_of(where, text, metric_names())); },
+               [](const O& o) { return to_string(o.metric); }});
+  t.push_back({"target", "Error to reach in the chosen metric (e.g. 0.1 for 10%)", OptionKind::Real,
                [](O& o, W where, W text) {
                  const double v = parse_real(where, text);
                  require(v > 0, "{}: expected a number > 0, got '{}'", where, text);
@@ -72,8 +79,8 @@ std::vector<AdviseOption> make_table() {
                },
                [](const O&) { return std::string("all"); }});
   t.push_back({"samplers",
-               "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries; "
-               "simplex costs 1-50 ms per pair and M)",
+               "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
+               "(simplex costs 1-50 ms per pair and M) and simulated for attention rows)",
                OptionKind::Text,
                [](O& o, W where, W text) {
                  o.samplers.clear();
@@ -99,6 +106,12 @@ std::vector<AdviseOption> make_table() {
                  o.validate = v;
                },
                [](const O& o) { return std::to_string(o.validate); }});
+  t.push_back({"draws",
+               "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
+               ">= 2",
+               OptionKind::Integer,
+               [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
+               [](const O& o) { return std::to_string(o.draws); }});
   t.push_back({"seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,
                [](O& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
                [](const O& o) { return std::to_string(o.seed); }});

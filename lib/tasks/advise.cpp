@@ -1,5 +1,6 @@
 // `kestrel advise` (see advise.hpp): fit every family on the user's points, predict the error over a sample of rows
-// from the exact moments, read off M, measure the features' exponents and the cost, and say what to use.
+// (simulated with nested draws, or exact), read off M, measure the features' exponents and the cost, and say what to
+// use.
 #include "tasks/advise.hpp"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "analysis/attention_variance.hpp"
 #include "analysis/coupled_variance.hpp"
 #include "analysis/montecarlo.hpp"
+#include "analysis/nested_attention.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
@@ -80,7 +82,22 @@ struct Inputs {
   arma::uvec rows;   // sampled query rows
   arma::uvec keys;   // sampled keys (kernel quantity)
   bool normaliser = false;
+  arma::vec norm;    // per sampled row: what the metric divides by (one value repeated for the pooled ones)
 };
+
+// What a metric averages over draws for each row: the squared error (then the error is its square root) or an
+// absolute one.
+bool squared(AdviseMetric m) { return m != AdviseMetric::MeanAbs && m != AdviseMetric::Tv; }
+
+// Per row: the error and its standard error from the mean over draws of the metric's per-draw quantity and its SE.
+std::pair<arma::vec, arma::vec> row_errors(const arma::vec& mean, const arma::vec& se, const arma::vec& norm,
+                                           AdviseMetric m) {
+  if (!squared(m)) return {mean / norm, se / norm};
+  const arma::vec root = arma::sqrt(mean);
+  arma::vec root_se = se / (2 * root);
+  root_se.elem(arma::find(root == 0)).zeros();
+  return {root / norm, root_se / norm};
+}
 
 // ----- numerical range -----
 
@@ -157,10 +174,13 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
 
 // ----- measurement (--validate) -----
 
-// Per sampled row: mean over R draws of the squared error of the row (attention: |Y-hat_i - Y_i|^2; normaliser:
-// (D-hat_i / D_i - 1)^2), and its standard error. Stabilised attention; fixed chunks: thread-count independent.
+// Per sampled row: mean over R independent draws of M features of the metric's per-draw quantity (|Y-hat_i - Y_i|^2,
+// mean_a |Y-hat_ia - Y_ia|, or (D-hat_i / D_i - 1)^2 for the normalisers), and its standard error. The production path
+// (approximate_attention, stabilised) with fresh draws: it shares neither the nested draws nor the blocked
+// accumulation with the prediction. Fixed chunks: thread-count independent.
 std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& in, const ExactAttention& exact,
-                                             arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed) {
+                                             arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed,
+                                             AdviseMetric metric) {
   const arma::mat Qr = in.Qa.cols(in.rows);
   constexpr std::size_t kChunks = 16;
   const std::size_t n_chunks = std::min(kChunks, reps);
@@ -175,8 +195,10 @@ std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& i
       arma::vec err;
       if (in.normaliser)
         err = arma::square(a.normaliser % arma::exp(a.log_scale - exact.log_normaliser) - 1);
-      else
+      else if (squared(metric))
         err = arma::sum(arma::square(a.Y - exact.Y), 1);
+      else
+        err = arma::mean(arma::abs(a.Y - exact.Y), 1);
       s1[c] += err;
       s2[c] += arma::square(err);
     }
@@ -184,27 +206,19 @@ std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& i
   arma::vec t1 = s1[0], t2 = s2[0];
   for (std::size_t c = 1; c < n_chunks; ++c) t1 += s1[c], t2 += s2[c];
   const double R = static_cast<double>(reps);
-  const arma::vec mse = t1 / R;
-  const arma::vec se = arma::sqrt(arma::clamp(t2 / R - arma::square(mse), 0, kInf) / (R - 1));
-  return {mse, se};
+  const arma::vec mean = t1 / R;
+  const arma::vec se = arma::sqrt(arma::clamp(t2 / R - arma::square(mean), 0, kInf) / (R - 1));
+  return {mean, se};
 }
 
-// Median and 95th percentile of sqrt(mse) / norm over rows, and the SE of the row at the 95th percentile.
-void summarise_measured(AdviceRow& row, const arma::vec& mse, const arma::vec& se, double norm) {
-  const arma::vec err = arma::sqrt(mse) / norm;
+// Median and 95th percentile over rows of the measured errors, and the SE of the row at the 95th percentile.
+void summarise_measured(AdviceRow& row, const arma::vec& err, const arma::vec& se) {
   row.measured_median = quantile(err, 0.5);
   row.measured_p95 = quantile(err, 0.95);
-  const arma::uword at = arma::index_min(arma::abs(err - row.measured_p95));
-  row.measured_p95_se = mse[at] > 0 ? se[at] / (2 * std::sqrt(mse[at])) / norm : 0.0;
+  row.measured_p95_se = se[arma::index_min(arma::abs(err - row.measured_p95))];
 }
 
 // ----- one (estimator, sampler) -----
-
-struct RowsPrediction {
-  arma::vec err1;            // per sampled row (or pair): predicted error at M = 1 (iid)
-  arma::vec log_rel_var;     // attention: r_i = Var D / D^2 at M = 1
-  arma::vec log_mse_excess;  // attention: log MSE_i - log bound_i at M = 1 (flag when > log M)
-};
 
 void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& opt) {
   row.err1_median = quantile(err1, 0.5);
@@ -221,11 +235,95 @@ void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& 
   const double sm = std::sqrt(static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget));
   row.at_m_median = row.err1_median / sm;
   row.at_m_p95 = row.err1_p95 / sm;
+  row.m_p95_low = row.m_p95_high = row.m_p95;
   for (arma::uword m : curve_grid(opt.budget)) {
     row.curve_m.push_back(static_cast<double>(m));
     row.curve_median.push_back(row.err1_median / std::sqrt(static_cast<double>(m)));
     row.curve_p95.push_back(row.err1_p95 / std::sqrt(static_cast<double>(m)));
   }
+  row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
+}
+
+// log-log interpolation of a positive curve y(m) at M (linear where a value is 0); the end values outside the grid.
+double curve_at(const std::vector<double>& m, const std::vector<double>& y, double M) {
+  if (M <= m.front()) return y.front();
+  std::size_t k = 1;
+  while (k + 1 < m.size() && m[k] < M) ++k;
+  if (M >= m.back()) return y.back();
+  const double t = std::log(M / m[k - 1]) / std::log(m[k] / m[k - 1]);
+  if (y[k - 1] <= 0 || y[k] <= 0) return y[k - 1] + t * (y[k] - y[k - 1]);
+  return std::exp(std::log(y[k - 1]) + t * std::log(y[k] / y[k - 1]));
+}
+
+// The smallest M at which the curve reaches the target: the first grid point at or below it, interpolated in log-log
+// from the point before (0 if none within the grid).
+arma::uword m_for_target(const std::vector<double>& m, const std::vector<double>& y, double target) {
+  std::size_t k = 0;
+  while (k < m.size() && !(y[k] <= target)) ++k;
+  if (k == m.size()) return 0;
+  if (k == 0) return static_cast<arma::uword>(m[0]);
+  double M = m[k];
+  if (y[k] > 0 && y[k - 1] > 0 && y[k - 1] != y[k])
+    M = std::exp(std::log(m[k - 1]) + std::log(target / y[k - 1]) / std::log(y[k] / y[k - 1]) * std::log(m[k] / m[k - 1]));
+  return static_cast<arma::uword>(std::clamp(std::ceil(M * (1 - 1e-12)), m[k - 1] + 1, m[k]));
+}
+
+// A simulated prediction: per row and grid M the error and its SE (rows x grid); the curve of the median and 95th
+// percentile over rows (each with the SE of the row at that quantile), M for the target and its interval.
+void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se, const std::vector<arma::uword>& grid,
+                          const std::vector<std::size_t>& draws, const AdviseOptions& opt) {
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    const arma::vec e = err.col(k), s = se.col(k);
+    const double med = quantile(e, 0.5), p95 = quantile(e, 0.95);
+    row.curve_m.push_back(static_cast<double>(grid[k]));
+    row.curve_median.push_back(med);
+    row.curve_p95.push_back(p95);
+    row.curve_median_se.push_back(s[arma::index_min(arma::abs(e - med))]);
+    row.curve_p95_se.push_back(s[arma::index_min(arma::abs(e - p95))]);
+    row.curve_draws.push_back(static_cast<double>(draws[k]));
+  }
+  row.err1_each = err.col(0);
+  row.err1_median = row.curve_median.front();
+  row.err1_p95 = row.curve_p95.front();
+  row.err_budget_median = row.curve_median.back();
+  row.err_budget_p95 = row.curve_p95.back();
+  row.m_median = m_for_target(row.curve_m, row.curve_median, opt.target);
+  row.m_p95 = m_for_target(row.curve_m, row.curve_p95, opt.target);
+  std::vector<double> lo(row.curve_p95), hi(row.curve_p95);
+  for (std::size_t k = 0; k < lo.size(); ++k) {
+    lo[k] = std::max(0.0, lo[k] - 2 * row.curve_p95_se[k]);
+    hi[k] += 2 * row.curve_p95_se[k];
+  }
+  row.m_p95_low = m_for_target(row.curve_m, lo, opt.target);
+  row.m_p95_high = m_for_target(row.curve_m, hi, opt.target);
+  const double M = static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget);
+  row.at_m_median = curve_at(row.curve_m, row.curve_median, M);
+  row.at_m_p95 = curve_at(row.curve_m, row.curve_p95, M);
+  row.at_m_p95_se = curve_at(row.curve_m, row.curve_p95_se, M);
+}
+
+// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws.
+void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                       Sampler sampler, const AdviseOptions& opt) {
+  const std::vector<arma::uword> grid = prediction_grid(opt.budget);
+  const std::vector<std::size_t> draws = prediction_draws(grid, opt.draws);
+  const bool tv = opt.metric == AdviseMetric::Tv;
+  const NestedErrors ne =
+      simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
+                      in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, {grid, draws, opt.seed, sampler, tv});
+  arma::mat err(ne.sq.n_rows, grid.size()), se(ne.sq.n_rows, grid.size());
+  const arma::mat& mean = tv ? ne.tv : squared(opt.metric) ? ne.sq : ne.abs;
+  const arma::mat& mean_se = tv ? ne.tv_se : squared(opt.metric) ? ne.sq_se : ne.abs_se;
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    const auto [e_k, se_k] = row_errors(mean.col(k), mean_se.col(k), in.norm, opt.metric);
+    err.col(k) = e_k;
+    se.col(k) = se_k;
+  }
+  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} at M = {}; seed {})", draws.front(),
+                           grid[std::min<std::size_t>(grid.size() - 1,
+                                                      std::count(draws.begin(), draws.end(), draws.front()) - 1)],
+                           draws.back(), grid.back(), opt.seed);
+  fill_simulated_curve(row, err, se, grid, draws, opt);
 }
 
 // Kernel entries on the grid rows x keys, with a per-M error function.
@@ -269,29 +367,77 @@ void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sample
     row.curve_median.push_back(quantile(v, 0.5));
     row.curve_p95.push_back(quantile(v, 0.95));
   }
+  row.m_p95_low = row.m_p95_high = row.m_p95;
+  row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
 }
 
-// Attention rows (or normalisers), iid: the delta method's MSE (or the exact Var D) at M = 1.
-void predict_rows(AdviceRow& row, const Estimator& e, const ThreePointForm& form, const Inputs& in, double rms_y,
-                  const AdviseOptions& opt) {
+// Attention rows or normalisers: the normalisers' error is exact for iid features of a family with a three-point form
+// (e(M) = e(1) / sqrt(M)); everything else is simulated.
+void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreePointForm>& form, const Inputs& in,
+                  const ExactAttention& exact, Sampler sampler, const AdviseOptions& opt) {
   const arma::mat X = in.Qk.cols(in.rows);
-  const AttentionPrediction p = predict_attention_error(form, true, opt.kernel, X, in.Kk, in.V, 1);
-  const arma::vec err1 = in.normaliser ? arma::vec(arma::exp(0.5 * p.log_rel_var)) : arma::exp(0.5 * p.log_mse) / rms_y;
-  row.method = in.normaliser ? "exact" : "delta method";
-  row.err1_each = err1;
-  fill_iid_curve(row, err1, opt);
+  if (in.normaliser && sampler == Sampler::Iid && form && opt.metric == AdviseMetric::Rmse) {
+    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
+    row.method = "exact";
+    row.err1_each = arma::exp(0.5 * p.log_rel_var);
+    fill_iid_curve(row, row.err1_each, opt);
+  } else {
+    predict_simulated(row, e, in, exact, sampler, opt);
+  }
   // Pairs: the sampled rows against the sampled keys.
   const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
   row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
   row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
-  if (in.normaliser) return;
-  // Rows outside the delta method's range at the M used (m_p95, or the budget).
-  const double M = static_cast<double>(row.m_p95 ? row.m_p95 : opt.budget);
-  arma::uword outside = 0;
-  for (arma::uword i = 0; i < X.n_cols; ++i)
-    outside +=
-        std::exp(p.log_rel_var[i]) / M > kDeltaMethodMaxRelVar || p.log_mse[i] - std::log(M) > p.log_mse_bound[i];
-  row.outside_share = static_cast<double>(outside) / static_cast<double>(X.n_cols);
+}
+
+std::string quantity_label(const AdviseOptions& opt, bool normaliser) {
+  if (opt.quantity == AdviseQuantity::Kernel) return "kernel entries: sqrt(Var / K^2) over sampled (query, key) pairs";
+  if (opt.metric == AdviseMetric::Tv)
+    return "attention rows: E (1/2) sum_j |A-hat_ij - A_ij| (total variation of the normalised attention row) over "
+           "sampled query rows";
+  if (normaliser) return "row normalisers D = K 1: sqrt(E (D-hat_i / D_i - 1)^2) over sampled query rows";
+  switch (opt.metric) {
+    case AdviseMetric::MeanAbs:
+      return "attention rows: E mean_a |Y-hat_ia - Y_ia| / mean |Y| over sampled query rows";
+    case AdviseMetric::RowRelative:
+      return "attention rows: sqrt(E|Y-hat_i - Y_i|^2) / |Y_i| over sampled query rows";
+    case AdviseMetric::Centred:
+      return "attention rows: sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i - v| (v the mean row of V: the centred output) "
+             "over sampled query rows";
+    default:
+      return "attention rows: sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| over sampled query rows";
+  }
+}
+
+// Per sampled row, what the metric divides by; and the share of mean |Y_i|^2 that V's mean row makes up.
+arma::vec metric_norms(const arma::mat& Y, const Inputs& in, const arma::mat& V, AdviseMetric metric,
+                       double& offset_share) {
+  const arma::uword n = Y.n_rows;
+  const arma::vec one(n, arma::fill::ones);
+  if (in.normaliser || metric == AdviseMetric::Tv) return one;
+  const arma::rowvec v = arma::mean(V, 0);
+  const double mean_sq = arma::accu(arma::square(Y)) / static_cast<double>(n);
+  offset_share = mean_sq > 0 ? std::min(1.0, arma::dot(v, v) / mean_sq) : 0.0;
+  require(mean_sq > 0, "every sampled output row is 0: relative errors are undefined (values V are 0?)");
+  switch (metric) {
+    case AdviseMetric::MeanAbs:
+      return one * (arma::accu(arma::abs(Y)) / static_cast<double>(Y.n_elem));
+    case AdviseMetric::RowRelative: {
+      const arma::vec r = arma::sqrt(arma::sum(arma::square(Y), 1));
+      require(r.min() > 0, "metric row-relative: output row {} is 0 (its relative error is undefined; use rmse)",
+              in.rows[r.index_min()]);
+      return r;
+    }
+    case AdviseMetric::Centred: {
+      arma::mat C = Y;
+      C.each_row() -= v;
+      const double rms = std::sqrt(arma::accu(arma::square(C)) / static_cast<double>(n));
+      require(rms > 0, "metric centred: every sampled output row equals V's mean row (nothing varies to measure)");
+      return one * rms;
+    }
+    default:
+      return one * std::sqrt(mean_sq);
+  }
 }
 
 bool applicable(const Family& f, AdviceRow& row) {
@@ -323,7 +469,7 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
   a.cost.exact_bytes = 4 * (Lq * Lk + (Lq + Lk) * d + Lk * dv + Lq * dv);
   std::vector<arma::uword> ms;
   for (const auto& r : a.rows)  // (a hybrid's cost is not that of M features: left out)
-    if (r.status == "ok" && r.m_p95 && r.note.empty()) ms.push_back(r.m_p95);
+    if (r.status == "ok" && r.m_p95 && r.note.rfind("a hybrid", 0) != 0) ms.push_back(r.m_p95);
   std::sort(ms.begin(), ms.end());
   ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
   for (arma::uword m : ms) {
@@ -388,9 +534,10 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     return;
   }
   const AdviceRow& b = a.rows[*a.best];
-  std::string s = fmt::format("{}{}, M = {}: predicted 95th-percentile {} {} (median {}; {}).", b.estimator,
+  std::string s = fmt::format("{}{}, M = {}: predicted 95th-percentile {} {}{} (median {}; {}).", b.estimator,
                               b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what,
-                              percent(b.at_m_p95), percent(b.at_m_median), b.method);
+                              percent(b.at_m_p95), b.at_m_p95_se > 0 ? " +- " + percent(b.at_m_p95_se) : "",
+                              percent(b.at_m_median), b.method);
   std::vector<const AdviceRow*> ranked;  // the others, fewest features first (unreached last)
   for (const auto& r : a.rows)
     if (r.status == "ok" && &r != &b) ranked.push_back(&r);
@@ -405,9 +552,16 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     for (std::size_t i = 0; i < others.size(); ++i) s += (i ? "; " : "") + others[i];
     s += ".";
   }
-  if (b.outside_share > 0.05)
-    s += fmt::format(" {} of the rows lie outside the delta method's range at this M: check with --validate.",
-                     percent(b.outside_share));
+  if (b.m_p95_low != b.m_p95_high)
+    s += fmt::format(" Within the simulation's noise (+-2 SE) the M for the target lies in [{}, {}].", b.m_p95_low,
+                     b.m_p95_high ? std::to_string(b.m_p95_high) : "> " + std::to_string(opt.budget));
+  if (a.offset_share > 0.5 && !in.normaliser &&
+      (opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::MeanAbs ||
+       opt.metric == AdviseMetric::RowRelative))
+    s += fmt::format(
+        " V's mean row makes up {} of mean |Y_i|^2, so errors relative to |Y| look small for any M: --metric centred "
+        "gives the error relative to the centred output Y - mean(V).",
+        percent(a.offset_share));
   if (b.range) {
     const auto& fmts = number_formats();
     for (std::size_t k = 0; k < fmts.size(); ++k)
@@ -433,6 +587,41 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
 }  // namespace
 
 std::string to_string(AdviseQuantity q) { return q == AdviseQuantity::Attention ? "attention" : "kernel"; }
+
+const std::vector<std::string>& metric_names() {
+  static const std::vector<std::string> n{"rmse", "mean-abs", "row-relative", "centred", "tv"};
+  return n;
+}
+
+std::string to_string(AdviseMetric m) { return metric_names()[static_cast<std::size_t>(m)]; }
+
+AdviseMetric parse_metric(const std::string& name) {
+  const auto& n = metric_names();
+  const auto it = std::find(n.begin(), n.end(), name);
+  require(it != n.end(), "metric: expected one of rmse, mean-abs, row-relative, centred, tv, got '{}'", name);
+  return static_cast<AdviseMetric>(it - n.begin());
+}
+
+std::vector<arma::uword> prediction_grid(arma::uword budget) {
+  std::vector<arma::uword> g;
+  for (int k = 0;; ++k) {
+    const auto m = static_cast<arma::uword>(std::llround(std::exp2(k / 4.0)));
+    if (m >= budget) break;
+    if (g.empty() || m > g.back()) g.push_back(m);
+  }
+  g.push_back(budget);
+  return g;
+}
+
+std::vector<std::size_t> prediction_draws(const std::vector<arma::uword>& grid, std::size_t draws) {
+  const std::size_t floor = std::max<std::size_t>(2, (draws + 3) / 4);
+  std::vector<std::size_t> r;
+  for (arma::uword m : grid) {
+    const double scaled = static_cast<double>(draws) * std::sqrt(128.0 / static_cast<double>(m));
+    r.push_back(std::clamp(static_cast<std::size_t>(std::ceil(scaled)), floor, std::max(floor, draws)));
+  }
+  return r;
+}
 
 const std::vector<NumberFormat>& number_formats() {
   // log of: largest finite, smallest normal, smallest subnormal.
@@ -461,6 +650,8 @@ nlohmann::json to_json(const AdviseOptions& o) {
           {"rows", o.rows},
           {"pairs", o.pairs},
           {"validate", o.validate},
+          {"metric", to_string(o.metric)},
+          {"draws", o.draws},
           {"seed", o.seed},
           {"timing", o.timing}};
 }
@@ -481,6 +672,13 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   require(opt.budget >= 1, "budget must be >= 1, got {}", opt.budget);
   require(opt.rows >= 2 && opt.pairs >= 1, "rows must be >= 2 and pairs >= 1, got {} and {}", opt.rows, opt.pairs);
   require(opt.validate == 0 || opt.validate >= 2, "validate needs at least 2 draws, got {}", opt.validate);
+  require(opt.draws >= 2, "draws must be >= 2, got {}", opt.draws);
+  require(opt.quantity == AdviseQuantity::Attention || opt.metric == AdviseMetric::Rmse,
+          "metric {} is for attention rows (quantity kernel has the relative error of entries only)",
+          to_string(opt.metric));
+  require(!V.is_empty() || opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::Tv ||
+              opt.quantity == AdviseQuantity::Kernel,
+          "metric {} needs values V (without them: rmse, the normalisers' error, or tv)", to_string(opt.metric));
   // One draw's features of the keys and sampled queries at the budget (the range check and --validate): bounded.
   const double feature_bytes =
       8.0 * static_cast<double>(K.n_cols + std::min<arma::uword>(Q.n_cols, opt.rows)) * static_cast<double>(opt.budget);
@@ -508,16 +706,11 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   in.rows = sample_indices(a.Lq, opt.rows, opt.seed, 1);
   in.keys = sample_indices(a.Lk, std::max<arma::uword>(1, opt.pairs / in.rows.n_elem), opt.seed, 2);
   a.sampled_rows = in.rows;
-  a.quantity_label = opt.quantity == AdviseQuantity::Kernel
-                         ? "kernel entries: sqrt(Var / K^2) over sampled (query, key) pairs"
-                     : in.normaliser ? "row normalisers D = K 1: sqrt(Var D-hat_i) / D_i over sampled query rows"
-                                     : "attention rows: sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| over sampled query rows";
+  a.quantity_label = quantity_label(opt, in.normaliser);
 
-  // Exact attention on the sampled rows: Y, its RMS row norm and the normalisers.
+  // Exact attention on the sampled rows: Y, what the metric divides by, and the normalisers.
   const ExactAttention exact = exact_attention(in.Qa.cols(in.rows), in.Ka, in.V);
-  const double rms_y = std::sqrt(arma::accu(arma::square(exact.Y)) / static_cast<double>(in.rows.n_elem));
-  require(in.normaliser || opt.quantity == AdviseQuantity::Kernel || rms_y > 0,
-          "every sampled output row is 0: relative errors are undefined (values V are 0?)");
+  if (opt.quantity == AdviseQuantity::Attention) in.norm = metric_norms(exact.Y, in, V, opt.metric, a.offset_share);
   const arma::vec log_norm = opt.quantity == AdviseQuantity::Kernel
                                  ? arma::vec(arma::max(log_kernel(opt.kernel, in.Qk.cols(in.rows), in.Kk), 1))
                                  : exact.log_normaliser;
@@ -559,13 +752,10 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
             throw Undefined(
                 "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
                 "(quantity kernel covers it)");
-          if (!form) throw Undefined("no exact variance of K-hat C for this family (no three-point form)");
-          if (sampler != Sampler::Iid)
-            throw Undefined(
-                "the exact error of attention rows is known for iid features only (quantity kernel has "
-                "the coupled entries)");
+          if (sampler != Sampler::Iid && !e->info().projections)
+            throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
-          predict_rows(row, *e, *form, in, rms_y, opt);
+          predict_rows(row, *e, form, in, exact, sampler, opt);
         } else {
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
           predict_kernel(row, *e, in, sampler, opt);
@@ -585,20 +775,27 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
         if (draws)
           row.range =
               feature_range(*e, e->draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
-        if (opt.validate && row.m_p95 && draws) {  // where the target is not reached there is no M to check
+        const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
+        if (opt.validate && row.m_p95 && draws && !measurable)
+          row.note = "--validate measures output rows and normalisers, not the total variation: not validated";
+        if (opt.validate && row.m_p95 && draws && measurable) {  // where the target is not reached: no M to check
           row.validate_reps = opt.validate;
           row.validate_m = row.m_p95;
           say(fmt::format("validating {} ({}) at M = {} with {} draws", f.name, row.sampler, row.validate_m,
                           opt.validate));
           if (opt.quantity == AdviseQuantity::Attention) {
-            const auto [mse, se] = measure_rows(*e, in, exact, row.validate_m, sampler, opt.validate, opt.seed);
-            summarise_measured(row, mse, se, in.normaliser ? 1.0 : rms_y);
+            const auto [mean, se] =
+                measure_rows(*e, in, exact, row.validate_m, sampler, opt.validate, opt.seed, opt.metric);
+            const auto [err, err_se] = row_errors(mean, se, in.norm, opt.metric);
+            summarise_measured(row, err, err_se);
           } else {
             const MonteCarloResult mc = simulate(*e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
                                                  {opt.validate, row.validate_m, opt.seed, sampler});
             const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
-            summarise_measured(row, arma::vectorise(mc.kernel.variance) / k2,
-                               arma::vectorise(mc.kernel.se_variance) / k2, 1.0);
+            const auto [err, err_se] = row_errors(arma::vectorise(mc.kernel.variance) / k2,
+                                                  arma::vectorise(mc.kernel.se_variance) / k2,
+                                                  arma::ones(k2.n_elem), AdviseMetric::Rmse);
+            summarise_measured(row, err, err_se);
           }
         }
       } catch (const Undefined& ex) {
@@ -641,8 +838,16 @@ nlohmann::json to_json(const Advice& a) {
               {"error_at_m_p95", r.at_m_p95},
               {"error_at_budget_median", r.err_budget_median},
               {"error_at_budget_p95", r.err_budget_p95},
-              {"outside_delta_method_share", r.outside_share},
-              {"curve", {{"m", r.curve_m}, {"median", r.curve_median}, {"p95", r.curve_p95}}}});
+              {"error_at_m_p95_se", r.at_m_p95_se},
+              {"m_for_target_p95_interval", {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
+                                             r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
+              {"curve",
+               {{"m", r.curve_m},
+                {"median", r.curve_median},
+                {"p95", r.curve_p95},
+                {"median_se", r.curve_median_se},
+                {"p95_se", r.curve_p95_se},
+                {"draws", r.curve_draws}}}});
     if (r.range) {
       nlohmann::json v;
       const auto& f = number_formats();
@@ -682,6 +887,7 @@ nlohmann::json to_json(const Advice& a) {
                                         {"rf_m", a.cost.timed_m}};
   return {{"options", to_json(a.options)},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
+          {"values_offset_share", a.offset_share},
           {"quantity", a.quantity_label},
           {"sampled_rows", a.sampled_rows.n_elem},
           {"rows", rows},

@@ -1,12 +1,17 @@
 // `kestrel advise`: which random-feature estimator, how many features, and which number format, for a user's own
-// queries Q, keys K (and values V). Every prediction is exact or the delta method's leading term:
-//   attention (V given): the error of output row i, sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| (relative to the RMS
-//     output row, so rows whose Y_i is near 0 do not blow up), from analysis/attention_variance.hpp (MSE ~ 1/M);
-//   normaliser (no V): sqrt(Var D-hat_i) / D_i for D = K 1, exact;
+// queries Q, keys K (and values V). Predictions per quantity:
+//   attention rows (V given; --metric picks the error, default rmse: sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i|): simulated
+//     on the user's own points with nested draws (analysis/nested_attention.hpp), for every sampler, at every M of a
+//     grid from 1 to the budget, each number with its standard error. The delta method's leading term was 2-4x too
+//     high at the M people use (the linearisation keeps the heavy tails of K-hat V and K-hat 1, while Y-hat_i is a
+//     bounded convex combination of V's rows), so it no longer predicts here (its range is tested in
+//     tests/nested_attention_test.cpp);
+//   normaliser (no V): sqrt(Var D-hat_i) / D_i for D = K 1, exact for iid features of families with a three-point form
+//     (e(1)/sqrt(M)), simulated like the rows otherwise;
 //   kernel: sqrt(Var / K^2) of the entries K(q_i, k_j), exact, also with orthogonal and simplex projections
 //     (analysis/coupled_variance.hpp).
-// For iid features the error is e(1)/sqrt(M), so the M for a target is read off exactly; coupled samplers are
-// searched over M. Numbers are quantiles over a seeded sample of query rows (or pairs); the sample is recorded.
+// The M for a target is read off the curve of the 95th percentile over a seeded sample of query rows (or pairs),
+// interpolated in log-log between grid points, with the interval where the curve +- 2 SE crosses the target.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -25,11 +30,26 @@ namespace kestrel {
 enum class AdviseQuantity { Attention, Kernel };
 std::string to_string(AdviseQuantity q);  // "attention", "kernel"
 
+// The error of attention row i that the quantiles are over (E over draws of M features):
+//   Rmse:        sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| (relative to the RMS output row: rows near 0 do not blow up);
+//   MeanAbs:     E mean_a |Y-hat_ia - Y_ia| / mean_ia |Y_ia| (the figure quoted in public issue threads);
+//   RowRelative: sqrt(E|Y-hat_i - Y_i|^2) / |Y_i|;
+//   Centred:     sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i - v|, v the mean row of V: for positive features Y-hat_i - v is
+//                the estimate of the centred output Y_i - v, so this is the relative error of the centred output;
+//   Tv:          E (1/2) sum_j |A-hat_ij - A_ij|, the total-variation error of row i of the normalised attention
+//                matrix A = diag(K 1)^-1 K (independent of V).
+// Without V (the normalisers) only Rmse (sqrt(E (D-hat_i / D_i - 1)^2)) and Tv apply.
+enum class AdviseMetric { Rmse, MeanAbs, RowRelative, Centred, Tv };
+std::string to_string(AdviseMetric m);  // "rmse", "mean-abs", "row-relative", "centred", "tv"
+AdviseMetric parse_metric(const std::string& name);
+const std::vector<std::string>& metric_names();
+
 struct AdviseOptions {
   AdviseQuantity quantity = AdviseQuantity::Attention;
   Kernel kernel = Kernel::softmax();
   bool scale_sqrt_d = true;             // logits q.k / sqrt(d): points divided by d^(1/4)
-  double target = 0.1;                  // relative RMSE
+  AdviseMetric metric = AdviseMetric::Rmse;
+  double target = 0.1;                  // of the metric
   arma::uword budget = 4096;            // largest M considered
   std::vector<std::string> estimators;  // empty: every family in the registry (inapplicable ones say why)
   std::vector<Sampler> samplers{Sampler::Iid, Sampler::Orthogonal};
@@ -37,6 +57,7 @@ struct AdviseOptions {
   arma::uword pairs = 4096;  // kernel: (query, key) pairs sampled
   std::size_t validate = 0;  // R draws at each estimator's M for the target (0: none; rows that do not
                              // reach the target within the budget are not drawn)
+  std::size_t draws = 64;    // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
   std::uint64_t seed = 0;
   bool timing = true;  // time exact and random-feature attention on this machine
 };
@@ -65,7 +86,7 @@ struct AdviceRow {
   std::string estimator, sampler;
   std::string status = "ok";  // ok, or "not applicable" / "failed"
   std::string reason;         // why, where status is not ok
-  std::string method;         // "exact", "delta method", "exact (coupled)"
+  std::string method;         // "exact", "exact (coupled)", "simulated (...)": what gave the numbers
   std::string note;           // what was not done for an ok row, and why
   // log(Var/K^2) at M = 1 over the sampled (query, key) pairs.
   double log_rel_var_median = 0, log_rel_var_p95 = 0;
@@ -74,8 +95,12 @@ struct AdviceRow {
   // Smallest M with the predicted median / 95th-percentile error <= target; 0 if none up to the budget.
   arma::uword m_median = 0, m_p95 = 0;
   double at_m_median = 0, at_m_p95 = 0;  // the predicted error at m_p95 (or at the budget if it is 0)
-  double outside_share = 0;  // attention: rows outside the delta method's range at M = m_p95 (or the budget)
-  std::vector<double> curve_m, curve_median, curve_p95;  // predicted error against M, for the plot
+  double at_m_p95_se = 0;                // its standard error (0 where exact)
+  // Where the 95th-percentile curve - 2 SE and + 2 SE reach the target (0: not within the budget): the M the
+  // simulation's own noise allows. Equal to m_p95 where the prediction is exact.
+  arma::uword m_p95_low = 0, m_p95_high = 0;
+  // Predicted error against M (the grid) with standard errors and the draws behind each point (0 where exact).
+  std::vector<double> curve_m, curve_median, curve_p95, curve_median_se, curve_p95_se, curve_draws;
   arma::vec err1_each;  // the predicted error at M = 1 of each sampled row (attention) or pair (kernel, column-major)
   std::optional<FeatureRange> range;
   // --validate R: measured at m_p95 with R draws (rows with m_p95 = 0 are not validated); median / 95th percentile over
@@ -103,8 +128,14 @@ struct Advice {
   std::vector<AdviceRow> rows;
   std::optional<std::size_t> best;  // index into rows
   AdviceCost cost;
+  double offset_share = 0;     // |v|^2 / mean_i |Y_i|^2, v the mean row of V: near 1, |Y| is mostly V's offset
   std::string recommendation;  // plain words with the numbers
 };
+
+// The feature counts the simulated predictions are made at: round(2^(k/4)) from 1 to the budget (the budget last),
+// and the nested draws reaching each: `draws` up to M = 128, then draws * sqrt(128 / M), at least draws / 4 (and 2).
+std::vector<arma::uword> prediction_grid(arma::uword budget);
+std::vector<std::size_t> prediction_draws(const std::vector<arma::uword>& grid, std::size_t draws);
 
 // Q: d x Lq queries, K: d x Lk keys (columns are tokens), V: Lk x dv values or empty. Throws InvalidArgument for
 // mismatched shapes, non-finite or empty input and invalid options (naming the value). A family that cannot be fitted

@@ -13,7 +13,7 @@ from ._kestrel import *  # noqa: F401,F403  (the compiled API: fit, variance_stu
 from ._kestrel import Estimator, __version__, _input_address, _raise  # noqa: F401
 
 __doc__ = (__doc__ or "") + "\n" + (_kestrel.__doc__ or "")
-_SUBMODULES = ("sklearn", "custom", "results")
+_SUBMODULES = ("sklearn", "custom", "results", "advice")
 
 
 def __getattr__(name):

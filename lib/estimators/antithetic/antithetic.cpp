@@ -69,6 +69,16 @@ Draw PosAntiEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const
   return w;
 }
 
+// The same omegas interleaved: a prefix of length 2P holds P pairs, one of length 2P + 1 also the next omega unpaired,
+// which is how draw(2P + 1) is made (its ceil(M/2) omegas are the sampler's first ones).
+Draw PosAntiEstimator::nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
+  const arma::mat W = draw_gaussian_omegas(dim(), M - M / 2, sampler, rng);
+  Draw w;
+  w.omega.set_size(dim(), M);
+  for (arma::uword m = 0; m < M; ++m) w.omega.col(m) = m % 2 == 0 ? W.col(m / 2) : arma::vec(-W.col(m / 2));
+  return w;
+}
+
 arma::mat PosAntiEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                           bool log) const {
   // exp(w_m^T x - |x|^2/2) / sqrt(M) for every stored omega: the draw already holds the negatives.

@@ -316,6 +316,12 @@ Draw HybridEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const 
   return Draw{omega, {}};
 }
 
+Draw HybridEstimator::nested_draw_hook(arma::uword, Rng&, Sampler) const {
+  throw Undefined(fmt::format("'{}' is a hybrid: its features pair every base feature with every lambda feature "
+                              "(~M^2 columns), so its draws do not nest",
+                              info_.name));
+}
+
 HybridEstimator::Layout HybridEstimator::split(const Draw& w) const {
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
   const arma::uword cols = w.omega.n_cols, blocks = p_.shared_projections ? 1 : 2;

@@ -111,6 +111,7 @@ class HybridEstimator final : public Estimator {
   arma::mat log_var_hook(const PairGram& g) const override;  // M = 1
   arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const override;
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
+  Draw nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // Undefined: ~M^2 columns
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 

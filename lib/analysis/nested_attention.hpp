@@ -1,0 +1,44 @@
+// Simulated error of random-feature attention rows at every M of a grid from nested draws (`kestrel advise`'s
+// prediction): draw r is one nested draw of M_r features (FeatureMap::draw_nested), and its first M columns are a draw
+// of M features for every grid M <= M_r, so R draws give R independent samples of the error at every grid M for the
+// price of R draws at the largest M. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is accumulated over blocks
+// of features in log domain: each key feature carries its own scale a_m = max_j log f2(w_m, k_j), and each query row a
+// running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800 features and prefixes whose
+// features are all tiny stay exact. Positive feature maps only (the row normaliser of other maps can be 0).
+// Checked against independent draws at each M (tests/nested_attention_test.cpp) and against a NumPy simulation written
+// from the definitions (python/tests/test_advise_independent.py).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <armadillo>
+
+#include "estimators/estimator.hpp"
+#include "sampling/omega.hpp"
+
+namespace kestrel {
+
+struct NestedOptions {
+  std::vector<arma::uword> grid;   // ascending feature counts, >= 1
+  std::vector<std::size_t> draws;  // draws at each grid M, non-increasing, >= 2: draw r reaches the largest grid M
+                                   // with r < draws[k]
+  std::uint64_t seed = 0;          // draw r from the stream (seed, Prediction, r)
+  Sampler sampler = Sampler::Iid;
+  bool total_variation = false;  // also the total-variation error of the attention rows (rows x Lk work per feature)
+};
+
+// Per sampled row (rows) and grid M (columns): the mean over the draws at that M and its standard error.
+struct NestedErrors {
+  arma::mat sq, sq_se;    // with values: |Y-hat_i - Y_i|^2; without: (D-hat_i / D_i - 1)^2 of the normaliser D = K 1
+  arma::mat abs, abs_se;  // with values: mean_a |Y-hat_ia - Y_ia|
+  arma::mat tv, tv_se;    // when asked: (1/2) sum_j |A-hat_ij - A_ij|, A = diag(K 1)^-1 K
+};
+
+// X: d x Lx kernel query points, Y: d x Ly kernel keys (softmax kernel exp(x^T y); attention's q / d^(1/4)), V: Ly x dv
+// values or empty (then the normalisers), Yexact: Lx x dv exact output rows (empty without V), log_norm: log (K 1)_i.
+// Identical for any thread count (each draw is computed alone, then summed in order). InvalidArgument for maps that
+// are not positive, Undefined (core/error.hpp) for maps whose draws do not nest.
+NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
+                             const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt);
+
+}  // namespace kestrel

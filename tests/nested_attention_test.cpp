@@ -1,0 +1,199 @@
+// The nested-draw simulation of attention rows (analysis/nested_attention.hpp) against independent draws at each M
+// (analysis/attention_variance.hpp's simulate_attention and tasks/attention.hpp's production path), against the exact
+// normaliser variance, the delta method's validity criterion against it (one input where r_i / M < 0.01 holds, one
+// where it does not), the total variation, extreme magnitudes, nested draws of the antithetic family, determinism.
+// False-failure rate: the two-sample checks use 4.5 combined SE (P(|Z| > 4.5) = 6.8e-6 each): 2 samplers x 3 M x 6
+// rows (36) + 3 M x 6 normalisers (18) + 3 M x 6 TV rows (18) + 6 delta rows + 6 PosRF rows = 84 checks, < 6e-4 in
+// all (union bound). Seeds are fixed, so a failure reproduces.
+#include <gtest/gtest.h>
+
+#include <oneapi/tbb/global_control.h>
+
+#include "analysis/attention_variance.hpp"
+#include "analysis/nested_attention.hpp"
+#include "core/error.hpp"
+#include "estimators/registry.hpp"
+#include "tasks/attention.hpp"
+#include "test_util.hpp"
+
+namespace kestrel {
+namespace {
+
+struct Input {
+  arma::mat X, Y, V, Yexact;
+  arma::vec log_norm;
+  Input(double scale, std::uint64_t seed) {
+    X = test::points(4, 6, scale, seed);
+    Y = test::points(4, 10, scale, seed + 1);
+    V = test::points(2, 10, 1.0, seed + 2).t();
+    V.col(0) += 1.0;
+    // Exact attention of the kernel points: attention_scaled(X d^(1/4)) == X.
+    const double root4 = std::pow(4.0, 0.25);
+    const ExactAttention ex = exact_attention(X * root4, Y * root4, V);
+    Yexact = ex.Y;
+    log_norm = ex.log_normaliser;
+  }
+};
+
+NestedOptions options(std::vector<arma::uword> grid, std::size_t R, Sampler s, bool tv = false) {
+  return {grid, std::vector<std::size_t>(grid.size(), R), 11, s, tv};
+}
+
+TEST(NestedAttention, EveryPrefixMatchesIndependentDrawsAtThatM) {
+  const Input in(0.5, 81);
+  const std::vector<arma::uword> grid{2, 8, 32};
+  for (Sampler s : {Sampler::Iid, Sampler::Orthogonal}) {
+    const auto e = make_estimator("pos", in.X, in.Y);
+    const NestedErrors n = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options(grid, 6000, s));
+    for (std::size_t k = 0; k < grid.size(); ++k) {
+      const auto m = simulate_attention(*e, Kernel::softmax(), in.X, in.Y, in.V, {6000, grid[k], 5, s});
+      for (arma::uword i = 0; i < in.X.n_cols; ++i)
+        EXPECT_LT(std::abs(n.sq(i, k) - m.mse(i)), test::kSigmas * std::hypot(n.sq_se(i, k), m.se_mse(i)))
+            << to_string(s) << " M = " << grid[k] << " row " << i << ": nested " << n.sq(i, k) << " +- "
+            << n.sq_se(i, k) << ", independent " << m.mse(i) << " +- " << m.se_mse(i);
+    }
+  }
+}
+
+TEST(NestedAttention, NormaliserErrorIsTheExactVariance) {
+  // Without values the nested simulation estimates E (D-hat / D - 1)^2 = Var D-hat / D^2, exact for iid features.
+  const Input in(0.6, 91);
+  const std::vector<arma::uword> grid{1, 4, 16};
+  const auto e = make_estimator("oprf", in.X, in.Y);
+  const NestedErrors n = simulate_nested(*e, in.X, in.Y, arma::mat(), arma::mat(), in.log_norm,
+                                         options(grid, 20000, Sampler::Iid));
+  const arma::mat ones(in.Y.n_cols, 1, arma::fill::ones);
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, ones, grid[k]);
+    for (arma::uword i = 0; i < in.X.n_cols; ++i) {
+      const double exact = std::exp(p.log_rel_var(i));
+      EXPECT_LT(std::abs(n.sq(i, k) - exact), test::kSigmas * n.sq_se(i, k))
+          << "M = " << grid[k] << " row " << i << ": simulated " << n.sq(i, k) << " +- " << n.sq_se(i, k) << ", exact "
+          << exact;
+    }
+  }
+}
+
+TEST(NestedAttention, TotalVariationMatchesIndependentDraws) {
+  const Input in(0.5, 101);
+  const std::vector<arma::uword> grid{2, 8, 32};
+  const auto e = make_estimator("sderf", in.X, in.Y);
+  const NestedErrors n =
+      simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options(grid, 4000, Sampler::Iid, true));
+  arma::mat A = in.X.t() * in.Y;
+  A.each_col() -= in.log_norm;
+  A = arma::exp(A);
+  for (std::size_t k = 0; k < grid.size(); ++k) {
+    arma::vec s1(in.X.n_cols, arma::fill::zeros), s2(in.X.n_cols, arma::fill::zeros);
+    const double R = 4000;
+    for (int r = 0; r < 4000; ++r) {
+      Rng rng(5, Stream::MonteCarlo, static_cast<std::uint64_t>(r));
+      arma::mat Ah = approximate_kernel(*e, e->draw(grid[k], rng, Sampler::Iid), in.X, in.Y, Kernel::softmax());
+      Ah.each_col() /= arma::sum(Ah, 1);
+      const arma::vec tv = 0.5 * arma::sum(arma::abs(Ah - A), 1);
+      s1 += tv;
+      s2 += arma::square(tv);
+    }
+    const arma::vec mean = s1 / R, se = arma::sqrt((s2 / R - arma::square(mean)) / (R - 1));
+    for (arma::uword i = 0; i < in.X.n_cols; ++i)
+      EXPECT_LT(std::abs(n.tv(i, k) - mean(i)), test::kSigmas * std::hypot(n.tv_se(i, k), se(i)))
+          << "M = " << grid[k] << " row " << i << ": nested " << n.tv(i, k) << ", independent " << mean(i);
+  }
+}
+
+TEST(NestedAttention, DeltaMethodHoldsWhereItsCriterionDoesAndNotElsewhere) {
+  // Holds: OPRF on small inputs at M = 1024, every row with r_i / M <= kDeltaMethodMaxRelVar: the simulated MSE agrees
+  // with the delta method within 4.5 SE plus the O(r) remainder allowance of attention_variance_test (3 r).
+  {
+    const Input in(0.5, 111);
+    const auto e = make_estimator("oprf", in.X, in.Y);
+    const arma::uword M = 1024;
+    const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, in.V, M);
+    const NestedErrors n =
+        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({M}, 20000, Sampler::Iid));
+    for (arma::uword i = 0; i < in.X.n_cols; ++i) {
+      const double r = std::exp(p.log_rel_var(i)), pred = std::exp(p.log_mse(i));
+      ASSERT_LE(r, kDeltaMethodMaxRelVar) << "row " << i << " is not in the criterion's range";
+      EXPECT_LT(std::abs(n.sq(i, 0) - pred), test::kSigmas * n.sq_se(i, 0) + 3 * r * pred)
+          << "row " << i << ": simulated " << n.sq(i, 0) << " +- " << n.sq_se(i, 0) << ", delta " << pred;
+    }
+  }
+  // Fails: PosRF on larger inputs at M = 16, r_i / M well above the criterion: the delta method over-predicts, the
+  // simulated MSE lies below 0.8 x the prediction by more than 4.5 SE on every row (this is why advise simulates).
+  {
+    const Input in(1.2, 121);
+    const auto e = make_estimator("pos", in.X, in.Y);
+    const arma::uword M = 16;
+    const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, in.V, M);
+    const NestedErrors n =
+        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({M}, 20000, Sampler::Iid));
+    for (arma::uword i = 0; i < in.X.n_cols; ++i) {
+      const double pred = std::exp(p.log_mse(i));
+      ASSERT_GT(std::exp(p.log_rel_var(i)), kDeltaMethodMaxRelVar) << "row " << i;
+      EXPECT_LT(n.sq(i, 0) + test::kSigmas * n.sq_se(i, 0), 0.8 * pred)
+          << "row " << i << ": simulated " << n.sq(i, 0) << " +- " << n.sq_se(i, 0) << ", delta " << pred;
+    }
+  }
+}
+
+TEST(NestedAttention, HugeLogitsAndTinyPrefixesStayFinite) {
+  // Logits near 100 (kernel values e^100) and PosRF features whose logs span hundreds: every prefix stays finite and
+  // its error bounded by the convex-hull bound max_j |V_j - Y_i|^2.
+  const Input in(5.0, 131);
+  const auto e = make_estimator("pos", in.X, in.Y);
+  const NestedErrors n = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm,
+                                         options({1, 2, 4, 64, 1024}, 8, Sampler::Orthogonal, true));
+  ASSERT_TRUE(n.sq.is_finite() && n.abs.is_finite() && n.tv.is_finite());
+  for (arma::uword i = 0; i < in.X.n_cols; ++i) {
+    double bound = 0;
+    for (arma::uword j = 0; j < in.V.n_rows; ++j)
+      bound = std::max(bound, arma::accu(arma::square(in.V.row(j) - in.Yexact.row(i))));
+    EXPECT_LE(n.sq.row(i).max(), bound * (1 + 1e-9));
+    EXPECT_LE(n.tv.row(i).max(), 1 + 1e-12);
+  }
+}
+
+TEST(NestedAttention, AntitheticNestedDrawsPairTheirOmegas) {
+  const auto e = make_estimator("pos-anti", test::points(3, 4, 0.5, 1), test::points(3, 4, 0.5, 2));
+  Rng rng(3, Stream::User, 0);
+  const Draw w = e->draw_nested(9, rng, Sampler::Orthogonal);
+  ASSERT_EQ(w.count(), 9u);
+  for (arma::uword m = 0; m + 1 < 9; m += 2) EXPECT_TRUE(arma::approx_equal(w.omega.col(m), -w.omega.col(m + 1), "absdiff", 0));
+  // The unpaired omegas 0, 2, 4, 6, 8 are one orthogonal block of 3 and the first 2 of the next.
+  EXPECT_NEAR(arma::dot(w.omega.col(0), w.omega.col(2)), 0, 1e-12);
+  EXPECT_NEAR(arma::dot(w.omega.col(2), w.omega.col(4)), 0, 1e-12);
+  EXPECT_NEAR(arma::dot(w.omega.col(6), w.omega.col(8)), 0, 1e-12);
+  // Hybrids cannot nest.
+  const arma::mat P = test::points(3, 4, 0.5, 4);
+  const auto h = make_estimator("hrf-angular", P, P);
+  EXPECT_THROW(h->draw_nested(4, rng, Sampler::Iid), Undefined);
+}
+
+TEST(NestedAttention, SameResultForOneAndTwoThreads) {
+  const Input in(0.7, 141);
+  const auto e = make_estimator("sderf", in.X, in.Y);
+  std::vector<arma::mat> out;
+  for (int threads : {1, 2}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    const NestedErrors n =
+        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({1, 3, 9, 27}, 40, Sampler::Simplex, true));
+    out.push_back(arma::join_rows(n.sq, n.abs, n.tv));
+  }
+  EXPECT_TRUE(arma::approx_equal(out[0], out[1], "absdiff", 0));
+}
+
+TEST(NestedAttention, BadInputIsRefused) {
+  const Input in(0.5, 151);
+  const auto e = make_estimator("pos", in.X, in.Y);
+  auto run = [&](NestedOptions o) { simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o); };
+  EXPECT_THROW(run({{}, {}, 1, Sampler::Iid}), InvalidArgument);
+  EXPECT_THROW(run({{4, 2}, {8, 8}, 1, Sampler::Iid}), InvalidArgument);
+  EXPECT_THROW(run({{2, 4}, {8, 9}, 1, Sampler::Iid}), InvalidArgument);
+  EXPECT_THROW(run({{2, 4}, {8, 1}, 1, Sampler::Iid}), InvalidArgument);
+  const auto trig = make_estimator("trig", in.X, in.Y);
+  EXPECT_THROW(simulate_nested(*trig, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({2}, 4, Sampler::Iid)),
+               InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kestrel
