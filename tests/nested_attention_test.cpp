@@ -169,6 +169,35 @@ TEST(NestedAttention, AntitheticNestedDrawsPairTheirOmegas) {
   EXPECT_THROW(h->draw_nested(4, rng, Sampler::Iid), Undefined);
 }
 
+TEST(NestedAttention, BlocksOfADrawAddUpToItForEveryPositiveFamily) {
+  // The assumption behind the blocked accumulation: with features()'s 1/sqrt(count) undone, the products of a draw's
+  // features are the sum of those of its blocks, M K-hat(w) = 2 K-hat(w_01) + 4 K-hat(w_2345), for every positive family
+  // the simulation accepts (hybrids whose features pair draws with each other are refused by its probe).
+  const arma::mat X = test::points(3, 5, 0.5, 7), Y = test::points(3, 5, 0.5, 8);
+  int checked = 0;
+  for (const Family& f : estimator_families()) {
+    if (!f.make) continue;
+    const auto e = make_estimator(f.name, X, Y);
+    if (!e->info().positive) continue;
+    try {
+      simulate_nested(*e, X, Y, arma::mat(), arma::mat(), arma::vec(5, arma::fill::zeros), options({2}, 2, Sampler::Iid));
+    } catch (const Undefined&) {
+      EXPECT_EQ(f.kind, Kind::Hybrid) << f.name << " refused";
+      continue;
+    }
+    Rng rng(9, Stream::User, 0);
+    const Draw w = e->draw_nested(6, rng, Sampler::Iid);
+    auto part = [&](arma::uword a, arma::uword b) {
+      const Draw v{w.omega.cols(a, b - 1), w.phase.is_empty() ? arma::rowvec() : arma::rowvec(w.phase.cols(a, b - 1))};
+      return arma::mat(static_cast<double>(b - a) * approximate_kernel(*e, v, X, Y, Kernel::softmax()));
+    };
+    const arma::mat whole = part(0, 6), sum = part(0, 2) + part(2, 6);
+    EXPECT_LT(arma::abs(whole - sum).max(), 1e-12 * arma::abs(whole).max()) << f.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
 TEST(NestedAttention, SameResultForOneAndTwoThreads) {
   const Input in(0.7, 141);
   const auto e = make_estimator("sderf", in.X, in.Y);

@@ -114,6 +114,21 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
                                               Yexact.n_cols == V.n_cols),
           "values must be Ly x dv with exact rows Lx x dv");
   require(log_norm.n_elem == X.n_cols, "{} log normalisers for {} query rows", log_norm.n_elem, X.n_cols);
+  {  // Blocks of a draw must add up to the draw: M K-hat(w) = sum_blocks B K-hat(w_block) (not for hybrids whose
+     // features pair draws with each other); probed on one (query, key) pair.
+    Rng probe(opt.seed, Stream::Prediction, ~std::uint64_t{0});
+    const Draw w = e.draw_nested(2, probe, opt.sampler);
+    auto k = [&](const Draw& v) {
+      const arma::mat P = e.features(v, X.cols(0, 0), Side::Query), S = e.features(v, Y.cols(0, 0), Side::Key);
+      return static_cast<double>(v.count()) * arma::accu(P % S);
+    };
+    const double whole = k(w), parts = k(columns(w, 0, 1)) + k(columns(w, 1, 2));
+    if (!(std::abs(whole - parts) <= 1e-9 * std::abs(whole)))
+      throw Undefined(fmt::format("'{}' is not a sum over its draws (2 K-hat = {} but the draws' terms add to {}): "
+                                  "a prefix of its draws is not an estimate with fewer features, so nested draws do "
+                                  "not apply",
+                                  e.info().name, whole, parts));
+  }
   arma::mat A;  // exact attention rows, for the total variation
   if (opt.total_variation) {
     A = X.t() * Y;
