@@ -71,7 +71,8 @@ const std::vector<Experiment>& all_experiments() {
        run_attention_variance},
       {"couplings", "Exact variance of orthogonal and simplex projections against iid over d and input geometry",
        run_couplings},
-      {"advise", "kestrel advise: the M named for a 10% 95th-percentile error, checked by independent simulation on nine inputs",
+      {"advise",
+       "kestrel advise: the M named for a 10% 95th-percentile error, checked by independent simulation on nine inputs",
        run_advise},
       {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };

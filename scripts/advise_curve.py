@@ -17,7 +17,7 @@ from kestrel import advice  # noqa: E402
 r = np.random.default_rng(0)
 Q, K, V = 0.6 * r.normal(size=(192, 16)), 0.6 * r.normal(size=(192, 16)), 1 + r.normal(size=(192, 4))
 opts = dict(estimators="pos,oprf,sderf", samplers="iid,orthogonal,simplex", budget=2048, seed=0, no_timing=True)
-report = kestrel.advise(Q, K, V, target=0.1, **opts)
+report = kestrel.advise(Q, K, V, target=0.1, full_curve=True, **opts)  # the whole curve: points lie past 4x M
 points = advice.check_points(Q, K, V, validate=100, **opts)
 print("estimator sampler target M predicted measured se")
 for p in points:

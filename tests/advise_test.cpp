@@ -1,9 +1,9 @@
 // `kestrel advise` (tasks/advise.hpp): the quick reproduction's independent checks (the named M within 1.25x of the
-// simulated M, the predicted error within 15% of the simulated one, on nine inputs x estimators x three samplers), the
-// M read off the curve, the exact normalisers, the coupled rows, the metrics, the number-format verdicts, determinism
-// across thread counts and bad input.
+// simulated M, the predicted error within 15% of the simulated one, on five of its nine inputs x estimators x three
+// samplers), where a curve stops, the M read off the curve, the exact normalisers, the coupled rows, the metrics, the
+// number-format verdicts, determinism across thread counts and bad input.
 // False-failure rate: the reproduction's checks are at 4 SE of the measured rows (one-sided, P(Z > 4) = 3.2e-5 each
-// where a prediction sits exactly at the edge), about 3 x 200 checks: < 2e-2 at worst, far less in fact since most
+// where a prediction sits exactly at the edge), about 3 x 120 checks: < 1.2e-2 at worst, far less in fact since most
 // predictions sit well inside their edges; the metric test's 2 checks at 4.5 SE: 1.4e-5. Seeds are fixed, so a
 // failure reproduces.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 
 #include <oneapi/tbb/global_control.h>
 
+#include "advise/advise.hpp"
 #include "core/error.hpp"
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
@@ -42,27 +43,33 @@ const AdviceRow& find(const Advice& a, const std::string& e, const std::string& 
   throw std::runtime_error("no row " + e + " " + sampler);
 }
 
-TEST(Advise, NamedMMatchesIndependentSimulationOnEveryInputAndSampler) {
-  // The quick reproduction: nine inputs x positive estimators x iid/orthogonal/simplex, each checked by independent
-  // draws at M/1.25, M and 1.25 M (experiments/advise/advise.cpp).
-  const auto& e = experiments::find_experiment("advise");
+TEST(Advise, NamedMMatchesIndependentSimulationOnAFastSubsetOfInputs) {
+  // The reproduction's check (experiments/advise/advise.cpp) on five of its nine quick inputs, of different kinds:
+  // isotropic, anisotropic, MNIST patch tokens, L = 24 and L = 1024; every positive estimator x iid/orthogonal/simplex,
+  // each checked by independent draws at M/1.25, M and 1.25 M. `kestrel reproduce advise --quick` runs all nine.
   experiments::Options opt;
   opt.quick = true;
+  std::vector<experiments::AdviseCase> subset;
+  for (auto& c : experiments::advise_cases(opt))
+    if (c.name == "iso-0.5" || c.name == "aniso" || c.name == "mnist" || c.name == "iso-L24" || c.name == "iso-L1024")
+      subset.push_back(std::move(c));
+  ASSERT_EQ(subset.size(), 5u);
   const std::string file =
       (std::filesystem::temp_directory_path() / ("kestrel_advise_" + std::to_string(::getpid()) + ".h5")).string();
   std::vector<experiments::Claim> claims;
   {
     H5Writer h5(file);
-    e.run(opt, h5, claims);
+    experiments::run_advise_on(subset, opt, h5, claims);
     h5.commit();
   }
   const H5Reader r(file);
   const arma::vec lower = r.read_vec("/m_lower_ok"), upper = r.read_vec("/m_upper_ok"),
                   match = r.read_vec("/error_match_ok"), named = r.read_vec("/m_named");
   std::filesystem::remove(file);
-  EXPECT_GE(lower.n_elem, 8u * 3 * 4);  // at least 8 inputs x 3 samplers x 4 estimators
-  EXPECT_GE(claims.size(), 8u * 3 * 2);
-  for (const auto& c : claims) EXPECT_TRUE(c.holds()) << c.statement << ": " << c.quantity << " = " << c.measured << "; " << c.note;
+  EXPECT_GE(lower.n_elem, 5u * 3 * 4);  // 5 inputs x 3 samplers x at least 4 estimators
+  EXPECT_GE(claims.size(), 5u * 3 * 2);
+  for (const auto& c : claims)
+    EXPECT_TRUE(c.holds()) << c.statement << ": " << c.quantity << " = " << c.measured << "; " << c.note;
   EXPECT_EQ(arma::accu(lower) + arma::accu(upper) + arma::accu(match), 3.0 * lower.n_elem);
   EXPECT_GT(arma::accu(named > 1), 0.5 * named.n_elem);  // most combinations name an M the checks can bracket
 }
@@ -102,6 +109,42 @@ TEST(Advise, NamedMIsWhereTheCurveReachesTheTarget) {
     if (r.m_p95 > 1) EXPECT_GT(r.err1_p95 / std::sqrt(double(r.m_p95 - 1)), o.target) << r.estimator;
     EXPECT_EQ(r.m_p95_low, r.m_p95);
   }
+}
+
+TEST(Advise, CurvesStopFourTimesPastTheSettledMUnlessFullCurve) {
+  // Default: a simulated curve ends at the first grid M >= 4 M_s, M_s the first grid M whose p95 + 2 SE <= target (the
+  // M interval is settled there); the points it has are those of the full curve. --full-curve: to the budget.
+  const Small s;
+  AdviseOptions o = quick({"pos", "sderf"});
+  o.budget = 2048;
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal};
+  AdviseOptions f = o;
+  f.full_curve = true;
+  const Advice a = advise(s.Q, s.K, s.V, o), b = advise(s.Q, s.K, s.V, f);
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    const AdviceRow &r = a.rows[i], &full = b.rows[i];
+    ASSERT_EQ(r.status, "ok");
+    EXPECT_EQ(full.curve_m.back(), 2048.0);
+    std::size_t settled = 0;
+    while (r.curve_p95[settled] + 2 * r.curve_p95_se[settled] > o.target) ++settled;
+    ASSERT_LT(settled, r.curve_m.size()) << r.estimator << ": the target must be settled on this input";
+    EXPECT_GE(r.curve_m.back(), 4 * r.curve_m[settled]) << r.estimator;
+    EXPECT_LT(r.curve_m[r.curve_m.size() - 2], 4 * r.curve_m[settled]) << r.estimator;
+    EXPECT_LT(r.curve_m.back(), 2048.0) << r.estimator << ": this input settles early, the curve must stop";
+    for (std::size_t k = 0; k < r.curve_m.size(); ++k) {
+      EXPECT_EQ(r.curve_m[k], full.curve_m[k]);
+      EXPECT_EQ(r.curve_p95[k], full.curve_p95[k]);
+      EXPECT_EQ(r.curve_p95_se[k], full.curve_p95_se[k]);
+    }
+    EXPECT_EQ(r.m_p95, full.m_p95);
+    EXPECT_EQ(r.m_p95_low, full.m_p95_low);
+    EXPECT_EQ(r.m_p95_high, full.m_p95_high);
+  }
+  const nlohmann::json j = to_json(a);
+  EXPECT_TRUE(j["rows"][0]["error_at_budget_p95"].is_null());
+  EXPECT_LT(j["rows"][0]["curve_end_m"].get<double>(), 2048.0);
+  EXPECT_TRUE(to_json(b)["rows"][0]["error_at_budget_p95"].is_number());
 }
 
 TEST(Advise, MetricsMatchTheirDefinitionsInValidation) {

@@ -60,8 +60,8 @@ TEST(NestedAttention, NormaliserErrorIsTheExactVariance) {
   const Input in(0.6, 91);
   const std::vector<arma::uword> grid{1, 4, 16};
   const auto e = make_estimator("oprf", in.X, in.Y);
-  const NestedErrors n = simulate_nested(*e, in.X, in.Y, arma::mat(), arma::mat(), in.log_norm,
-                                         options(grid, 20000, Sampler::Iid));
+  const NestedErrors n =
+      simulate_nested(*e, in.X, in.Y, arma::mat(), arma::mat(), in.log_norm, options(grid, 20000, Sampler::Iid));
   const arma::mat ones(in.Y.n_cols, 1, arma::fill::ones);
   for (std::size_t k = 0; k < grid.size(); ++k) {
     const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, ones, grid[k]);
@@ -158,7 +158,8 @@ TEST(NestedAttention, AntitheticNestedDrawsPairTheirOmegas) {
   Rng rng(3, Stream::User, 0);
   const Draw w = e->draw_nested(9, rng, Sampler::Orthogonal);
   ASSERT_EQ(w.count(), 9u);
-  for (arma::uword m = 0; m + 1 < 9; m += 2) EXPECT_TRUE(arma::approx_equal(w.omega.col(m), -w.omega.col(m + 1), "absdiff", 0));
+  for (arma::uword m = 0; m + 1 < 9; m += 2)
+    EXPECT_TRUE(arma::approx_equal(w.omega.col(m), -w.omega.col(m + 1), "absdiff", 0));
   // The unpaired omegas 0, 2, 4, 6, 8 are one orthogonal block of 3 and the first 2 of the next.
   EXPECT_NEAR(arma::dot(w.omega.col(0), w.omega.col(2)), 0, 1e-12);
   EXPECT_NEAR(arma::dot(w.omega.col(2), w.omega.col(4)), 0, 1e-12);
@@ -171,8 +172,8 @@ TEST(NestedAttention, AntitheticNestedDrawsPairTheirOmegas) {
 
 TEST(NestedAttention, BlocksOfADrawAddUpToItForEveryPositiveFamily) {
   // The assumption behind the blocked accumulation: with features()'s 1/sqrt(count) undone, the products of a draw's
-  // features are the sum of those of its blocks, M K-hat(w) = 2 K-hat(w_01) + 4 K-hat(w_2345), for every positive family
-  // the simulation accepts (hybrids whose features pair draws with each other are refused by its probe).
+  // features are the sum of those of its blocks, M K-hat(w) = 2 K-hat(w_01) + 4 K-hat(w_2345), for every positive
+  // family the simulation accepts (hybrids whose features pair draws with each other are refused by its probe).
   const arma::mat X = test::points(3, 5, 0.5, 7), Y = test::points(3, 5, 0.5, 8);
   int checked = 0;
   for (const Family& f : estimator_families()) {
@@ -180,7 +181,8 @@ TEST(NestedAttention, BlocksOfADrawAddUpToItForEveryPositiveFamily) {
     const auto e = make_estimator(f.name, X, Y);
     if (!e->info().positive) continue;
     try {
-      simulate_nested(*e, X, Y, arma::mat(), arma::mat(), arma::vec(5, arma::fill::zeros), options({2}, 2, Sampler::Iid));
+      simulate_nested(*e, X, Y, arma::mat(), arma::mat(), arma::vec(5, arma::fill::zeros),
+                      options({2}, 2, Sampler::Iid));
     } catch (const Undefined&) {
       EXPECT_EQ(f.kind, Kind::Hybrid) << f.name << " refused";
       continue;
@@ -204,11 +206,34 @@ TEST(NestedAttention, SameResultForOneAndTwoThreads) {
   std::vector<arma::mat> out;
   for (int threads : {1, 2}) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-    const NestedErrors n =
-        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({1, 3, 9, 27}, 40, Sampler::Simplex, true));
+    const NestedErrors n = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm,
+                                           options({1, 3, 9, 27}, 40, Sampler::Simplex, true));
     out.push_back(arma::join_rows(n.sq, n.abs, n.tv));
   }
   EXPECT_TRUE(arma::approx_equal(out[0], out[1], "absdiff", 0));
+}
+
+TEST(NestedAttention, AStopRuleEndsTheRunAndLeavesTheColumnsBeforeItUnchanged) {
+  // The draws advance together one grid point at a time: stopping after grid point 2 gives exactly the first three
+  // columns of the full run (same streams, same sums), and the rule is asked once per grid point before the last.
+  const Input in(0.6, 161);
+  const auto e = make_estimator("oprf", in.X, in.Y);
+  NestedOptions o{{1, 2, 4, 8, 16}, {40, 40, 30, 20, 10}, 5, Sampler::Orthogonal, true};
+  const NestedErrors full = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+  std::vector<arma::uword> asked;
+  const NestedErrors part =
+      simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors& n) {
+        asked.push_back(n.sq.n_cols);
+        return n.sq.n_cols == 3;
+      });
+  EXPECT_EQ(asked, (std::vector<arma::uword>{1, 2, 3}));
+  ASSERT_EQ(part.sq.n_cols, 3u);
+  ASSERT_EQ(full.sq.n_cols, 5u);
+  for (arma::mat NestedErrors::*f : {&NestedErrors::sq, &NestedErrors::sq_se, &NestedErrors::abs, &NestedErrors::tv})
+    EXPECT_TRUE(arma::approx_equal(part.*f, (full.*f).head_cols(3), "absdiff", 0));
+  std::size_t calls = 0;
+  simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors&) { return ++calls, false; });
+  EXPECT_EQ(calls, 4u);  // never after the last grid point
 }
 
 TEST(NestedAttention, BadInputIsRefused) {

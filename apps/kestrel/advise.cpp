@@ -38,8 +38,8 @@ void print_report(const Advice& a) {
                            a.Lk, a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)",
                            o.kernel.name(), pct(o.target), o.budget);
   std::cout << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem, o.seed);
-  std::cout << fmt::format("{:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method",
-                           "e(1) med", "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
+  std::cout << fmt::format("{:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}{}\n", "estimator", "method", "e(1) med",
+                           "e(1) p95", "M med", "M p95", "e(M) p95", "fp16 raw / stabilised",
                            o.validate ? "  measured p95 +- SE" : "");
   std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
   for (const auto& r : a.rows) {
@@ -63,8 +63,8 @@ void print_report(const Advice& a) {
                       ? r.range->verdict[k].second
                       : r.range->verdict[k].second.substr(0, r.range->verdict[k].second.find(':')));
     std::cout << fmt::format("{:<22} {:<9} {:>9} {:>9} {:>9} {:>9} {:>10}  {:<24}", label,
-                             r.method.substr(0, r.method.find(' ')),
-                             pct(r.err1_median), pct(r.err1_p95), m(r.m_median), m(r.m_p95), pct(r.at_m_p95), fp16);
+                             r.method.substr(0, r.method.find(' ')), pct(r.err1_median), pct(r.err1_p95), m(r.m_median),
+                             m(r.m_p95), pct(r.at_m_p95), fp16);
     if (r.validate_reps)
       std::cout << fmt::format("  {} +- {} at M={}{}", pct(r.measured_p95), pct(r.measured_p95_se), r.validate_m,
                                r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");

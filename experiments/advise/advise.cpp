@@ -15,7 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "advise/advise.hpp"
+
 #include "attention/inputs.hpp"
+#include "core/parallel.hpp"
 #include "core/rng.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
@@ -27,12 +30,6 @@ namespace kestrel::experiments {
 namespace {
 
 constexpr double kTarget = 0.1, kRelTol = 0.15, kSe = 4.0;
-
-struct Case {
-  std::string name, kind;
-  arma::mat Q, K, V;  // d x L, d x L, L x dv
-  arma::uword budget;
-};
 
 struct Setup {
   arma::uword d, L, dv, rows;
@@ -51,14 +48,14 @@ arma::mat iso(const Options& opt, arma::uword d, arma::uword L, double scale, st
   return scale * rng.normal_matrix(d, L);
 }
 
-std::vector<Case> cases(const Options& opt, const Setup& s) {
-  std::vector<Case> c;
+std::vector<AdviseCase> cases(const Options& opt, const Setup& s) {
+  std::vector<AdviseCase> c;
   for (const auto& in : attention_inputs(opt, s.d, s.L))
     c.push_back({in.name, in.regime + (in.spectrum == "-" ? "" : " " + in.spectrum), in.Q, in.K,
                  values(opt, s.L, s.dv, 1.0, 1000), 4096});
   const auto& first = c.front();
-  c.push_back({"iso-0.5-zero-mean-v", "iso-0.5 with V ~ N(0, 1)", first.Q, first.K, values(opt, s.L, s.dv, 0.0, 1001),
-               4096});
+  c.push_back(
+      {"iso-0.5-zero-mean-v", "iso-0.5 with V ~ N(0, 1)", first.Q, first.K, values(opt, s.L, s.dv, 0.0, 1001), 4096});
   // The issue's anisotropic case: column scales 0.2 .. 1.2, d = 32, L = 128; simulation needs ~5000 features.
   {
     const arma::uword d = 32, L = opt.quick ? 64 : 128;
@@ -88,14 +85,20 @@ struct Measured {
 
 Measured measure(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
                  const ExactAttention& exact, arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed) {
+  // Fixed chunks of draws in parallel, summed in chunk order: the same for any thread count.
+  constexpr std::size_t kChunks = 16;
+  std::vector<arma::vec> c1(kChunks, arma::zeros(Qr.n_cols)), c2(kChunks, arma::zeros(Qr.n_cols));
+  for_each_block(kChunks, [&](std::size_t c) {
+    for (std::size_t r = reps * c / kChunks; r < reps * (c + 1) / kChunks; ++r) {
+      Rng rng(seed, Stream::MonteCarlo, 1'000'000 + r);
+      const ApproxAttention a = approximate_attention(e, e.draw(M, rng, sampler), Qr, K, V);
+      const arma::vec sq = arma::sum(arma::square(a.Y - exact.Y), 1);
+      c1[c] += sq;
+      c2[c] += arma::square(sq);
+    }
+  });
   arma::vec s1(Qr.n_cols, arma::fill::zeros), s2(Qr.n_cols, arma::fill::zeros);
-  for (std::size_t r = 0; r < reps; ++r) {
-    Rng rng(seed, Stream::MonteCarlo, 1'000'000 + r);
-    const ApproxAttention a = approximate_attention(e, e.draw(M, rng, sampler), Qr, K, V);
-    const arma::vec sq = arma::sum(arma::square(a.Y - exact.Y), 1);
-    s1 += sq;
-    s2 += arma::square(sq);
-  }
+  for (std::size_t c = 0; c < kChunks; ++c) s1 += c1[c], s2 += c2[c];
   const double R = static_cast<double>(reps);
   const arma::vec mse = s1 / R, se = arma::sqrt(arma::clamp(s2 / R - arma::square(mse), 0, 1e300) / (R - 1));
   const double rms = std::sqrt(arma::accu(arma::square(exact.Y)) / static_cast<double>(Qr.n_cols));
@@ -118,20 +121,27 @@ double crossing(const std::vector<double>& m, const std::vector<double>& p) {
   if (p.front() <= kTarget) return m.front() * std::pow(p.front() / kTarget, 2);
   for (std::size_t k = 1; k < m.size(); ++k)
     if (p[k] <= kTarget)
-      return std::exp(std::log(m[k - 1]) + std::log(kTarget / p[k - 1]) / std::log(p[k] / p[k - 1]) *
-                                               std::log(m[k] / m[k - 1]));
+      return std::exp(std::log(m[k - 1]) +
+                      std::log(kTarget / p[k - 1]) / std::log(p[k] / p[k - 1]) * std::log(m[k] / m[k - 1]));
   return m.back() * std::pow(p.back() / kTarget, 2);
 }
 
 }  // namespace
 
+std::vector<AdviseCase> advise_cases(const Options& opt) { return cases(opt, setup_of(opt)); }
+
 void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
+  run_advise_on(advise_cases(opt), opt, h5, claims);
+}
+
+void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5,
+                   std::vector<Claim>& claims) {
   const Setup s = setup_of(opt);
   std::vector<std::string> labels;
   std::vector<double> named, named_low, named_high, simulated, predicted, measured, measured_se, lower_ok, upper_ok,
       match_ok;
   std::string input_list;
-  for (const Case& c : cases(opt, s)) {
+  for (const AdviseCase& c : inputs) {
     input_list += (input_list.empty() ? "" : " ") + c.name;
     opt.say(fmt::format("advise: {}", c.name));
     AdviseOptions o;
@@ -204,8 +214,8 @@ void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       match_ok.push_back(match);
       if (!(lower && upper)) {
         ++t.m_fail;
-        t.m_note += fmt::format(" {}: named {}, simulated {:.0f};", who, r.m_p95 ? std::to_string(r.m_p95) : "none",
-                                sim_m);
+        t.m_note +=
+            fmt::format(" {}: named {}, simulated {:.0f};", who, r.m_p95 ? std::to_string(r.m_p95) : "none", sim_m);
       }
       if (!match) {
         ++t.match_fail;
@@ -213,17 +223,17 @@ void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       }
     }
     for (const auto& [sampler, t] : tally) {
-      const std::string at = fmt::format("{} ({}): d = {}, L = {}, dv = {}, {} rows, target 10%, budget {}, {} draws",
-                                         c.name, c.kind, c.Q.n_rows, c.Q.n_cols, c.V.n_cols, a.sampled_rows.n_elem,
-                                         c.budget, s.reps);
-      claims.push_back({"issue 34 (kestrel advise)",
-                        fmt::format("the named M is within 1.25x of the simulated M ({} features)", sampler),
-                        fmt::format("estimators (of {}) whose named M is outside 1.25x of the simulated M, {}", t.n,
-                                    c.name),
-                        "~", 0, static_cast<double>(t.m_fail), 0, at,
-                        "tested per estimator: simulated p95 at M/1.25 >= target - 4 SE and at 1.25 M <= target + 4 "
-                        "SE (independent draws through approximate_attention)." +
-                            (t.m_note.empty() ? std::string() : " Outside:" + t.m_note)});
+      const std::string at =
+          fmt::format("{} ({}): d = {}, L = {}, dv = {}, {} rows, target 10%, budget {}, {} draws", c.name, c.kind,
+                      c.Q.n_rows, c.Q.n_cols, c.V.n_cols, a.sampled_rows.n_elem, c.budget, s.reps);
+      claims.push_back(
+          {"issue 34 (kestrel advise)",
+           fmt::format("the named M is within 1.25x of the simulated M ({} features)", sampler),
+           fmt::format("estimators (of {}) whose named M is outside 1.25x of the simulated M, {}", t.n, c.name), "~", 0,
+           static_cast<double>(t.m_fail), 0, at,
+           "tested per estimator: simulated p95 at M/1.25 >= target - 4 SE and at 1.25 M <= target + 4 "
+           "SE (independent draws through approximate_attention)." +
+               (t.m_note.empty() ? std::string() : " Outside:" + t.m_note)});
       claims.push_back({"issue 34 (kestrel advise)",
                         fmt::format("the predicted error matches simulation within 15% ({} features)", sampler),
                         fmt::format("estimators (of {}) whose predicted p95 at the named M differs from the simulated "

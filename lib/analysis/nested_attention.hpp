@@ -1,14 +1,17 @@
 // Simulated error of random-feature attention rows at every M of a grid from nested draws (`kestrel advise`'s
 // prediction): draw r is one nested draw of M_r features (FeatureMap::draw_nested), and its first M columns are a draw
 // of M features for every grid M <= M_r, so R draws give R independent samples of the error at every grid M for the
-// price of R draws at the largest M. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is accumulated over blocks
-// of features in log domain: each key feature carries its own scale a_m = max_j log f2(w_m, k_j), and each query row a
-// running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800 features and prefixes whose
-// features are all tiny stay exact. Positive feature maps only (the row normaliser of other maps can be 0).
-// Checked against independent draws at each M (tests/nested_attention_test.cpp) and against a NumPy simulation written
-// from the definitions (python/tests/test_advise_independent.py).
+// price of R draws at the largest M. The draws advance together one grid point at a time, so a caller's stop rule,
+// asked after each grid point, ends the simulation where the answer is settled (advise: a few doublings beyond the M
+// for its target) and the larger M are never paid for. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is
+// accumulated over blocks of features in log domain: each key feature carries its own scale a_m = max_j log f2(w_m,
+// k_j), and each query row a running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800
+// features and prefixes whose features are all tiny stay exact. Positive feature maps only (the row normaliser of other
+// maps can be 0). Checked against independent draws at each M (tests/nested_attention_test.cpp) and against a NumPy
+// simulation written from the definitions (python/tests/test_advise_independent.py).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <armadillo>
@@ -27,7 +30,8 @@ struct NestedOptions {
   bool total_variation = false;  // also the total-variation error of the attention rows (rows x Lk work per feature)
 };
 
-// Per sampled row (rows) and grid M (columns): the mean over the draws at that M and its standard error.
+// Per sampled row (rows) and grid M (columns): the mean over the draws at that M and its standard error. Columns exist
+// for the grid points reached (all, unless a stop rule ended the simulation earlier).
 struct NestedErrors {
   arma::mat sq, sq_se;    // with values: |Y-hat_i - Y_i|^2; without: (D-hat_i / D_i - 1)^2 of the normaliser D = K 1
   arma::mat abs, abs_se;  // with values: mean_a |Y-hat_ia - Y_ia|
@@ -38,7 +42,10 @@ struct NestedErrors {
 // values or empty (then the normalisers), Yexact: Lx x dv exact output rows (empty without V), log_norm: log (K 1)_i.
 // Identical for any thread count (each draw is computed alone, then summed in order). InvalidArgument for maps that
 // are not positive, Undefined (core/error.hpp) for maps whose draws do not nest.
+// `stop`, when given, is asked after each grid point with the errors so far (columns 0..k) and ends the simulation
+// when it returns true; the columns computed do not depend on it.
 NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
-                             const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt);
+                             const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
+                             const std::function<bool(const NestedErrors&)>& stop = {});
 
 }  // namespace kestrel

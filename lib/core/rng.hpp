@@ -11,7 +11,15 @@
 namespace kestrel {
 
 // Stream domains keep e.g. data draws and feature draws of the same seed independent.
-enum class Stream : std::uint64_t { Data = 1, Features = 2, MonteCarlo = 3, Fit = 4, User = 5, Values = 6, Prediction = 7 };
+enum class Stream : std::uint64_t {
+  Data = 1,
+  Features = 2,
+  MonteCarlo = 3,
+  Fit = 4,
+  User = 5,
+  Values = 6,
+  Prediction = 7
+};
 
 // SplitMix64 finaliser: a bijective 64-bit mix used to derive stream seeds.
 std::uint64_t mix64(std::uint64_t x);

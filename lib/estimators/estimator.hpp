@@ -26,9 +26,9 @@ struct Draw {
 };
 
 struct EstimatorInfo {
-  std::string name;       // short CLI name, e.g. "oprf"
-  bool complex = false;   // a feature is Re(f1 f2) of complex f's: two real columns per omega
-  bool positive = false;  // every feature value is > 0, or 0 by structure (log_features gives -inf there)
+  std::string name;         // short CLI name, e.g. "oprf"
+  bool complex = false;     // a feature is Re(f1 f2) of complex f's: two real columns per omega
+  bool positive = false;    // every feature value is > 0, or 0 by structure (log_features gives -inf there)
   bool projections = true;  // draws are Gaussian projections, so the sampler (orthogonal, simplex, ...) applies
 };
 

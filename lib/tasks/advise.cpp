@@ -82,7 +82,7 @@ struct Inputs {
   arma::uvec rows;   // sampled query rows
   arma::uvec keys;   // sampled keys (kernel quantity)
   bool normaliser = false;
-  arma::vec norm;    // per sampled row: what the metric divides by (one value repeated for the pooled ones)
+  arma::vec norm;  // per sampled row: what the metric divides by (one value repeated for the pooled ones)
 };
 
 // What a metric averages over draws for each row: the squared error (then the error is its square root) or an
@@ -264,14 +264,16 @@ arma::uword m_for_target(const std::vector<double>& m, const std::vector<double>
   if (k == 0) return static_cast<arma::uword>(m[0]);
   double M = m[k];
   if (y[k] > 0 && y[k - 1] > 0 && y[k - 1] != y[k])
-    M = std::exp(std::log(m[k - 1]) + std::log(target / y[k - 1]) / std::log(y[k] / y[k - 1]) * std::log(m[k] / m[k - 1]));
+    M = std::exp(std::log(m[k - 1]) +
+                 std::log(target / y[k - 1]) / std::log(y[k] / y[k - 1]) * std::log(m[k] / m[k - 1]));
   return static_cast<arma::uword>(std::clamp(std::ceil(M * (1 - 1e-12)), m[k - 1] + 1, m[k]));
 }
 
 // A simulated prediction: per row and grid M the error and its SE (rows x grid); the curve of the median and 95th
 // percentile over rows (each with the SE of the row at that quantile), M for the target and its interval.
-void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se, const std::vector<arma::uword>& grid,
-                          const std::vector<std::size_t>& draws, const AdviseOptions& opt) {
+void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
+                          const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
+                          const AdviseOptions& opt) {
   for (std::size_t k = 0; k < grid.size(); ++k) {
     const arma::vec e = err.col(k), s = se.col(k);
     const double med = quantile(e, 0.5), p95 = quantile(e, 0.95);
@@ -302,27 +304,51 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
   row.at_m_p95_se = curve_at(row.curve_m, row.curve_p95_se, M);
 }
 
-// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws.
+// How far past the M where the 95th percentile + 2 SE reaches the target a simulated curve goes (unless --full-curve):
+// two doublings, so the plot shows the curve's slope beyond the answer and the M interval is settled.
+constexpr double kCurveBeyond = 4;
+
+// The metric's per-row errors and SEs at grid column k of a nested simulation.
+std::pair<arma::vec, arma::vec> column_errors(const NestedErrors& ne, std::size_t k, const Inputs& in,
+                                              AdviseMetric metric) {
+  const bool tv = metric == AdviseMetric::Tv;
+  const arma::mat& mean = tv ? ne.tv : squared(metric) ? ne.sq : ne.abs;
+  const arma::mat& mean_se = tv ? ne.tv_se : squared(metric) ? ne.sq_se : ne.abs_se;
+  return row_errors(mean.col(k), mean_se.col(k), in.norm, metric);
+}
+
+// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, up to kCurveBeyond
+// times the first grid M whose 95th percentile + 2 SE is at or below the target (the budget with --full-curve, or
+// where the target is not reached).
 void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
                        Sampler sampler, const AdviseOptions& opt) {
-  const std::vector<arma::uword> grid = prediction_grid(opt.budget);
-  const std::vector<std::size_t> draws = prediction_draws(grid, opt.draws);
-  const bool tv = opt.metric == AdviseMetric::Tv;
-  const NestedErrors ne =
-      simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
-                      in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, {grid, draws, opt.seed, sampler, tv});
+  std::vector<arma::uword> grid = prediction_grid(opt.budget);
+  std::vector<std::size_t> draws = prediction_draws(grid, opt.draws);
+  std::optional<arma::uword> settled;  // the first grid M whose p95 + 2 SE <= target
+  auto stop = [&](const NestedErrors& ne) {
+    const std::size_t k = ne.sq.n_cols - 1;
+    if (!settled) {
+      const auto [err, se] = column_errors(ne, k, in, opt.metric);
+      const double p95 = quantile(err, 0.95);
+      if (p95 + 2 * se[arma::index_min(arma::abs(err - p95))] <= opt.target) settled = grid[k];
+    }
+    return !opt.full_curve && settled && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*settled);
+  };
+  const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
+                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser,
+                                          {grid, draws, opt.seed, sampler, opt.metric == AdviseMetric::Tv}, stop);
+  grid.resize(ne.sq.n_cols);
+  draws.resize(ne.sq.n_cols);
   arma::mat err(ne.sq.n_rows, grid.size()), se(ne.sq.n_rows, grid.size());
-  const arma::mat& mean = tv ? ne.tv : squared(opt.metric) ? ne.sq : ne.abs;
-  const arma::mat& mean_se = tv ? ne.tv_se : squared(opt.metric) ? ne.sq_se : ne.abs_se;
   for (std::size_t k = 0; k < grid.size(); ++k) {
-    const auto [e_k, se_k] = row_errors(mean.col(k), mean_se.col(k), in.norm, opt.metric);
+    const auto [e_k, se_k] = column_errors(ne, k, in, opt.metric);
     err.col(k) = e_k;
     se.col(k) = se_k;
   }
-  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} at M = {}; seed {})", draws.front(),
-                           grid[std::min<std::size_t>(grid.size() - 1,
-                                                      std::count(draws.begin(), draws.end(), draws.front()) - 1)],
-                           draws.back(), grid.back(), opt.seed);
+  row.method = fmt::format(
+      "simulated ({} nested draws up to M = {}, {} at M = {}; seed {})", draws.front(),
+      grid[std::min<std::size_t>(grid.size() - 1, std::count(draws.begin(), draws.end(), draws.front()) - 1)],
+      draws.back(), grid.back(), opt.seed);
   fill_simulated_curve(row, err, se, grid, draws, opt);
 }
 
@@ -534,10 +560,10 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     return;
   }
   const AdviceRow& b = a.rows[*a.best];
-  std::string s = fmt::format("{}{}, M = {}: predicted 95th-percentile {} {}{} (median {}; {}).", b.estimator,
-                              b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what,
-                              percent(b.at_m_p95), b.at_m_p95_se > 0 ? " +- " + percent(b.at_m_p95_se) : "",
-                              percent(b.at_m_median), b.method);
+  std::string s =
+      fmt::format("{}{}, M = {}: predicted 95th-percentile {} {}{} (median {}; {}).", b.estimator,
+                  b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what, percent(b.at_m_p95),
+                  b.at_m_p95_se > 0 ? " +- " + percent(b.at_m_p95_se) : "", percent(b.at_m_median), b.method);
   std::vector<const AdviceRow*> ranked;  // the others, fewest features first (unreached last)
   for (const auto& r : a.rows)
     if (r.status == "ok" && &r != &b) ranked.push_back(&r);
@@ -652,6 +678,7 @@ nlohmann::json to_json(const AdviseOptions& o) {
           {"validate", o.validate},
           {"metric", to_string(o.metric)},
           {"draws", o.draws},
+          {"full_curve", o.full_curve},
           {"seed", o.seed},
           {"timing", o.timing}};
 }
@@ -685,6 +712,14 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   require(feature_bytes <= kMaxFeatureBytes,
           "budget {} needs {:.3g} GB for one draw of features of {} keys (at most {:.3g} GB): give a smaller budget",
           opt.budget, feature_bytes / 1e9, K.n_cols, kMaxFeatureBytes / 1e9);
+  // The total variation keeps each nested draw's unnormalised attention rows (sampled rows x keys) until it is done.
+  const double tv_bytes = 8.0 * static_cast<double>(opt.draws) *
+                          static_cast<double>(std::min<arma::uword>(Q.n_cols, opt.rows)) *
+                          static_cast<double>(K.n_cols);
+  require(opt.metric != AdviseMetric::Tv || tv_bytes <= kMaxFeatureBytes,
+          "metric tv with {} draws of {} rows x {} keys needs {:.3g} GB (at most {:.3g} GB): give fewer --rows or "
+          "--draws",
+          opt.draws, std::min<arma::uword>(Q.n_cols, opt.rows), K.n_cols, tv_bytes / 1e9, kMaxFeatureBytes / 1e9);
   require(opt.quantity == AdviseQuantity::Kernel || opt.kernel.alpha == 0,
           "kernel {} is only used with quantity kernel (attention is softmax attention)", opt.kernel.name());
   require(opt.quantity == AdviseQuantity::Attention || V.is_empty(), "values are only used with quantity attention");
@@ -792,9 +827,9 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
             const MonteCarloResult mc = simulate(*e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
                                                  {opt.validate, row.validate_m, opt.seed, sampler});
             const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
-            const auto [err, err_se] = row_errors(arma::vectorise(mc.kernel.variance) / k2,
-                                                  arma::vectorise(mc.kernel.se_variance) / k2,
-                                                  arma::ones(k2.n_elem), AdviseMetric::Rmse);
+            const auto [err, err_se] =
+                row_errors(arma::vectorise(mc.kernel.variance) / k2, arma::vectorise(mc.kernel.se_variance) / k2,
+                           arma::ones(k2.n_elem), AdviseMetric::Rmse);
             summarise_measured(row, err, err_se);
           }
         }
@@ -827,6 +862,8 @@ nlohmann::json to_json(const Advice& a) {
       continue;
     }
     if (!r.note.empty()) j["note"] = r.note;
+    // A simulated curve ends past the answer unless --full-curve: no error at the budget then.
+    const bool at_budget = !r.curve_m.empty() && r.curve_m.back() == static_cast<double>(a.options.budget);
     j.update({{"method", r.method},
               {"log_rel_var_median", r.log_rel_var_median},
               {"log_rel_var_p95", r.log_rel_var_p95},
@@ -836,11 +873,13 @@ nlohmann::json to_json(const Advice& a) {
               {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
               {"error_at_m_median", r.at_m_median},
               {"error_at_m_p95", r.at_m_p95},
-              {"error_at_budget_median", r.err_budget_median},
-              {"error_at_budget_p95", r.err_budget_p95},
+              {"error_at_budget_median", at_budget ? nlohmann::json(r.err_budget_median) : nlohmann::json(nullptr)},
+              {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
+              {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
               {"error_at_m_p95_se", r.at_m_p95_se},
-              {"m_for_target_p95_interval", {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
-                                             r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
+              {"m_for_target_p95_interval",
+               {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
+                r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
               {"curve",
                {{"m", r.curve_m},
                 {"median", r.curve_median},

@@ -11,7 +11,8 @@
 //   kernel: sqrt(Var / K^2) of the entries K(q_i, k_j), exact, also with orthogonal and simplex projections
 //     (analysis/coupled_variance.hpp).
 // The M for a target is read off the curve of the 95th percentile over a seeded sample of query rows (or pairs),
-// interpolated in log-log between grid points, with the interval where the curve +- 2 SE crosses the target.
+// interpolated in log-log between grid points, with the interval where the curve +- 2 SE crosses the target. A
+// simulated curve stops 4x past the M where its p95 + 2 SE reaches the target (--full-curve: at the budget).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,7 +48,7 @@ const std::vector<std::string>& metric_names();
 struct AdviseOptions {
   AdviseQuantity quantity = AdviseQuantity::Attention;
   Kernel kernel = Kernel::softmax();
-  bool scale_sqrt_d = true;             // logits q.k / sqrt(d): points divided by d^(1/4)
+  bool scale_sqrt_d = true;  // logits q.k / sqrt(d): points divided by d^(1/4)
   AdviseMetric metric = AdviseMetric::Rmse;
   double target = 0.1;                  // of the metric
   arma::uword budget = 4096;            // largest M considered
@@ -58,6 +59,8 @@ struct AdviseOptions {
   std::size_t validate = 0;  // R draws at each estimator's M for the target (0: none; rows that do not
                              // reach the target within the budget are not drawn)
   std::size_t draws = 64;    // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
+  bool full_curve = false;   // simulate every curve to the budget (default: 4x past the first M whose p95 + 2 SE
+                             // reaches the target; to the budget where it is not reached)
   std::uint64_t seed = 0;
   bool timing = true;  // time exact and random-feature attention on this machine
 };
@@ -90,7 +93,8 @@ struct AdviceRow {
   std::string note;           // what was not done for an ok row, and why
   // log(Var/K^2) at M = 1 over the sampled (query, key) pairs.
   double log_rel_var_median = 0, log_rel_var_p95 = 0;
-  // The predicted error at M = 1 (iid) and at the budget: median and 95th percentile over rows (or pairs).
+  // The predicted error at M = 1 (iid) and at the budget (at the curve's last M where a simulated curve stopped
+  // early: see full_curve): median and 95th percentile over rows (or pairs).
   double err1_median = 0, err1_p95 = 0, err_budget_median = 0, err_budget_p95 = 0;
   // Smallest M with the predicted median / 95th-percentile error <= target; 0 if none up to the budget.
   arma::uword m_median = 0, m_p95 = 0;

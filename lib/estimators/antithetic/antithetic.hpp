@@ -40,7 +40,7 @@ class PosAntiEstimator final : public Estimator {
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;  // M = 1: PosRF
   arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const override;
-  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // [W, -W, (w)]
+  Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;         // [W, -W, (w)]
   Draw nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // [w1, -w1, w2, -w2, ...]
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

@@ -187,7 +187,7 @@ DiscreteEstimator::DiscreteEstimator(std::string name, arma::uword d, DiscretePa
   info_.name = std::move(name);
   info_.complex = false;
   info_.positive = shift_.has_value();  // shifted points are >= epsilon > 0, so every factor is > 0
-  info_.projections = false;           // per-coordinate counts: draw_hook ignores the sampler
+  info_.projections = false;            // per-coordinate counts: draw_hook ignores the sampler
 }
 
 arma::mat DiscreteEstimator::log_var_hook(const PairGram& g) const {

@@ -317,9 +317,10 @@ Draw HybridEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const 
 }
 
 Draw HybridEstimator::nested_draw_hook(arma::uword, Rng&, Sampler) const {
-  throw Undefined(fmt::format("'{}' is a hybrid: its features pair every base feature with every lambda feature "
-                              "(~M^2 columns), so its draws do not nest",
-                              info_.name));
+  throw Undefined(
+      fmt::format("'{}' is a hybrid: its features pair every base feature with every lambda feature "
+                  "(~M^2 columns), so its draws do not nest",
+                  info_.name));
 }
 
 HybridEstimator::Layout HybridEstimator::split(const Draw& w) const {
