@@ -147,6 +147,25 @@ TEST(Advise, CurvesStopFourTimesPastTheSettledMUnlessFullCurve) {
   EXPECT_TRUE(to_json(b)["rows"][0]["error_at_budget_p95"].is_number());
 }
 
+TEST(Advise, SimulatedNormalisersThatMissTheTailsAreNotTrusted) {
+  // Large norms: PosRF's normaliser has an enormous relative variance (exact, iid) that a few dozen draws never see.
+  // At M = 1 an orthogonal feature is an iid one, so the simulated orthogonal row is checked against the exact error
+  // there and refused; on small norms it agrees and stays.
+  const arma::mat Q = test::points(8, 30, 2.5, 71), K = test::points(8, 40, 2.5, 72);
+  AdviseOptions o = quick({"pos"});
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal};
+  const Advice a = advise(Q, K, arma::mat(), o);
+  EXPECT_EQ(find(a, "pos").status, "ok");
+  EXPECT_GT(find(a, "pos").err1_p95, 1e3);
+  const AdviceRow& r = find(a, "pos", "orthogonal");
+  EXPECT_EQ(r.status, "failed");
+  EXPECT_NE(r.reason.find("heavy tails"), std::string::npos) << r.reason;
+  EXPECT_NE(a.recommendation.find("pos"), std::string::npos);  // still compared: the iid row
+  const Small s;
+  const Advice b = advise(s.Q, s.K, arma::mat(), o);
+  EXPECT_EQ(find(b, "pos", "orthogonal").status, "ok") << find(b, "pos", "orthogonal").reason;
+}
+
 TEST(Advise, MetricsMatchTheirDefinitionsInValidation) {
   // Each metric's prediction (nested simulation) against --validate (independent draws through approximate_attention)
   // at the named M: within 4.5 combined SE plus 15%. The offset of V is reported.

@@ -397,6 +397,9 @@ void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sample
   row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
 }
 
+// Below this share of the exact error at M = 1, a simulated normaliser curve is not trusted.
+constexpr double kHeavyTailRatio = 0.5;
+
 // Attention rows or normalisers: the normalisers' error is exact for iid features of a family with a three-point form
 // (e(M) = e(1) / sqrt(M)); everything else is simulated.
 void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreePointForm>& form, const Inputs& in,
@@ -409,6 +412,19 @@ void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreeP
     fill_iid_curve(row, row.err1_each, opt);
   } else {
     predict_simulated(row, e, in, exact, sampler, opt);
+  }
+  if (in.normaliser && form && opt.metric == AdviseMetric::Rmse && sampler != Sampler::Iid) {
+    // One orthogonal or simplex feature is one Gaussian draw (a Haar direction with a chi(d) norm), so at M = 1 the
+    // exact iid error is the truth for every sampler. A simulation far below it has not seen the tails of D-hat, and
+    // its M would be far too small (GUIDE: heavy tails).
+    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
+    const double exact1 = quantile(arma::exp(0.5 * p.log_rel_var), 0.95);
+    if (row.err1_p95 < kHeavyTailRatio * exact1)
+      throw NumericalError(fmt::format(
+          "simulation untrusted (heavy tails): at M = 1 its 95th-percentile normaliser error is {:.3g}, the exact "
+          "one {:.3g}; the draws have not seen the tails of D-hat, so no M is named (scale the inputs down, or use "
+          "iid features, whose error is exact)",
+          row.err1_p95, exact1));
   }
   // Pairs: the sampled rows against the sampled keys.
   const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
