@@ -125,9 +125,16 @@ def run_table(runs):
     return f'<table class="runs" id="runs">{head}{"".join(rows)}{total}</table>'
 
 
+def measured(c):
+    """The measured value, with its standard error where the reproduction states one (simulated quantities); exact
+    values and quantities with the SE folded in ("mean - 3 SE") have none."""
+    unc = c.get("uncertainty")
+    return num(c.get("measured")) + (f" &plusmn; {num(unc)}" if unc is not None else "")
+
+
 def claims_table(claims):
     head = ("<tr><th>source</th><th>the paper's statement</th><th>quantity measured</th><th>paper's value</th>"
-            "<th>measured</th><th>verdict</th><th>settings</th><th>note</th></tr>")
+            "<th>measured (&plusmn; 1 SE)</th><th>verdict</th><th>settings</th><th>note</th></tr>")
     rows = []
     for c in claims:
         rel = c.get("relation", "")
@@ -140,7 +147,7 @@ def claims_table(claims):
         cls = verdict_class(c["verdict"])
         rows.append(f'<tr class="{cls}"><td>{esc(c.get("source", ""))}</td><td>{esc(c.get("statement", ""))}</td>'
                     f'<td>{esc(c.get("quantity", ""))}</td><td class="num" title="{rule}">{claimed}</td>'
-                    f'<td class="num">{num(c.get("measured"))}</td><td><b>{esc(c["verdict"])}</b></td>'
+                    f'<td class="num">{measured(c)}</td><td><b>{esc(c["verdict"])}</b></td>'
                     f'<td>{esc(c.get("settings", ""))}</td><td>{esc(c.get("note", ""))}</td></tr>')
     return f'<table class="claims">{head}{"".join(rows)}</table>'
 
@@ -205,7 +212,8 @@ def page(directory, runs):
 <code>experiments/index_page.py</code> (<code>kestrel reproduce</code> rewrites it after every reproduction).
 Verdicts: <span class="v-holds">holds</span>; <span class="v-not-contradicted">not contradicted</span> (a claim the
 data can only fail to contradict); <span class="v-differs">differs</span> and
-<span class="v-contradicted">contradicted</span>, each with a note. Hover a paper's value for its rule.</p>
+<span class="v-contradicted">contradicted</span>, each with a note. Hover a paper's value for its rule. A measured value has &plusmn; 1 SE where it was simulated
+and the SE is not already part of the quantity (as in "mean &minus; 3 SE").</p>
 <h2>Claims by verdict</h2>
 {summary(runs)}
 <h2>Reproductions</h2>

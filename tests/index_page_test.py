@@ -77,7 +77,8 @@ def main():
     formula = "|x+y|^2 < 100 & a <b> \"q\""
     with tempfile.TemporaryDirectory() as d:
         write(d, "crt-fig2", [claim("CRT 5.1", "holds", formula, measured=1159335400523971821568.0),
-                              claim("CRT Thm 4.1", "not contradicted"), claim("DERF 5.1", "differs")])
+                              claim("CRT Thm 4.1", "not contradicted"),
+                              dict(claim("DERF 5.1", "differs", measured=1.23456), uncertainty=0.0123456)])
         write(d, "hrf-fig1", [claim("HRF Thm 3.5", "differs"), claim("consistency", "holds"),
                               claim("HRF Fig. 1", "contradicted", measured=0.000314159)], seconds=None)
         text, t = render(d=d, src=src, order=["hrf-fig1", "crt-fig2"])
@@ -94,6 +95,7 @@ def main():
         check("|x+y|^2 &lt; 100 &amp; a &lt;b&gt; &quot;q&quot;" in text, "the formula is escaped in the HTML")
         check(crt[1][4] == "1.159e+21", f"4 significant digits ({crt[1][4]})")
         check(claims[0][3][4] == "0.0003142", f"small numbers too ({claims[0][3][4]})")
+        check(crt[3][4] == "1.235 \u00b1 0.01235" and crt[2][4] == "1", f"the SE where given ({crt[3][4]}, {crt[2][4]})")
         runs = {row[0]: row for row in dict(t.tables)["runs"][1:]}
         check(runs["crt-fig2"][7] == "1.5" and runs["hrf-fig1"][7] == "not recorded", "time per reproduction")
         check('id="quick-banner"' in text and "reduced sizes" in text, "quick banner when every run is --quick")

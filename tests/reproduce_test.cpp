@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -258,4 +259,47 @@ TEST(Reproduce, NonDefaultProtocolsRunQuick) {
     }
   fs::remove_all(out);
   fs::remove(out.string() + ".log");
+}
+
+// Issue #38: the claims tables show formulas as written (Markdown: '|', '<', '*', '_' escaped; JSON: unchanged) and
+// numbers with 4 significant digits, never 1159335400523971821568.000; claims.json records the run's wall time.
+TEST(Reproduce, ClaimsTablesEscapeFormulasAndRoundNumbers) {
+  using kestrel::experiments::format_number;
+  EXPECT_EQ(format_number(1159335400523971821568.0), "1.159e+21");
+  EXPECT_EQ(format_number(0.000314159), "0.0003142");
+  EXPECT_EQ(format_number(12.3456), "12.35");
+  EXPECT_EQ(format_number(-3.0), "-3");
+  EXPECT_EQ(format_number(250000.0), "250000");
+  EXPECT_EQ(format_number(1e7), "1e+07");
+  const std::string statement = "|x+y|^2 < 100 and a*b_c > `d`";
+  const kestrel::experiments::Experiment e{
+      "escape-check", "a | b < c",
+      [&](const kestrel::experiments::Options&, kestrel::H5Writer&, std::vector<kestrel::experiments::Claim>& claims) {
+        claims.push_back({"CRT 5.1", statement, "q | r", "<", 1e300, 1159335400523971821568.0, 0, "s", "n <b>"});
+      }};
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_escape_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  kestrel::experiments::reproduce(e, {.quick = true}, dir.string(), "test");
+  std::ifstream md_file(dir / "escape-check.claims.md");
+  const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("\\|x+y\\|^2 \\< 100 and a\\*b\\_c \\> \\`d\\`"), std::string::npos) << md;
+  EXPECT_NE(md.find("| q \\| r |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| \\< 1e+300 | 1.159e+21 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("n \\<b\\>"), std::string::npos) << md;
+  EXPECT_EQ(md.find("1159335400523971821568"), std::string::npos) << md;
+  // Every table row has exactly the 9 unescaped pipes of 8 cells.
+  std::istringstream lines(md);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| CRT", 0) != 0) continue;
+    std::size_t pipes = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    EXPECT_EQ(pipes, 9u) << line;
+  }
+  std::ifstream js(dir / "escape-check.claims.json");
+  const auto j = nlohmann::json::parse(js);
+  EXPECT_EQ(j["claims"][0]["statement"], statement);
+  EXPECT_TRUE(j["claims"][0]["uncertainty"].is_null());  // no SE given: null, not NaN (invalid JSON)
+  ASSERT_TRUE(j.contains("seconds"));
+  EXPECT_GE(j["seconds"].get<double>(), 0.0);
+  fs::remove_all(dir);
 }
