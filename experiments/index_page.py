@@ -50,6 +50,13 @@ def num(x):
     return f"{x:.4g}"
 
 
+def secs_text(secs):
+    """Seconds as recorded (one decimal): under 0.1 s reads "< 0.1", not 0."""
+    if secs is None:
+        return "not recorded"
+    return "&lt; 0.1" if secs < 0.1 else num(secs)
+
+
 def paper_of(source):
     first = (source or "").split()[0].upper() if (source or "").split() else ""
     return PAPERS.get(first, OTHER)
@@ -116,7 +123,7 @@ def run_table(runs):
         cells = count_cells(counts)
         rows.append(f'<tr><td><a href="#{esc(name)}">{esc(name)}</a></td><td>{esc(run.get("title", ""))}</td>{cells}'
                     f'<td class="num">{sum(counts.values())}</td>'
-                    f'<td class="num">{num(secs) if secs is not None else "not recorded"}</td>'
+                    f'<td class="num">{secs_text(secs)}</td>'
                     f'<td>{"quick (reduced)" if is_quick(run) else "paper settings"}</td>'
                     f'<td>{esc(options_of(run).get("protocol") or "-")}</td></tr>')
     timed = [r["seconds"] for r in runs if r.get("seconds") is not None]
@@ -174,7 +181,7 @@ def section(directory, run):
 <h2>{esc(name)}: {esc(run.get("title", ""))}{quick}</h2>
 <p class="meta">{"quick (reduced sizes)" if is_quick(run) else "paper settings"}, seed {esc(opts.get("seed", ""))},
 protocol <b>{esc(protocol or "(one protocol)")}</b>{": " + esc(desc) if desc else ""};
-computed in {num(secs) + " s" if secs is not None else "(time not recorded)"} on {esc(prov.get("created_utc", ""))},
+computed in {secs_text(secs) + " s" if secs is not None else "(time not recorded)"} on {esc(prov.get("created_utc", ""))},
 git {esc(str(prov.get("git_revision", ""))[:12])}. Files: {links}</p>
 {fig}
 {claims_table(run.get("claims", []))}
