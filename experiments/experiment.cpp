@@ -34,6 +34,13 @@ nlohmann::json to_json(const Claim& c) {
           {"note", c.note},       {"holds", c.holds()},       {"verdict", c.verdict()}};
 }
 
+// The HDF5 file's `claims` attribute stays as it was (to_json); the claims.json summary adds the SE.
+nlohmann::json to_summary_json(const Claim& c) {
+  nlohmann::json j = to_json(c);
+  j["uncertainty"] = std::isfinite(c.uncertainty) ? nlohmann::json(c.uncertainty) : nlohmann::json(nullptr);
+  return j;
+}
+
 const Experiment& find_experiment(const std::string& name) {
   // hrf-fig2 covers Fig. 5's lengths (r = 1, 1.25, 1.5) too.
   const std::string n = name == "hrf-fig5" ? "hrf-fig2" : name;
@@ -165,11 +172,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
                             {"seconds", std::round(seconds * 10) / 10},
                             {"protocol_description", protocol_description(e, opt.protocol)},
                             {"claims", nlohmann::json::array()}};
-  for (const auto& c : claims) {  // the HDF5 file's `claims` attribute stays as it was; the summary adds the SE
-    nlohmann::json j = to_json(c);
-    j["uncertainty"] = std::isfinite(c.uncertainty) ? nlohmann::json(c.uncertainty) : nlohmann::json(nullptr);
-    summary["claims"].push_back(j);
-  }
+  for (const auto& c : claims) summary["claims"].push_back(to_summary_json(c));
   write_text(stem + ".claims.json", summary.dump(2) + "\n");
   write_text(stem + ".claims.md", markdown(e, claims, opt));
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";

@@ -46,7 +46,9 @@ struct Claim {
   bool holds() const;
   std::string verdict() const;  // "holds", "not contradicted", "differs" or "contradicted"
 };
-nlohmann::json to_json(const Claim& c);
+nlohmann::json to_json(const Claim& c);  // as in the HDF5 file's `claims` attribute
+// A claim as NAME.claims.json lists it (and kestrel.reproduce returns it): to_json plus `uncertainty` (null if none).
+nlohmann::json to_summary_json(const Claim& c);
 
 // A reading of a paper's protocol where the paper leaves it open or kestrel offers an alternative:
 // `kestrel reproduce NAME --protocol NAME`.
