@@ -1,10 +1,12 @@
 // Running a reproduction: HDF5 with provenance, claims summary, plot (see experiment.hpp).
 #include "experiment.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,13 @@ nlohmann::json to_json(const Claim& c) {
   return {{"source", c.source},   {"statement", c.statement}, {"quantity", c.quantity},   {"relation", c.relation},
           {"claimed", c.claimed}, {"measured", c.measured},   {"tolerance", c.tolerance}, {"settings", c.settings},
           {"note", c.note},       {"holds", c.holds()},       {"verdict", c.verdict()}};
+}
+
+// The HDF5 file's `claims` attribute stays as it was (to_json); the claims.json summary adds the SE.
+nlohmann::json to_summary_json(const Claim& c) {
+  nlohmann::json j = to_json(c);
+  j["uncertainty"] = std::isfinite(c.uncertainty) ? nlohmann::json(c.uncertainty) : nlohmann::json(nullptr);
+  return j;
 }
 
 const Experiment& find_experiment(const std::string& name) {
@@ -70,38 +79,57 @@ void write_text(const std::string& path, const std::string& text) {
   unregister_temp_file(tmp);
 }
 
-// A Markdown table cell: '|' escaped, no line breaks.
-std::string cell(std::string s) {
+// A Markdown table cell: no line breaks, and every character that GitHub-flavoured Markdown would read as table,
+// emphasis, code or HTML syntax backslash-escaped, so a formula like "|x+y|^2 < 100, a*b" shows as written.
+std::string cell(const std::string& s) {
   std::string out;
   for (char ch : s) {
-    if (ch == '|')
-      out += "\\|";
+    if (ch == '\n' || ch == '\r')
+      out += ' ';
+    else if (std::string_view("\\|<>*_`[]").find(ch) != std::string_view::npos)
+      out += std::string("\\") + ch;
     else
-      out += (ch == '\n' || ch == '\r') ? ' ' : ch;
+      out += ch;
   }
   return out;
+}
+
+std::string protocol_description(const Experiment& e, const std::string& protocol) {
+  for (const auto& p : e.protocols)
+    if (p.name == protocol) return p.description;
+  return "";
 }
 
 std::string markdown(const Experiment& e, const std::vector<Claim>& claims, const Options& opt) {
   std::string md = fmt::format("# {}: {}\n\n{} run, seed {}, git {}.\n\n", e.name, e.title,
                                opt.quick ? "Quick (reduced)" : "Paper-settings", opt.seed, git_revision());
-  for (const auto& p : e.protocols)
-    if (p.name == opt.protocol) md += fmt::format("Protocol `{}`: {}\n\n", p.name, p.description);
+  if (!opt.protocol.empty())
+    md += fmt::format("Protocol `{}`: {}\n\n", opt.protocol, protocol_description(e, opt.protocol));
   md +=
       "| source | claim | quantity | claimed | measured | verdict | settings | note |\n"
       "|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : claims) {
-    const std::string claimed = c.relation == "~" ? fmt::format("{:.4g} +- {:.2g}", c.claimed, c.tolerance)
-                                                  : fmt::format("{} {:.4g}", c.relation, c.claimed);
+    const std::string claimed = c.relation == "~"
+                                    ? fmt::format("{} +- {}", format_number(c.claimed), format_number(c.tolerance))
+                                    : fmt::format("{} {}", c.relation, format_number(c.claimed));
     const std::string v = c.verdict();
-    md += fmt::format("| {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", cell(c.source), cell(c.statement),
-                      cell(c.quantity), cell(claimed), c.measured, c.holds() ? v : "**" + v + "**", cell(c.settings),
-                      cell(c.note));
+    const std::string measured = std::isfinite(c.uncertainty)
+                                     ? fmt::format("{} +- {}", format_number(c.measured), format_number(c.uncertainty))
+                                     : format_number(c.measured);
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(c.source), cell(c.statement), cell(c.quantity),
+                    cell(claimed), cell(measured), c.holds() ? v : "**" + v + "**", cell(c.settings), cell(c.note));
   }
   return md;
 }
 
 }  // namespace
+
+std::string format_number(double x) {
+  if (!std::isfinite(x)) return fmt::format("{}", x);
+  if (x == std::trunc(x) && std::abs(x) < 1e6) return fmt::format("{:.0f}", x);  // counts and round values whole
+  return fmt::format("{:.4g}", x);
+}
 
 std::vector<Claim> reproduce(const Experiment& e, const Options& requested, const std::string& dir,
                              const std::string& command_line) {
@@ -119,6 +147,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
                                   {"protocol", opt.protocol},
                                   {"regime_options", to_json(opt.regime_options)}};
   const nlohmann::json prov = provenance(command_line, options);
+  const auto start = std::chrono::steady_clock::now();
   {
     H5Writer h5(stem + ".h5");
     write_provenance(h5, prov);
@@ -136,9 +165,14 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
     h5.attr("/", "claims", cj.dump());
     h5.commit();
   }
-  nlohmann::json summary = {
-      {"experiment", e.name}, {"title", e.title}, {"provenance", prov}, {"claims", nlohmann::json::array()}};
-  for (const auto& c : claims) summary["claims"].push_back(to_json(c));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json summary = {{"experiment", e.name},
+                            {"title", e.title},
+                            {"provenance", prov},
+                            {"seconds", std::round(seconds * 10) / 10},
+                            {"protocol_description", protocol_description(e, opt.protocol)},
+                            {"claims", nlohmann::json::array()}};
+  for (const auto& c : claims) summary["claims"].push_back(to_summary_json(c));
   write_text(stem + ".claims.json", summary.dump(2) + "\n");
   write_text(stem + ".claims.md", markdown(e, claims, opt));
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";
@@ -148,6 +182,14 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
       throw IoError(fmt::format("plot script failed: /usr/bin/python3 {} {}.h5 {}.png", script, stem, stem));
   }
   return claims;
+}
+
+std::string update_index(const std::string& dir) {
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/index_page.py";
+  std::vector<std::string> argv = {"/usr/bin/python3", script, dir};
+  for (const auto& e : all_experiments()) argv.push_back(e.name);  // the page lists them in the registry's order
+  if (run_program(argv) != 0) throw IoError(fmt::format("index page failed: /usr/bin/python3 {} {}", script, dir));
+  return (std::filesystem::path(dir) / "index.html").string();
 }
 
 }  // namespace kestrel::experiments

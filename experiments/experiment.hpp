@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,15 @@ struct Claim {
   // A claim that the data can only fail to contradict (e.g. "mean - 3 SE < 0" for Var_ort <= Var_iid):
   // its verdict is "not contradicted" rather than "holds".
   bool falsification_test = false;
+  // One standard error of `measured` where the reproduction has one (simulation); NaN (JSON null) for exact values and
+  // for quantities that already fold the SE in ("mean - 3 SE", "(MC - exact) / SE").
+  double uncertainty = std::numeric_limits<double>::quiet_NaN();
   bool holds() const;
   std::string verdict() const;  // "holds", "not contradicted", "differs" or "contradicted"
 };
-nlohmann::json to_json(const Claim& c);
+nlohmann::json to_json(const Claim& c);  // as in the HDF5 file's `claims` attribute
+// A claim as NAME.claims.json lists it (and kestrel.reproduce returns it): to_json plus `uncertainty` (null if none).
+nlohmann::json to_summary_json(const Claim& c);
 
 // A reading of a paper's protocol where the paper leaves it open or kestrel offers an alternative:
 // `kestrel reproduce NAME --protocol NAME`.
@@ -63,9 +69,18 @@ const Experiment& find_experiment(const std::string& name);
 // ("" for an experiment without alternatives).
 std::string resolve_protocol(const Experiment& e, const std::string& requested);
 
-// Runs one experiment into dir: NAME.h5 (with provenance), NAME.claims.json, NAME.claims.md, and NAME.png
-// from experiments/NAME/plot.py (Debian's python3-matplotlib, python3-h5py). Returns the claims.
+// Runs one experiment into dir: NAME.h5 (with provenance), NAME.claims.json (with `seconds`, the wall time of the
+// computation and the HDF5 file), NAME.claims.md, and NAME.png from experiments/NAME/plot.py (Debian's
+// python3-matplotlib, python3-h5py). Returns the claims.
 std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
                              const std::string& command_line);
+
+// Rewrites dir/index.html (experiments/index_page.py, Python's standard library only) from every NAME.claims.json in
+// dir: one page with the counts of claims by verdict and every reproduction's figure, claims and options. Sections of
+// reproductions not run this time are kept (their files are still in dir). Returns the page's path.
+std::string update_index(const std::string& dir);
+
+// A number for a claims table or a terminal: 4 significant digits (1.159e+21, 0.0003142, 12.35).
+std::string format_number(double x);
 
 }  // namespace kestrel::experiments

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Executes every notebook headless (nbclient) on the quick reproductions: runs
-# `kestrel reproduce all --quick` into a temporary directory, then each notebook with KESTREL_RESULTS
-# pointing there. Usage: run_notebooks.sh PATH/TO/kestrel
+# `kestrel reproduce all --quick` into a temporary directory (or reads the outputs of such a run in
+# $KESTREL_QUICK_RESULTS: ctest's reproduce_all_quick fixture), then each notebook with KESTREL_RESULTS pointing there.
+# Usage: run_notebooks.sh PATH/TO/kestrel
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
-"$1" reproduce all --quick --quiet --out "$results" >/dev/null
+# The fixture's stdout ends with the page's path only when the whole run succeeded.
+if [ -n "${KESTREL_QUICK_RESULTS:-}" ] && grep -q "^all results on one page" "$KESTREL_QUICK_RESULTS.stdout" 2>/dev/null; then
+  cp -r "$KESTREL_QUICK_RESULTS/." "$results/"  # a copy: the notebooks may write next to the results
+else
+  "$1" reproduce all --quick --quiet --out "$results" >/dev/null
+fi
 # bindings.ipynb, own_estimator.ipynb and advise.ipynb import the Python package built next to the CLI (build/python/kestrel).
 pymod=$(cd "$(dirname "$1")/.." && pwd)/python
 export PYTHONPATH="$pymod${PYTHONPATH:+:$PYTHONPATH}"

@@ -36,7 +36,8 @@ void bind_reproduce(py::module_& m) {
         nlohmann::json claims = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
-          for (const auto& c : experiments::reproduce(e, o, out, cmd)) claims.push_back(experiments::to_json(c));
+          for (const auto& c : experiments::reproduce(e, o, out, cmd))
+            claims.push_back(experiments::to_summary_json(c));
         }
         return from_json(claims);
       },

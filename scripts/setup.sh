@@ -9,7 +9,8 @@ PKGS=(g++ cmake make pkg-config git
       python3-ipykernel pybind11-dev python3-dev python3-pytest
       python3-sklearn python3-pandas python3-venv python3-pip python3-setuptools
       clang clang-format libclang-rt-14-dev libssl-dev
-      libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev)
+      libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev
+      chromium)  # chromium: tests/browser_test.py renders results/index.html headless
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

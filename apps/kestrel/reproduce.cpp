@@ -1,5 +1,6 @@
 // `kestrel reproduce NAME|all [--quick] --out DIR`: runs paper reproductions (experiments/), writing
-// NAME.h5, NAME.png, NAME.claims.{json,md} into DIR and a table of claims on stdout.
+// NAME.h5, NAME.png, NAME.claims.{json,md} into DIR and a table of claims on stdout, and keeps DIR/index.html (every
+// reproduction in DIR on one page) up to date after each one.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -92,14 +93,20 @@ Action add_reproduce(CLI::App& app, const Global& g) {
       for (const auto& c : claims) {
         failed += !c.holds();
         const std::string v = c.verdict();
-        const std::string claimed = c.relation == "~" ? fmt::format("~{:.3g}+-{:.2g}", c.claimed, c.tolerance)
-                                                      : fmt::format("{}{:.3g}", c.relation, c.claimed);
-        std::cout << fmt::format("  [{}] {}: {} = {:.3f} (claimed {}){}\n", v, c.source, c.quantity, c.measured,
-                                 claimed, c.note.empty() ? "" : "  " + c.note);
+        const std::string claimed =
+            c.relation == "~"
+                ? fmt::format("~{}+-{}", experiments::format_number(c.claimed), experiments::format_number(c.tolerance))
+                : fmt::format("{}{}", c.relation, experiments::format_number(c.claimed));
+        std::cout << fmt::format("  [{}] {}: {} = {} (claimed {}){}\n", v, c.source, c.quantity,
+                                 experiments::format_number(c.measured), claimed, c.note.empty() ? "" : "  " + c.note);
       }
+      // After each reproduction, so that an interrupted `all` leaves a page of what is done.
+      experiments::update_index(a->out);
     }
     std::cout << fmt::format(
         "{} claims not reproduced (differs or contradicted; see the claims.md files for settings and notes)\n", failed);
+    std::cout << fmt::format("all results on one page: {}\n",
+                             std::filesystem::absolute(std::filesystem::path(a->out) / "index.html").string());
   };
 }
 

@@ -199,6 +199,7 @@ void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>
                         "tolerance: 3 SE of the measured MSE. Where it differs the prediction is high: the "
                         "linearisation keeps the heavy tails of K-hat V and K-hat 1 while Y-hat, a convex combination "
                         "of V's rows, is bounded, so its remainder exceeds what r alone suggests (conservative)"});
+      claims.back().uncertainty = o.meas_se_top / o.pred_rel_mse_top;
     }
     double worst = 0;
     int trusted = 0;

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import COLORS, MARKERS, args, attr_str, curve, dodge, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -15,18 +15,20 @@ with h5py.File(src) as f:
     target = float(np.ravel(f.attrs["target_rel_rmse"])[0])
     fig, axes = plt.subplots(1, len(inputs), figsize=(3.2 * len(inputs), 3.4), squeeze=False)
     for ax, name in zip(axes[0], inputs):
-        for e in ests:
+        for k, e in enumerate(ests):
             g = f[name][e]
-            ax.plot(g["features"][:], g["predicted_rel_rmse"][:], "-", color=COLORS.get(e), label=LABELS.get(e, e))
-            ax.errorbar(g["mc_features"][:], g["measured_rel_rmse"][:], yerr=2 * g["measured_rel_rmse_se"][:],
-                        fmt="o", ms=3, color=COLORS.get(e))
+            # Lines in the registry's styles with a marker every few points (predicted curves often coincide), the
+            # simulated points side by side (dodge) with the same hollow markers.
+            curve(ax, g["features"][:], g["predicted_rel_rmse"][:], e, markevery=3, lw=1.2)
+            ax.errorbar(g["mc_features"][:] * dodge(k, len(ests), 0.4), g["measured_rel_rmse"][:],
+                        yerr=2 * g["measured_rel_rmse_se"][:], ls="", marker=MARKERS.get(e, "o"), ms=5, mfc="none",
+                        mew=1.1, elinewidth=0.8, color=COLORS.get(e))
         ax.axhline(target, color="gray", lw=0.6, ls=":")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("features M")
         ax.set_title(name, fontsize=8)
     axes[0][0].set_ylabel("relative RMSE of Y")
-    axes[0][0].legend(fontsize=5)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), title="lines: predicted\npoints: simulated (2 SE)",
+                       loc="center left", bbox_to_anchor=(1.03, 0.5))
+    finish(fig, f, out, dpi=130)

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import LABELS, args, attr_str, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -24,13 +24,11 @@ with h5py.File(src) as f:
             ax.plot(dims, g["log_ratio_simplex"][gi], "--", color=c, label=f"r = {r[gi]:g} simplex")
         for name, fmt in (("orthogonal", "o"), ("simplex", "s")):
             ax.errorbar(dims, g["mc_log_ratio_" + name][:], yerr=2 * g["mc_log_ratio_se_" + name][:], fmt=fmt,
-                        ms=3, color="k", mfc="none", capsize=2)
+                        ms=4, color="k", mfc="none", capsize=2, label=f"Monte Carlo {name} (r = 0.5, 2 SE)")
         ax.axhline(0, color="gray", lw=0.5)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("d (M = d)")
         ax.set_title(LABELS.get(e, e), fontsize=8)
     axes[0][0].set_ylabel("log(Var / Var_iid)")
-    axes[0][0].legend(fontsize=5)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    axes[0][0].legend(fontsize=8)
+    finish(fig, f, out, dpi=130)

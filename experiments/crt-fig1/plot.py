@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import args, footer, plt  # noqa: E402
+from plotlib import args, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -17,7 +17,5 @@ with h5py.File(src) as f:
     ax.set_xlabel(r"$\|x+y\|^2$")
     ax.set_ylabel(r"$\mu = \log(\mathrm{Var}_{OPRF} / \mathrm{Var}_{PosRF})$")
     ax.set_title("CRT Fig. 1 (right): OPRF vs PosRF")
-    ax.legend(fontsize=7)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    ax.legend(fontsize=8)
+    finish(fig, f, out, dpi=130)

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import COLORS, LABELS, args, attr_str, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -28,13 +28,11 @@ with h5py.File(src) as f:
         ax.bar(x, mean[i], yerr=std[i], capsize=2, color=[COLORS.get(m, "gray") for m in methods], alpha=0.8)
         ax.plot(x, paper[i], "k_", ms=14, mew=2, label="paper")
         ax.axhline(exact[i], ls="--", color="gray", lw=1, label="exact kernel")
-        ax.set_xticks(x, [LABELS.get(m, m) for m in methods], fontsize=6, rotation=45)
+        ax.set_xticks(x, [LABELS.get(m, m) for m in methods], fontsize=8, rotation=45)
         ax.set_title(rows[i], fontsize=9)
-        ax.set_ylabel("test accuracy %", fontsize=7)
-        if i == 0:
-            ax.legend(fontsize=6)
+        ax.set_ylabel("test accuracy %", fontsize=8)
+        if i == min(cols, len(rows)) - 1:  # outside the last panel of the first row, clear of the bars
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    finish(fig, f, out, dpi=110)

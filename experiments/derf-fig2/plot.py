@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
-from plotlib import args, attr_str, band, footer, plt  # noqa: E402
+from plotlib import args, attr_str, curve, finish, plt  # noqa: E402
 
 src, out = args()
 names = ["trig-real", "pos", "oprf", "aderf", "sderf"]
@@ -17,12 +17,10 @@ with h5py.File(src) as f:
         ax = axes[0][j]
         for n in names:
             g = f[p][n]
-            band(ax, g["sigma"][:], g["mean_log_rel_var"][:], 0 * g["sigma"][:], n, labels.get(n))
+            curve(ax, g["sigma"][:], g["mean_log_rel_var"][:], n, labels.get(n))
         ax.set_title(p, fontsize=9)
         ax.set_xlabel(r"$\sigma$")
         if j == 0:
             ax.set_ylabel("mean log(Var / K), M = 1")
-        ax.legend(fontsize=6)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+        ax.legend()
+    finish(fig, f, out, dpi=110)

@@ -68,7 +68,7 @@ void run_derf_fig3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
   claims.push_back(
       {"DERF 5.2", "SDERF shows the best average performance",
        "SDERF average accuracy - best other (%), averaged over data sets and M", ">", 0.0, margin, 0, settings,
-       fmt::format("runner-up: {}; averages at M = 128: {}", runner_up, fmt::join(average.col(nM - 1), ", "))});
+       fmt::format("runner-up: {}; averages at M = 128: {:.4g}", runner_up, fmt::join(average.col(nM - 1), ", "))});
 }
 
 }  // namespace kestrel::experiments

@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import args, attr_str, curve, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -19,16 +19,14 @@ with h5py.File(src) as f:
     fig, axes = plt.subplots(nrow, cols, figsize=(11, 2.6 * nrow), squeeze=False)
     for ax, (name, acc, ex) in zip(axes.flat, panels):
         for j, m in enumerate(methods):
-            ax.plot(Ms, acc[j], "-o", ms=3, color=COLORS.get(m), label=LABELS.get(m, m))
+            curve(ax, Ms, acc[j], m)
         ax.axhline(float(np.ravel(ex)[0]), ls="--", color="gray", lw=1, label="exact")
         ax.set_xscale("log", base=2)
         ax.set_xticks(Ms, [str(int(m)) for m in Ms])
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("M", fontsize=7)
-        ax.set_ylabel("test accuracy %", fontsize=7)
-    axes.flat[0].legend(fontsize=6)
+        ax.set_xlabel("M", fontsize=8)
+        ax.set_ylabel("test accuracy %", fontsize=8)
+    axes[0][-1].legend(*axes.flat[0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0))
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    finish(fig, f, out, dpi=110)

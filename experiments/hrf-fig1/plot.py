@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import args, footer, plt  # noqa: E402
+from plotlib import args, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -28,7 +28,5 @@ with h5py.File(src) as f:
     ax.semilogy(g["r"][:], g["bound_corrected"][:], "^--", label="corrected (eq. 64)")
     ax.set_xlabel("r")
     ax.set_title("angular hybrid, m = 10, n = 1", fontsize=9)
-    ax.legend(fontsize=7)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    ax.legend(fontsize=8)
+    finish(fig, f, out, dpi=110)

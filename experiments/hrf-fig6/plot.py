@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, args, attr_str, footer, plt  # noqa: E402
+from plotlib import COLORS, LABELS, args, attr_str, finish, plt  # noqa: E402
 
 src, out = args()
 colors, labels = COLORS, LABELS  # from the registry
@@ -22,9 +22,7 @@ with h5py.File(src) as f:
         ax.set_xlabel("norm of the points")
         ax.set_ylabel("spread of X0, Y0")
         fig.colorbar(im, label="mean |log distance| to Table 3")
-        footer(fig, f)
-        fig.tight_layout()
-        fig.savefig(out, dpi=110)
+        finish(fig, f, out, dpi=110)
         sys.exit(0)
     configs = attr_str(f, "configs").split()
     h3 = attr_str(f, "protocol") == "h3"
@@ -34,7 +32,7 @@ with h5py.File(src) as f:
             g = f[c][n]
             M = g["features"][:]
             if h3:
-                ax.loglog(M, g["mse_empirical"][:], "-o", ms=3, color=colors[n], label=labels[n])
+                ax.loglog(M, g["mse_empirical"][:], "-o", ms=4, color=colors[n], label=labels[n])
                 ax.fill_between(M, g["mse_empirical_min"][:], g["mse_empirical_max"][:], color=colors[n], alpha=0.15)
                 pm, lo, hi = g["paper_features"][:], g["paper_mse_min"][:], g["paper_mse_max"][:]
                 x = pm * (1 + 0.04 * (k - 1))  # side by side
@@ -43,18 +41,16 @@ with h5py.File(src) as f:
             else:
                 ax.semilogx(M, g["log_mse_exact"][:], "-", color=colors[n], label=labels[n])
                 ax.errorbar(M, g["log_mse_empirical"][:], yerr=2 * g["mse_empirical_relative_se"][:],
-                            fmt="o", ms=3, color=colors[n])
+                            fmt="o", ms=4, color=colors[n])
         if h3:
             s = np.sort(f[c]["s_means"][:].ravel())[::-1]
             ax.set_title(f"{c}: sigma {float(f[c].attrs['sigma'][0]):.3g}, s = {', '.join(f'{v:.3f}' for v in s)}",
-                         fontsize=7)
+                         fontsize=8)
             ax.set_ylabel("empirical MSE")
         else:
             ax.set_title(f"{c} (sigma {float(f[c].attrs['sigma'][0])}, "
                          f"radius {float(f[c].attrs['cluster_radius'][0])})", fontsize=8)
             ax.set_ylabel("log mean MSE")
         ax.set_xlabel("M")
-        ax.legend(fontsize=6)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    finish(fig, f, out, dpi=110)

@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
-from plotlib import COLORS, LABELS, LINES, args, attr_str, footer, plt  # noqa: E402
+from plotlib import LABELS, args, attr_str, curve, finish, plt  # noqa: E402
 
 src, out = args()
 with h5py.File(src) as f:
@@ -18,9 +18,8 @@ with h5py.File(src) as f:
         M = g["M"][:]
         for i, m in enumerate(methods):
             key = m if m in LABELS else "luna-" + m  # the file names LUNA variants without the prefix
-            c, ls, lab = COLORS[key], LINES[key], LABELS[key]
-            row[0].plot(M, g["kernel_log_rel_mse"][i, :], marker="o", ms=3, color=c, ls=ls, label=lab)
-            row[1].plot(M, 100 * g["accuracy"][i, :], marker="o", ms=3, color=c, ls=ls, label=lab)
+            curve(row[0], M, g["kernel_log_rel_mse"][i, :], key)
+            curve(row[1], M, 100 * g["accuracy"][i, :], key)
         row[1].axhline(100 * g["exact_accuracy"][0], color="gray", lw=0.8, label="exact kernel")
         row[0].set_ylabel("log held-out rel. MSE")
         row[1].set_ylabel("test accuracy (%)")
@@ -28,7 +27,5 @@ with h5py.File(src) as f:
             ax.set_xscale("log", base=2)
             ax.set_xlabel("features M")
             ax.set_title(f"{ds} (d = {int(g.attrs['d'])})", fontsize=9)
-    axes[0][1].legend(fontsize=6)
-    footer(fig, f)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    axes[0][1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    finish(fig, f, out, dpi=120)
