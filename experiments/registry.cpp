@@ -72,7 +72,7 @@ const std::vector<Experiment>& all_experiments() {
       {"couplings", "Exact variance of orthogonal and simplex projections against iid over d and input geometry",
        run_couplings},
       {"advise",
-       "kestrel advise: the M named for a 10% 95th-percentile error, checked by independent simulation on nine inputs",
+       "kestrel advise: the M named for a 10% 95th-percentile error, checked by independent simulation on ten inputs",
        run_advise},
       {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };

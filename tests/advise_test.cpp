@@ -1,5 +1,5 @@
 // `kestrel advise` (tasks/advise.hpp): the quick reproduction's independent checks (the named M within 1.25x of the
-// simulated M, the predicted error within 15% of the simulated one, on five of its nine inputs x estimators x three
+// simulated M, the predicted error within 15% of the simulated one, on five of its ten inputs x estimators x three
 // samplers), where a curve stops, the M read off the curve, the exact normalisers, the coupled rows, the metrics, the
 // number-format verdicts, determinism across thread counts and bad input.
 // False-failure rate: the reproduction's checks are at 4 SE of the measured rows (one-sided, P(Z > 4) = 3.2e-5 each
@@ -44,7 +44,7 @@ const AdviceRow& find(const Advice& a, const std::string& e, const std::string& 
 }
 
 TEST(Advise, NamedMMatchesIndependentSimulationOnAFastSubsetOfInputs) {
-  // The reproduction's check (experiments/advise/advise.cpp) on five of its nine quick inputs, of different kinds:
+  // The reproduction's check (experiments/advise/advise.cpp) on five of its ten quick inputs, of different kinds:
   // isotropic, anisotropic, MNIST patch tokens, L = 24 and L = 1024; every positive estimator x iid/orthogonal/simplex,
   // each checked by independent draws at M/1.25, M and 1.25 M. `kestrel reproduce advise --quick` runs all nine.
   experiments::Options opt;

@@ -16,7 +16,7 @@ struct AdviseCase {
   arma::uword budget;
 };
 
-// The nine inputs at the run's sizes (quick or paper).
+// The ten inputs at the run's sizes (quick or paper).
 std::vector<AdviseCase> advise_cases(const Options& opt);
 
 // The reproduction on `inputs`: per input the advise report, the independent measurements and the claims.
