@@ -59,8 +59,8 @@ std::vector<AdviseCase> cases(const Options& opt, const Setup& s) {
     c.push_back({in.name, in.regime + (in.spectrum == "-" ? "" : " " + in.spectrum), in.Q, in.K,
                  values(opt, s.L, s.dv, 1.0, 1000), s.budget});
   const auto& first = c.front();
-  c.push_back(
-      {"iso-0.5-zero-mean-v", "iso-0.5 with V ~ N(0, 1)", first.Q, first.K, values(opt, s.L, s.dv, 0.0, 1001), s.budget});
+  c.push_back({"iso-0.5-zero-mean-v", "iso-0.5 with V ~ N(0, 1)", first.Q, first.K, values(opt, s.L, s.dv, 0.0, 1001),
+               s.budget});
   // The anisotropic case: column scales 0.2 .. 1.2, d = 32, L = 128; simulation needs ~5000 features.
   {
     const arma::uword d = 32, L = opt.quick ? 64 : 128;
