@@ -150,6 +150,36 @@ TEST_P(Contract, FeatureVariantsAgree) {
   EXPECT_LT(arma::abs(K - P * S.t()).max(), 1e-12 * (1 + arma::abs(K).max())) << GetParam();
 }
 
+// A map with an exponent form (estimator.hpp) has exactly the features of its form, on both sides; a positive map
+// without one says so by nullopt.
+TEST_P(Contract, ExponentFormGivesTheFeatures) {
+  const auto e = map();
+  Rng rng(4, Stream::User, 0);
+  const Draw w = e->draw(features_of(*e, 6), rng, Sampler::Iid);
+  for (Side side : {Side::Query, Side::Key}) {
+    const auto form = e->exponent_form(w, side);
+    if (!form) continue;
+    ASSERT_TRUE(e->info().positive) << GetParam();
+    arma::mat E = X.t() * form->P;
+    E.each_row() += form->col;
+    E.each_col() += e->exponent_row(X, side);
+    const arma::mat L = e->log_features(w, X, side);
+    ASSERT_EQ(E.n_cols, L.n_cols) << GetParam();
+    EXPECT_LT(arma::abs(E - L).max(), 1e-12 * (1 + arma::abs(L).max())) << GetParam();
+  }
+}
+
+// The families that advise's long-context path relies on have their exponent form (the others take the slower path).
+TEST(ExponentForm, TheGaussianProjectionFamiliesHaveOne) {
+  const arma::mat X = test::points(3, 4, 0.3, 11), Y = test::points(3, 4, 0.3, 12);
+  for (const std::string name :
+       {"pos", "oprf", "aderf", "sderf", "saderf", "pos-anti", "pos-hyp", "dark", "dark-iso"}) {
+    const auto e = make_estimator(name, X, Y);
+    Rng rng(5, Stream::User, 0);
+    EXPECT_TRUE(e->exponent_form(e->draw(4, rng, Sampler::Iid), Side::Key).has_value()) << name;
+  }
+}
+
 TEST_P(Contract, IdenticalForOneAndTwoThreads) {
   auto run = [&](int threads) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);

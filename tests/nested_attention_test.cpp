@@ -251,3 +251,60 @@ TEST(NestedAttention, BadInputIsRefused) {
 
 }  // namespace
 }  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+// The key sums in single precision over tiles of 1024 keys (2500 keys: three tiles, with the online rescaling between
+// them) against the double-precision path that the total-variation option takes, for maps with an exponent form and
+// without. Rounding model: each feature's relative error is at most delta = 2^-24 (d max|p_m| max|k_j| + 4) from the
+// projection and exp, each tile's sum adds 1024 * 2^-24 of sum_j f_j |C_j|, so |dY-hat_i| <= D = 2 (delta + 1024 *
+// 2^-24) max_j |v_j| and |d mean sq_i| <= D (2 sqrt(sq_i) + D) (Cauchy-Schwarz over the draws). Deterministic.
+TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBound) {
+  const arma::mat X = test::points(4, 6, 0.5, 301), Y = test::points(4, 2500, 0.5, 302);
+  arma::mat V = test::points(3, 2500, 1.0, 303).t();
+  V.col(0) += 2.0;
+  const double root4 = std::pow(4.0, 0.25);
+  const ExactAttention ex = exact_attention(X * root4, Y * root4, V);
+  const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
+  const double kmax = arma::max(arma::sqrt(arma::sum(arma::square(Y), 0)));
+  for (const std::string name : {"pos", "aderf", "pos-hyp", "pos-anti", "geom+"}) {
+    const auto e = make_estimator(name, X, Y);
+    const std::vector<arma::uword> grid{4, 32};
+    const NestedErrors single = simulate_nested(*e, X, Y, V, ex.Y, ex.log_normaliser, options(grid, 4, Sampler::Iid));
+    const NestedErrors dbl =
+        simulate_nested(*e, X, Y, V, ex.Y, ex.log_normaliser, options(grid, 4, Sampler::Iid, true));
+    Rng rng(11, Stream::Prediction, 0);
+    const auto form = e->exponent_form(e->draw_nested(32, rng, Sampler::Iid), Side::Key);
+    const double pmax = form ? arma::max(arma::sqrt(arma::sum(arma::square(form->P), 0))) : 0.0;
+    const double delta = eps * (4 * pmax * kmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
+    for (arma::uword k = 0; k < grid.size(); ++k)
+      for (arma::uword i = 0; i < X.n_cols; ++i) {
+        const double tol = D * (2 * std::sqrt(dbl.sq(i, k)) + D);
+        EXPECT_LE(std::abs(single.sq(i, k) - dbl.sq(i, k)), tol)
+            << name << " M = " << grid[k] << " row " << i << ": single " << single.sq(i, k) << ", double "
+            << dbl.sq(i, k);
+      }
+  }
+}
+
+// The draws that continue past adapt_from follow the relative SE of the rows' squared errors: a loose goal cuts them
+// to min_draws (and the columns before adapt_from are those of the unadapted run), no goal keeps the schedule.
+TEST(NestedAttention, DrawsAreCutWhereTheRelativeStandardErrorAllows) {
+  const Input in(0.5, 311);
+  const auto e = make_estimator("oprf", in.X, in.Y);
+  NestedOptions o = options({2, 8, 32, 64}, 40, Sampler::Iid);
+  const NestedErrors full = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+  EXPECT_EQ(full.draws, (std::vector<std::size_t>{40, 40, 40, 40}));
+  o.se_goal = 10.0;  // any relative SE below 1000%: the fewest draws
+  o.adapt_from = 8;
+  o.min_draws = 5;
+  const NestedErrors cut = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+  EXPECT_EQ(cut.draws, (std::vector<std::size_t>{40, 40, 5, 5}));
+  EXPECT_TRUE(arma::approx_equal(cut.sq.cols(0, 1), full.sq.cols(0, 1), "absdiff", 0.0));
+  o.se_goal = 1e-9;  // unreachable: every draw continues
+  EXPECT_EQ(simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o).draws, full.draws);
+}
+
+}  // namespace
+}  // namespace kestrel

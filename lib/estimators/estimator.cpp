@@ -55,6 +55,23 @@ arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side,
   return features_hook(w, X, side, log_row_scale, true);
 }
 
+std::optional<ExponentForm> FeatureMap::exponent_form(const Draw& w, Side side) const {
+  require(w.omega.n_rows == dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.omega.n_rows,
+          info().name, dim());
+  return exponent_form_hook(w, side);
+}
+
+arma::vec FeatureMap::exponent_row(const arma::mat& X, Side side) const {
+  validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
+  return exponent_row_hook(X, side);
+}
+
+std::optional<ExponentForm> FeatureMap::exponent_form_hook(const Draw&, Side) const { return std::nullopt; }
+
+arma::vec FeatureMap::exponent_row_hook(const arma::mat&, Side) const {
+  throw Undefined(fmt::format("estimator '{}' has no exponent form", info().name));
+}
+
 arma::mat FeatureMap::from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log) {
   if (!log_row_scale.is_empty()) E.each_col() += log_row_scale;
   return log ? E : exp_parallel(std::move(E));

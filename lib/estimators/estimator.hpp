@@ -5,6 +5,7 @@
 // exp(alpha |x|^2) on each side (DERF section 2.3), applied in one place (feature_map, log_variance).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <armadillo>
@@ -23,6 +24,15 @@ struct Draw {
   arma::mat omega;     // d x M: Gaussian projections, or per-coordinate counts for discrete families
   arma::rowvec phase;  // 1 x M: uniform phases (TrigRF cos form); empty otherwise
   arma::uword count() const { return omega.n_cols; }
+};
+
+// The features of a map whose log is affine in the point after one projection (GERF with real A, DERF, DARK,
+// antithetic and hyperbolic PosRF): log f(w_m, x_i) = (X^T P)_im + col_m + row_i, with row_i = exponent_row(x_i) not
+// depending on the draw. Callers use it to tile and choose the precision of the projection themselves
+// (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
+struct ExponentForm {
+  arma::mat P;       // d x F: one column per feature column
+  arma::rowvec col;  // 1 x F
 };
 
 struct EstimatorInfo {
@@ -58,6 +68,12 @@ class FeatureMap {
   // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). InvalidArgument otherwise.
   arma::mat log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
+  // The exponent form of log_features (ExponentForm above), or nullopt for maps without one. exponent_row is the
+  // per-point part, asked only of maps with a form. exp(X^T P + col + row) equals features() up to rounding (tested
+  // for every family in tests/contract_test.cpp).
+  std::optional<ExponentForm> exponent_form(const Draw& w, Side side) const;
+  arma::vec exponent_row(const arma::mat& X, Side side) const;
+
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
 
@@ -72,6 +88,9 @@ class FeatureMap {
   // Families whose features are exp(E) return from_exponent(E, ...); others apply_row_scale(F, ...).
   virtual arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                                   bool log) const = 0;
+  // The exponent form hooks: the default has none (exponent_row_hook is then never called).
+  virtual std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const;
+  virtual arma::vec exponent_row_hook(const arma::mat& X, Side side) const;
   // exp(E + scale), or E + scale when log.
   static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
   // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.

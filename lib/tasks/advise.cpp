@@ -308,6 +308,12 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
 // two doublings, so the plot shows the curve's slope beyond the answer and the M interval is settled.
 constexpr double kCurveBeyond = 4;
 
+// Beyond M = kDrawsKeptUpTo the draws that continue are cut to what keeps the relative SE of the rows' mean squared
+// errors at about kDrawSeGoal (2.5% on the RMS error; NestedOptions::se_goal), never below --draws / 16: rows of
+// many value columns have concentrated errors, and at long context the larger M are most of the cost.
+constexpr double kDrawSeGoal = 0.05;
+constexpr arma::uword kDrawsKeptUpTo = 128;
+
 // The metric's per-row errors and SEs at grid column k of a nested simulation.
 std::pair<arma::vec, arma::vec> column_errors(const NestedErrors& ne, std::size_t k, const Inputs& in,
                                               AdviseMetric metric) {
@@ -334,11 +340,18 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     }
     return !opt.full_curve && settled && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*settled);
   };
+  const NestedOptions nested{.grid = grid,
+                             .draws = draws,
+                             .seed = opt.seed,
+                             .sampler = sampler,
+                             .total_variation = opt.metric == AdviseMetric::Tv,
+                             .se_goal = kDrawSeGoal,
+                             .adapt_from = kDrawsKeptUpTo,
+                             .min_draws = std::max<std::size_t>(2, opt.draws / 16)};
   const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
-                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser,
-                                          {grid, draws, opt.seed, sampler, opt.metric == AdviseMetric::Tv}, stop);
+                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, nested, stop);
   grid.resize(ne.sq.n_cols);
-  draws.resize(ne.sq.n_cols);
+  draws = ne.draws;
   arma::mat err(ne.sq.n_rows, grid.size()), se(ne.sq.n_rows, grid.size());
   for (std::size_t k = 0; k < grid.size(); ++k) {
     const auto [e_k, se_k] = column_errors(ne, k, in, opt.metric);

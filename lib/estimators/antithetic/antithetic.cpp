@@ -79,6 +79,16 @@ Draw PosAntiEstimator::nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler
   return w;
 }
 
+// features_hook's pieces: P = w (the draw holds the negatives), col = -log(M)/2, row = -|x|^2 / 2.
+std::optional<ExponentForm> PosAntiEstimator::exponent_form_hook(const Draw& w, Side) const {
+  return ExponentForm{w.omega,
+                      arma::rowvec(w.count(), arma::fill::value(-0.5 * std::log(static_cast<double>(w.count()))))};
+}
+
+arma::vec PosAntiEstimator::exponent_row_hook(const arma::mat& X, Side) const {
+  return -0.5 * arma::sum(arma::square(X), 0).t();
+}
+
 arma::mat PosAntiEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                           bool log) const {
   // exp(w_m^T x - |x|^2/2) / sqrt(M) for every stored omega: the draw already holds the negatives.

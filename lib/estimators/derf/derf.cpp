@@ -131,6 +131,19 @@ arma::mat DerfEstimator::log_var_hook(const PairGram& g) const {
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + s <= 0
 }
 
+// features_hook's pieces: P = B^T w, col = w^T A w + log D - log(M)/2, row = x^T C x (B, C of the side).
+std::optional<ExponentForm> DerfEstimator::exponent_form_hook(const Draw& w, Side side) const {
+  const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
+  arma::rowvec col = arma::sum((p_.A * w.omega) % w.omega, 0);
+  col += p_.log_D - 0.5 * std::log(static_cast<double>(w.count()));
+  return ExponentForm{B.t() * w.omega, std::move(col)};
+}
+
+arma::vec DerfEstimator::exponent_row_hook(const arma::mat& X, Side side) const {
+  const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
+  return arma::sum((C * X) % X, 0).t();
+}
+
 arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                                        bool log) const {
   const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;

@@ -110,6 +110,8 @@ class DerfEstimator final : public Estimator {
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;
   // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
+  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
+  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 
