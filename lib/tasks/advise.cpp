@@ -116,30 +116,44 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   auto scale = [&](const arma::mat& X) {
     return k.alpha == 0 ? arma::vec() : arma::vec(k.alpha * arma::sum(arma::square(X), 0).t());
   };
-  arma::mat P, S;
-  if (r.stabilisable) {
-    P = e.log_features(w, Qr, Side::Query, scale(Qr));
-    S = e.log_features(w, in.Kk, Side::Key, scale(in.Kk));
-  } else {
-    P = arma::log(arma::abs(e.features(w, Qr, Side::Query, scale(Qr))));
-    S = arma::log(arma::abs(e.features(w, in.Kk, Side::Key, scale(in.Kk))));
-  }
-  // Undo the 1/sqrt(M) inside features(): the exponents of the features themselves.
-  const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));
-  P += half_log_m;
-  S += half_log_m;
+  // Features of the sampled rows; the keys' extremes and log column sums over tiles of 1024 keys (memory a tile).
+  const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
+  auto log_abs = [&](const arma::mat& X, Side side) {
+    arma::mat F = r.stabilisable ? e.log_features(w, X, side, scale(X))
+                                 : arma::mat(arma::log(arma::abs(e.features(w, X, side, scale(X)))));
+    return arma::mat(F + half_log_m);
+  };
+  const arma::mat P = log_abs(Qr, Side::Query);
   // Minima over the features that are not exactly 0 (TrigRF's cos can be).
   auto finite_min = [](const arma::mat& A) {
     const arma::vec f = A.elem(arma::find_finite(A));
-    return f.is_empty() ? 0.0 : f.min();
+    return f.is_empty() ? kInf : f.min();
   };
   r.query_max = P.max();
   r.query_min = finite_min(P);
-  r.key_max = S.max();
-  r.key_min = finite_min(S);
   r.row_max_min = arma::max(P, 1).min();
-  arma::rowvec key_sums(S.n_cols);
-  for (arma::uword m = 0; m < S.n_cols; ++m) key_sums[m] = log_sum_exp(S.col(m));
+  r.key_max = r.key_min = kInf;
+  arma::rowvec col_max, col_sum;  // online log-sum-exp of each feature column over the keys
+  for (arma::uword j0 = 0; j0 < in.Kk.n_cols; j0 += 1024) {
+    const arma::mat S = log_abs(in.Kk.cols(j0, std::min(in.Kk.n_cols, j0 + 1024) - 1), Side::Key);
+    r.key_max = j0 == 0 ? S.max() : std::max(r.key_max, S.max());
+    r.key_min = std::min(r.key_min, finite_min(S));
+    const arma::rowvec tile_max = arma::max(S, 0);
+    if (j0 == 0) {
+      col_max = tile_max;
+      col_sum.zeros(S.n_cols);
+    }
+    for (arma::uword m = 0; m < S.n_cols; ++m) {
+      const double top = std::max(col_max[m], tile_max[m]);
+      if (top == -kInf) continue;
+      col_sum[m] = col_sum[m] * std::exp(col_max[m] - top) + arma::accu(arma::exp(S.col(m) - top));
+      col_max[m] = top;
+    }
+  }
+  if (!std::isfinite(r.query_min)) r.query_min = 0;
+  if (!std::isfinite(r.key_min)) r.key_min = 0;
+  arma::rowvec key_sums = col_max + arma::log(col_sum);
+  key_sums.transform([](double v) { return std::isnan(v) ? -kInf : v; });
   r.key_sum_max = key_sums.max();
   const double raw_max = std::max({r.query_max, r.key_max, r.key_sum_max, log_norm.max()});
   // Stabilised: query rows minus their max, keys minus the global max.
@@ -560,7 +574,10 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
       std::sort(t.begin(), t.end());
       return t[1];
     };
-    a.cost.exact_seconds = median3([&] { exact_attention(in.Qa, in.Ka, in.V); });
+    const arma::uword timed = std::min(in.Qa.n_cols, kExactTimedRows);
+    a.cost.exact_timed_rows = timed;
+    a.cost.exact_seconds = median3([&] { exact_attention(in.Qa.head_cols(timed), in.Ka, in.V); }) *
+                           static_cast<double>(in.Qa.n_cols) / static_cast<double>(timed);
     if (e) {
       Rng rng(opt.seed, Stream::Features, 1);
       a.cost.rf_seconds = median3([&] {
@@ -952,7 +969,8 @@ nlohmann::json to_json(const Advice& a) {
     cost["measured_on_this_machine"] = {{"exact_seconds", a.cost.exact_seconds},
                                         {"rf_seconds", a.cost.rf_seconds},
                                         {"rf_estimator", a.cost.timed_estimator},
-                                        {"rf_m", a.cost.timed_m}};
+                                        {"rf_m", a.cost.timed_m},
+                                        {"exact_timed_rows", a.cost.exact_timed_rows}};
   return {{"options", to_json(a.options)},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
           {"values_offset_share", a.offset_share},

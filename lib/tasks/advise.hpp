@@ -115,11 +115,16 @@ struct AdviceRow {
   bool within_target(double target) const;  // measured p95 - 3 SE <= target (true when not validated)
 };
 
+inline constexpr arma::uword kExactTimedRows = 2048;
+
 struct AdviceCost {
   double exact_flops = 0, exact_bytes = 0;
   std::vector<arma::uword> m;  // the M of the rows that reach the target, ascending
   std::vector<double> rf_flops, rf_bytes, crossover_length;
   double exact_seconds = -1, rf_seconds = -1;  // measured on this machine (-1: not measured)
+  // Query rows exact attention was timed on: all up to kExactTimedRows, else that many and the time scaled by
+  // Lq / rows (its cost is exactly proportional to Lq: each row is one pass over the keys).
+  arma::uword exact_timed_rows = 0;
   arma::uword timed_m = 0;
   std::string timed_estimator;
 };
