@@ -836,7 +836,9 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
           if (sampler != Sampler::Iid && !e->info().projections)
             throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
+          const auto t0 = std::chrono::steady_clock::now();
           predict_rows(row, *e, form, in, exact, sampler, opt);
+          say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
         } else {
           say(fmt::format("predicting {} ({})", f.name, row.sampler));
           predict_kernel(row, *e, in, sampler, opt);
