@@ -145,6 +145,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
                                   {"quick", opt.quick},
                                   {"seed", opt.seed},
                                   {"protocol", opt.protocol},
+                                  {"rows", opt.rows ? nlohmann::json(opt.rows) : nlohmann::json("all")},
                                   {"regime_options", to_json(opt.regime_options)}};
   const nlohmann::json prov = provenance(command_line, options);
   const auto start = std::chrono::steady_clock::now();

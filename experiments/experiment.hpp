@@ -21,6 +21,9 @@ struct Options {
   RegimeOptions regime_options;  // data directory etc.
   // The reading of the paper's protocol (Experiment::protocols); empty = the experiment's default.
   std::string protocol;
+  // --rows: query rows sampled with the seed by reproductions that compute exact per-row quantities over all queries
+  // (Experiment::query_rows); 0 = every row.
+  std::uint64_t rows = 0;
   std::function<void(const std::string&)> progress;
   void say(const std::string& m) const {
     if (progress) progress(m);
@@ -61,6 +64,9 @@ struct Experiment {
   std::string title;
   std::function<void(const Options&, H5Writer&, std::vector<Claim>&)> run;
   std::vector<Protocol> protocols = {};  // the first is the default; empty: one protocol only
+  // Reproductions that take --rows: the number of query rows L they sample from (so the CLI checks --rows <= L before
+  // anything runs); empty for the others.
+  std::function<std::uint64_t(const Options&)> query_rows = nullptr;
 };
 
 const std::vector<Experiment>& all_experiments();

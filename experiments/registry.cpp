@@ -18,6 +18,7 @@ void run_derf_fig3(const Options&, H5Writer&, std::vector<Claim>&);
 void run_attention(const Options&, H5Writer&, std::vector<Claim>&);
 void run_luna(const Options&, H5Writer&, std::vector<Claim>&);
 void run_attention_variance(const Options&, H5Writer&, std::vector<Claim>&);
+std::uint64_t attention_variance_rows(const Options&);
 void run_couplings(const Options&, H5Writer&, std::vector<Claim>&);
 void run_advise(const Options&, H5Writer&, std::vector<Claim>&);
 
@@ -68,7 +69,9 @@ const std::vector<Experiment>& all_experiments() {
       {"attention", "CRT eq. 3: softmax attention by random features, errors vs M and time vs L", run_attention},
       {"attention-variance",
        "Exact K-hat V variance and the delta method's attention-row error vs simulation; features for 10% error",
-       run_attention_variance},
+       run_attention_variance,
+       {},
+       attention_variance_rows},
       {"couplings", "Exact variance of orthogonal and simplex projections against iid over d and input geometry",
        run_couplings},
       {"advise",

@@ -39,6 +39,14 @@ OperatorInputs operator_inputs(const Estimator& e, const py::object& X, const py
   return in;
 }
 
+// The rows a result covers (rows_out) and the seed that drew them (None unless rows= was a number).
+void row_fields(py::dict& out, const py::object& rows, const arma::uvec& r, std::uint64_t seed, arma::uword L) {
+  const bool sampled = !rows.is_none() && !py::isinstance<py::str>(rows) && !py::isinstance<py::array>(rows) &&
+                       !py::isinstance<py::list>(rows) && !py::isinstance<py::tuple>(rows);
+  out["rows"] = rows_out(r, L);
+  out["seed"] = sampled ? py::object(py::int_(seed)) : py::object(py::none());
+}
+
 }  // namespace
 
 void bind_estimators(py::module_& m) {
@@ -231,32 +239,39 @@ void bind_estimators(py::module_& m) {
       .def(
           "kc_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
-             const py::object& kernel, arma::uword features) {
+             const py::object& kernel, arma::uword features, const py::object& rows, std::uint64_t seed) {
             const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
+            const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
             KcMoments m;
             {
               py::gil_scoped_release nogil;
-              m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features);
+              m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features, r);
             }
             py::dict out;
             out["log_var"] = mat_out(m.log_var());
             out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
             out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
+            row_fields(out, rows, r, seed, in.x->n_cols);
             return out;
           },
           py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          py::arg("rows") = py::none(), py::arg("seed") = 1,
           "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
-          "form (lib/analysis/operator_variance.hpp): dict of log_var (Lx x n, -inf where exact), log_abs_kc and "
-          "sign_kc. ValueError for a family without a closed form")
+          "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
+          "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
+          "(every query), an integer n (n distinct queries sampled with seed, sorted) or an array of distinct "
+          "indices; each row is computed exactly as in the full computation, O(Ly^2 n) work and O(Ly) memory per row. "
+          "ValueError for a family without a closed form or invalid rows")
       .def(
           "predict_attention",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
-             const py::object& kernel, arma::uword features) {
+             const py::object& kernel, arma::uword features, const py::object& rows, std::uint64_t seed) {
             const OperatorInputs in = operator_inputs(e, X, Y, V, "V", kernel, features);
+            const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
             AttentionPrediction a;
             {
               py::gil_scoped_release nogil;
-              a = predict_attention_error(in.form, e.info().positive, in.k, *in.x, *in.y, *in.c, features);
+              a = predict_attention_error(in.form, e.info().positive, in.k, *in.x, *in.y, *in.c, features, r);
             }
             py::dict out;
             auto col = [](const arma::vec& c) { return mat_out(arma::mat(c)).attr("ravel")(); };
@@ -267,13 +282,16 @@ void bind_estimators(py::module_& m) {
             out["p_nonpositive_bound"] = col(a.p_nonpositive_bound);
             out["outside"] = col(arma::conv_to<arma::vec>::from(a.outside)).attr("astype")("bool");
             out["Y"] = mat_out(std::move(a.Y));
+            row_fields(out, rows, r, seed, in.x->n_cols);
             return out;
           },
           py::arg("X"), py::arg("Y"), py::arg("V"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          py::arg("rows") = py::none(), py::arg("seed") = 1,
           "Predicted error of the attention rows (K-hat V)_i / (K-hat 1)_i with M features, by the delta method from "
           "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
-          "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range) "
-          "and the exact output Y (Lx x dv)")
+          "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range), "
+          "the exact output Y (rows x dv), rows (the query indices) and seed (None unless sampled). rows as in "
+          "kc_variance; O(Ly^2) work per row whatever dv is")
       .def("__repr__",
            [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "analysis/row_sample.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 
@@ -32,6 +33,45 @@ py::array mat_out(arma::mat&& m) {
   const auto r = static_cast<py::ssize_t>(p->n_rows), c = static_cast<py::ssize_t>(p->n_cols);
   return py::array_t<double>({r, c}, {py::ssize_t(sizeof(double)), py::ssize_t(sizeof(double)) * r}, p->memptr(),
                              owner);
+}
+
+arma::uvec rows_in(const py::object& rows, std::uint64_t seed, arma::uword L) {
+  if (rows.is_none()) return {};
+  const std::string shown = py::repr(rows).cast<std::string>();
+  if (py::isinstance<py::str>(rows)) {
+    require(rows.cast<std::string>() == "all", "rows must be 'all', an integer or an array of row indices, got {}",
+            shown);
+    return {};
+  }
+  // Python and NumPy integers (not bool, not float: 2.0 is refused rather than rounded).
+  if (!py::isinstance<py::bool_>(rows) && !py::isinstance<py::array>(rows) && PyIndex_Check(rows.ptr())) {
+    const long long n = py::reinterpret_steal<py::int_>(PyNumber_Index(rows.ptr())).cast<long long>();
+    require(n > 0, "rows must be > 0 (or 'all'), got {}", n);
+    return sample_rows(L, static_cast<arma::uword>(n), seed);
+  }
+  require(py::isinstance<py::array>(rows) || py::isinstance<py::list>(rows) || py::isinstance<py::tuple>(rows),
+          "rows must be 'all', an integer or an array of row indices, got {}", shown);
+  const py::array a = py::array::ensure(rows);
+  require(a && a.ndim() == 1, "rows must be a 1-D array of row indices, got {}", shown);
+  const char kind = a.dtype().kind();
+  require(kind == 'i' || kind == 'u' || a.size() == 0, "row indices must be integers, got {} (dtype {})", shown,
+          py::str(a.dtype()).cast<std::string>());
+  const auto idx = py::array_t<long long, py::array::forcecast>::ensure(a);
+  arma::uvec out(static_cast<arma::uword>(idx.size()));
+  for (py::ssize_t i = 0; i < idx.size(); ++i) {
+    require(idx.at(i) >= 0, "row index {} is negative: indices are 0..L-1 with L = {}", idx.at(i), L);
+    out[static_cast<arma::uword>(i)] = static_cast<arma::uword>(idx.at(i));
+  }
+  check_rows(out, L);
+  return out;
+}
+
+py::array rows_out(const arma::uvec& rows, arma::uword L) {
+  const arma::uvec r = rows.is_empty() ? arma::regspace<arma::uvec>(0, L - 1) : rows;
+  py::array_t<std::int64_t> out(static_cast<py::ssize_t>(r.n_elem));
+  for (arma::uword i = 0; i < r.n_elem; ++i)
+    out.mutable_at(static_cast<py::ssize_t>(i)) = static_cast<std::int64_t>(r[i]);
+  return out;
 }
 
 // "softmax", "gaussian", "scaled:<alpha>", or a number alpha.

@@ -3,6 +3,7 @@
 // array-like is copied once into Fortran order. Results are moved into a heap arma::mat owned by a capsule that is
 // the base of the returned array (no copy).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,12 @@ py::dict moments_dict(EntryMoments&& m);
 RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
                              arma::uword clusters, double cluster_radius, const std::string& x_file,
                              const std::string& y_file);
+// rows= of the per-row exact quantities (Estimator.kc_variance, predict_attention) for L query rows: None or 'all'
+// (every row: empty result), an integer n (n rows sampled with seed, analysis/row_sample.hpp), or a 1-D array of
+// distinct integer indices. A ValueError names any other value (0, negative, > L, non-integer, repeated index).
+arma::uvec rows_in(const py::object& rows, std::uint64_t seed, arma::uword L);
+// The rows used (0..L-1 when rows is empty) as an int64 array.
+py::array rows_out(const arma::uvec& rows, arma::uword L);
 // A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).
 py::array member_view(const arma::mat& m, py::handle owner);
 py::array member_view(const arma::rowvec& v, py::handle owner);

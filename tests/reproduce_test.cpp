@@ -247,6 +247,23 @@ TEST(Reproduce, ProtocolsAreCheckedBeforeAnyFileIsWritten) {
   }
 }
 
+// --rows (issue 35): 0, more than the reproduction's L, a non-integer, or a reproduction without a row sample exit 2
+// before any file is written; the quick attention-variance has L = 64 query rows.
+TEST(Reproduce, RowsAreCheckedBeforeAnyFileIsWritten) {
+  EXPECT_EQ(kestrel::experiments::find_experiment("attention-variance").query_rows({.quick = true}), 64u);
+  EXPECT_FALSE(kestrel::experiments::find_experiment("crt-fig1").query_rows);
+  const fs::path out = fs::temp_directory_path() / ("kestrel_rows_" + std::to_string(::getpid()));
+  for (const std::string args :
+       {"attention-variance --rows 0", "attention-variance --rows 65", "attention-variance --rows 2.5",
+        "attention-variance --rows -1", "crt-fig1 --rows 5"}) {
+    const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + args + " --quick --quiet --out " + out.string() +
+                            " > /dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << args;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+}
+
 // The protocols that `reproduce all` does not run: quick runs with finite HDF5, a PNG and the protocol recorded.
 TEST(Reproduce, NonDefaultProtocolsRunQuick) {
   const fs::path out = fs::temp_directory_path() / ("kestrel_protocols_" + std::to_string(::getpid()));

@@ -37,7 +37,7 @@ void check_outputs(const std::string& dir, const std::vector<const experiments::
 
 Action add_reproduce(CLI::App& app, const Global& g) {
   struct Args {
-    std::string name, out = "results", seed;
+    std::string name, out = "results", seed, rows;
     experiments::Options opt;
     bool force = false;
   };
@@ -58,9 +58,16 @@ Action add_reproduce(CLI::App& app, const Global& g) {
   }
   app.add_option("--protocol", a->opt.protocol,
                  "Reading of the paper's protocol, for one reproduction that offers several (" + protocols + ")");
+  std::string takes_rows;
+  for (const auto& e : experiments::all_experiments())
+    if (e.query_rows) takes_rows += (takes_rows.empty() ? "" : ", ") + e.name;
+  app.add_option("--rows", a->rows,
+                 "Query rows sampled with --seed for the exact per-row predictions over all queries, or all (" +
+                     takes_rows + ")")
+      ->default_str("all");
   app.add_option("--data-dir", a->opt.regime_options.data_dir,
                  "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)");
-  return [a, &g] {
+  return [a, &g, takes_rows] {
     if (!a->seed.empty()) a->opt.seed = parse_uint("--seed", a->seed, 0, INT64_MAX);
     if (!a->opt.regime_options.data_dir.empty())
       require(std::filesystem::is_directory(a->opt.regime_options.data_dir), "--data-dir: '{}' is not a directory",
@@ -73,6 +80,17 @@ Action add_reproduce(CLI::App& app, const Global& g) {
     if (!a->opt.protocol.empty()) {
       require(a->name != "all", "--protocol '{}' needs one reproduction, not all", a->opt.protocol);
       experiments::resolve_protocol(*todo.front(), a->opt.protocol);  // an unknown protocol stops here
+    }
+    if (!a->rows.empty() && a->rows != "all") {
+      a->opt.rows = parse_uint("--rows", a->rows, 1, INT64_MAX);
+      for (const auto* e : todo) {
+        require(e->query_rows || a->name == "all", "--rows {}: {} takes no row sample (only {})", a->rows, e->name,
+                takes_rows);
+        if (e->query_rows)
+          require(a->opt.rows <= e->query_rows(a->opt),
+                  "--rows {} exceeds the {} query rows of {} (give at most {} or all)", a->rows, e->query_rows(a->opt),
+                  e->name, e->query_rows(a->opt));
+      }
     }
     check_outputs(a->out, todo, a->force);  // before computing anything
     a->opt.progress = [&g](const std::string& m) { progress(g, m); };

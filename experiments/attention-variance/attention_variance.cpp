@@ -5,7 +5,8 @@
 // Measured: simulation with R draws, the first Lq queries against all L keys (the predictions shown are for the same
 // queries; `predicted_rel_rmse_all_queries` covers all L). The relative RMSE of Y is
 // sqrt(sum_i E|Y-hat_i - Y_i|^2 / sum_i |Y_i|^2); the M each estimator needs for 10% is read off the prediction
-// (MSE ~ 1/M) and checked by simulation at that M.
+// (MSE ~ 1/M) and checked by simulation at that M. `--rows n` predicts the all-queries figure on n query rows drawn
+// with the seed (recorded in /rows), each row exactly as over all queries.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "analysis/attention_variance.hpp"
 #include "analysis/operator_variance.hpp"
+#include "analysis/row_sample.hpp"
 #include "analysis/variance_study.hpp"
 #include "attention/inputs.hpp"
 #include "core/logmath.hpp"
@@ -75,8 +77,33 @@ struct Outcome {
   int kv_trusted = 0;               // simulated M whose sample variances are trusted
 };
 
+// The prediction for (at least) the first Lq queries, after appending to pred_all the relative RMSE of Y predicted
+// over all queries or, with --rows, over the sampled rows (then a second, smaller computation for the Lq queries).
+AttentionPrediction predict_queries(const ThreePointForm& form, const arma::mat& Qs, arma::uword Lq,
+                                    const arma::mat& Ks, const arma::mat& V, arma::uword M, const arma::uvec& rows,
+                                    std::vector<double>& pred_all) {
+  const Kernel k = Kernel::softmax();
+  const AttentionPrediction all = predict_attention_error(form, true, k, Qs, Ks, V, M, rows);
+  pred_all.push_back(std::sqrt(std::exp(log_sum(all.log_mse) - log_sum(2 * all.log_norm_y))));
+  return rows.is_empty() ? all : predict_attention_error(form, true, k, Qs.head_cols(Lq), Ks, V, M);
+}
+
+// The query rows of the all-queries prediction (every row, or --rows drawn with --seed), recorded in /rows.
+arma::uvec query_rows(const Options& opt, const Setup& s, H5Writer& h5) {
+  const arma::uvec rows = opt.rows ? sample_rows(s.L, opt.rows, opt.seed) : arma::uvec();
+  const arma::uvec used = rows.is_empty() ? arma::regspace<arma::uvec>(0, s.L - 1) : rows;
+  h5.write("/rows", std::vector<std::int64_t>(used.begin(), used.end()));
+  h5.attr("/", "rows_sampled", static_cast<std::int64_t>(!rows.is_empty()));
+  h5.attr("/", "rows_seed", opt.seed);
+  h5.attr("/rows", "note",
+          std::string("query rows of predicted_rel_rmse_all_queries: every row, or --rows of them drawn with --seed "
+                      "(rows_sampled = 1)"));
+  return rows;
+}
+
 Outcome study_estimator(const Options& opt, const Setup& s, const std::string& name, const arma::mat& Qs,
-                        const arma::mat& Ks, const arma::mat& V, H5Writer& h5, const std::string& g) {
+                        const arma::mat& Ks, const arma::mat& V, const arma::uvec& rows, H5Writer& h5,
+                        const std::string& g) {
   const auto e = fit_attention_estimator(name, Qs, Ks);
   const ThreePointForm form = *three_point_form(*e);
   const Kernel k = Kernel::softmax();
@@ -86,8 +113,7 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
   const arma::uvec all_rows = arma::regspace<arma::uvec>(0, s.Lq - 1);
   for (double Md : s.Ms) {
     const auto M = static_cast<arma::uword>(Md);
-    const AttentionPrediction p = predict_attention_error(form, true, k, Qs, Ks, V, M);
-    pred_all.push_back(std::sqrt(std::exp(log_sum(p.log_mse) - log_sum(2 * p.log_norm_y))));
+    const AttentionPrediction p = predict_queries(form, Qs, s.Lq, Ks, V, M, rows, pred_all);
     const arma::vec log_mse = p.log_mse.head(s.Lq), log_norm_y = p.log_norm_y.head(s.Lq);
     pred.push_back(std::sqrt(std::exp(log_sum(log_mse) - log_sum(2 * log_norm_y))));
     outside.push_back(arma::mean(arma::conv_to<arma::vec>::from(p.outside.head(s.Lq))));
@@ -156,8 +182,11 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
 
 }  // namespace
 
+std::uint64_t attention_variance_rows(const Options& opt) { return setup_of(opt).L; }
+
 void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   const Setup s = setup_of(opt);
+  const arma::uvec rows = query_rows(opt, s, h5);
   const std::string at =
       fmt::format("d = {}, L = {} keys, dv = {}, {} draws on {} queries", s.d, s.L, s.dv, s.reps, s.Lq);
   std::string input_list, est_list;
@@ -176,7 +205,7 @@ void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>
       for (const auto& n : ests) est_list += (est_list.empty() ? "" : " ") + n;
     for (const auto& name : ests) {
       opt.say(fmt::format("attention-variance: {} {}", in.name, name));
-      res[in.name][name] = study_estimator(opt, s, name, Qs, Ks, V, h5, g + "/" + name);
+      res[in.name][name] = study_estimator(opt, s, name, Qs, Ks, V, rows, h5, g + "/" + name);
     }
   }
   h5.attr("/", "inputs", input_list);

@@ -39,9 +39,12 @@ struct AttentionPrediction {
 };
 
 // Predicted error of the attention rows for queries X (d x Lx), keys Y (d x Ly), values V (Ly x dv), M iid features
-// of the estimator with this three-point form (positive: its features are positive, so D-hat > 0).
+// of the estimator with this three-point form (positive: its features are positive, so D-hat > 0). rows: the query
+// rows to predict (entry r of the result is query rows[r]; analysis/row_sample.hpp), empty for all; each row exactly
+// as in the full computation, O(Ly^2) work and O(Ly) memory per row (ratio_moments).
 AttentionPrediction predict_attention_error(const ThreePointForm& form, bool positive, const Kernel& k,
-                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V, arma::uword M);
+                                            const arma::mat& X, const arma::mat& Y, const arma::mat& V, arma::uword M,
+                                            const arma::uvec& rows = {});
 
 struct AttentionMeasurement {
   arma::vec mse, se_mse;   // per row: mean over draws of |Y-hat_i - Y_i|^2, and its standard error

@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <utility>
+#include <vector>
 
+#include <tbb/task_arena.h>
+
+#include "analysis/row_sample.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
@@ -96,22 +101,11 @@ struct TermRows {
   arma::Col<T> P1_trace;  // b: sum_{a < last} P1_aa (ratio mode)
 };
 
-// ratio: C's last column is 1 and only what the ratio rows need is formed (ratio_moments): P1_{last,a} from one
-// product Z G and the trace sum_{a<last} z_a^T G z'_a = Z^T (G o H) Z', H = V V^T, from a second, whatever n is.
+// The scales of a block's rows (operator_variance.hpp): m for z (kappa + Re beta + nu/2) and m2 for delta
+// (kappa + max(0, Re(alpha/2 + beta))).
 template <typename T>
-TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::mat& Xb, const arma::mat& Y,
-                      const arma::mat& C, const arma::mat& kappa, bool ratio) {
-  using Mat = arma::Mat<T>;
-  const arma::uword b = Xb.n_cols, Ly = Y.n_cols, n = C.n_cols;
-  const T cxy = coef<T>(t.cxy), cy = coef<T>(t.cy), cyy = coef<T>(t.cyy);
-  const arma::rowvec nu = std::abs(t.cyy) * ks.ny;
-  TermRows<T> r;
-  r.split = nu.max() <= kSplitMaxGamma;
-  r.alpha = coef<T>(t.a0) + coef<T>(t.cx) * arma::conv_to<arma::Col<T>>::from(quad(t.Mx, Xb).t());
-  Mat beta = cxy * arma::conv_to<Mat>::from(Xb.t() * ks.MxyY);
-  beta.each_row() += cy * arma::conv_to<arma::Row<T>>::from(ks.qy);
-
-  // Scales: m for z (kappa + Re beta + nu/2), m2 for delta (kappa + max(0, Re(alpha/2 + beta))).
+void row_scales(TermRows<T>& r, const arma::Mat<T>& beta, const arma::mat& kappa, const arma::rowvec& nu) {
+  const arma::uword b = beta.n_rows, Ly = beta.n_cols;
   r.m.set_size(b);
   r.m2.set_size(b);
   for (arma::uword i = 0; i < b; ++i) {
@@ -123,22 +117,66 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
     r.m[i] = m;
     r.m2[i] = m2;
   }
-  // delta_a = sum_j C_ja e^{kappa - m2} expm1(alpha/2 + beta_j); z = e^{kappa + beta + nu/2 - m}.
-  Mat D(b, Ly), Z(b, Ly);
-  for (arma::uword j = 0; j < Ly; ++j)
-    for (arma::uword i = 0; i < b; ++i) {
-      const T e = 0.5 * r.alpha[i] + beta(i, j);
-      const double s = kappa(i, j) - r.m2[i];
-      if constexpr (std::is_same_v<T, double>)
-        D(i, j) = e > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * std::expm1(e);
-      else
-        D(i, j) = e.real() > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * expm1_c(e);
-      Z(i, j) = std::exp(kappa(i, j) + beta(i, j) + 0.5 * nu[j] - r.m[i]);
-    }
-  r.delta = D * arma::conv_to<Mat>::from(C);
+}
+
+// delta_a = sum_j C_ja e^{kappa - m2} expm1(alpha/2 + beta_j), accumulated over key tiles (no b x Ly temporary), and
+// beta overwritten by z = e^{kappa + beta + nu/2 - m}: memory O(b Ly) for the block, once.
+template <typename T>
+void z_and_delta(TermRows<T>& r, arma::Mat<T>& beta, const arma::mat& kappa, const arma::rowvec& nu,
+                 const arma::mat& C) {
+  const arma::uword b = beta.n_rows, Ly = beta.n_cols;
+  r.delta.zeros(b, C.n_cols);
+  for (arma::uword j0 = 0; j0 < Ly; j0 += kKeyTile) {
+    const arma::uword j1 = std::min(Ly, j0 + kKeyTile);
+    arma::Mat<T> D(b, j1 - j0);
+    for (arma::uword j = j0; j < j1; ++j)
+      for (arma::uword i = 0; i < b; ++i) {
+        const T e = 0.5 * r.alpha[i] + beta(i, j);
+        const double s = kappa(i, j) - r.m2[i];
+        if constexpr (std::is_same_v<T, double>)
+          D(i, j - j0) = e > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * std::expm1(e);
+        else
+          D(i, j - j0) = e.real() > 0.5 ? std::exp(s + e) - std::exp(s) : std::exp(s) * expm1_c(e);
+        beta(i, j) = std::exp(kappa(i, j) + beta(i, j) + 0.5 * nu[j] - r.m[i]);
+      }
+    r.delta += D * arma::conv_to<arma::Mat<T>>::from(C.rows(j0, j1 - 1));
+  }
+}
+
+// Calls part(K) for every key tile K, kTileWave tiles at a time in parallel, and fold(part) in tile order: the same
+// sums as a serial loop over K, for any thread count, with at most kTileWave parts in memory. Isolated, so a thread
+// waiting here does not pick up another row block (whose b x Ly matrices would then be alive at the same time).
+constexpr arma::uword kTileWave = 4;
+template <typename Part, typename PartFn, typename Fold>
+void fold_key_tiles(arma::uword tiles, PartFn&& part, Fold&& fold) {
+  for (arma::uword w0 = 0; w0 < tiles; w0 += kTileWave) {
+    std::vector<Part> parts(std::min(kTileWave, tiles - w0));
+    tbb::this_task_arena::isolate(
+        [&] { for_each_block(parts.size(), [&](std::size_t p) { parts[p] = part(w0 + p); }); });
+    for (auto& p : parts) fold(p);
+  }
+}
+
+// ratio: C's last column is 1 and only what the ratio rows need is formed (ratio_moments): P1_{last,a} from one
+// product Z G and the trace sum_{a<last} z_a^T G z'_a = Z^T (G o H) Z', H = V V^T, from a second, whatever n is.
+// Work per row O(Ly^2) (two products) in ratio mode and O(Ly^2 n) otherwise (one product per column of C); G and H
+// tiles (O(Ly^2 d), O(Ly^2 n)) are shared by the block's rows. Memory O(b Ly + kTileWave b kKeyTile n): never Ly^2.
+template <typename T>
+TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::mat& Xb, const arma::mat& Y,
+                      const arma::mat& C, const arma::mat& kappa, bool ratio) {
+  using Mat = arma::Mat<T>;
+  const arma::uword b = Xb.n_cols, Ly = Y.n_cols, n = C.n_cols;
+  const T cxy = coef<T>(t.cxy), cy = coef<T>(t.cy), cyy = coef<T>(t.cyy);
+  const arma::rowvec nu = std::abs(t.cyy) * ks.ny;
+  TermRows<T> r;
+  r.split = nu.max() <= kSplitMaxGamma;
+  r.alpha = coef<T>(t.a0) + coef<T>(t.cx) * arma::conv_to<arma::Col<T>>::from(quad(t.Mx, Xb).t());
+  Mat Z = cxy * arma::conv_to<Mat>::from(Xb.t() * ks.MxyY);  // beta until z_and_delta
+  Z.each_row() += cy * arma::conv_to<arma::Row<T>>::from(ks.qy);
+  row_scales(r, Z, kappa, nu);
+  z_and_delta(r, Z, kappa, nu, C);
 
   // P1_ab = sum_{J,K} ((Z o C_a)_J G_JK) o (Z' o C_b)_K summed over the row, G_JK = e^{-h} expm1(Gamma_JK).
-  const Mat Zp = t.hermitian ? Mat(arma::conj(Z)) : Z;
   const arma::uword tiles = (Ly + kKeyTile - 1) / kKeyTile;
   auto span = [&](arma::uword t_) { return arma::span(t_ * kKeyTile, std::min(Ly, (t_ + 1) * kKeyTile) - 1); };
   auto g_tile = [&](arma::uword J, arma::uword K) {
@@ -146,11 +184,13 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
     scaled_tile(G, nu.cols(span(J)), nu.cols(span(K)), r.split);
     return G;
   };
+  auto zp = [&](arma::uword K) { return t.hermitian ? Mat(arma::conj(Z.cols(span(K)))) : Mat(Z.cols(span(K))); };
   if (ratio) {
     const arma::uword last = n - 1;
     r.P1_last.zeros(b, n);
     r.P1_trace.zeros(b);
-    for (arma::uword K = 0; K < tiles; ++K) {
+    using Part = std::pair<Mat, arma::Col<T>>;
+    auto part = [&](arma::uword K) {
       const arma::uword w = span(K).b - span(K).a + 1;
       Mat Wl(b, w, arma::fill::zeros), Wt(b, w, arma::fill::zeros);
       for (arma::uword J = 0; J < tiles; ++J) {
@@ -162,28 +202,33 @@ TermRows<T> term_rows(const ThreePointTerm& t, const KeySide& ks, const arma::ma
           Wt += Z.cols(span(J)) * Mat(G % arma::conv_to<Mat>::from(H));
         }
       }
-      r.P1_last += Mat(Wl % Zp.cols(span(K))) * arma::conv_to<Mat>::from(C.rows(span(K)));
-      r.P1_trace += arma::sum(Wt % Zp.cols(span(K)), 1);
-    }
+      const Mat ZpK = zp(K);
+      return Part(Mat(Wl % ZpK) * arma::conv_to<Mat>::from(C.rows(span(K))), arma::sum(Wt % ZpK, 1));
+    };
+    fold_key_tiles<Part>(tiles, part, [&](const Part& p) { r.P1_last += p.first, r.P1_trace += p.second; });
     return r;
   }
   r.P1.zeros(b, n, n);
-  std::vector<Mat> Za(n), Zb(n);
-  for (arma::uword a = 0; a < n; ++a) {
-    Za[a] = Z;
-    Za[a].each_row() %= arma::conv_to<arma::Row<T>>::from(C.col(a).t());
-    Zb[a] = Zp;
-    Zb[a].each_row() %= arma::conv_to<arma::Row<T>>::from(C.col(a).t());
-  }
-  for (arma::uword K = 0; K < tiles; ++K) {
+  auto part = [&](arma::uword K) {
     std::vector<Mat> W(n, Mat(b, span(K).b - span(K).a + 1, arma::fill::zeros));
     for (arma::uword J = 0; J < tiles; ++J) {
       const Mat G = g_tile(J, K);
-      for (arma::uword a = 0; a < n; ++a) W[a] += Za[a].cols(span(J)) * G;
+      for (arma::uword a = 0; a < n; ++a) {
+        Mat Za = Z.cols(span(J));
+        Za.each_row() %= arma::conv_to<arma::Row<T>>::from(arma::rowvec(C.submat(span(J), arma::span(a, a)).t()));
+        W[a] += Za * G;
+      }
     }
-    for (arma::uword a = 0; a < n; ++a)
-      for (arma::uword c = 0; c < n; ++c) r.P1.slice(c).col(a) += arma::sum(W[a] % Zb[c].cols(span(K)), 1);
-  }
+    arma::Cube<T> P(b, n, n);
+    const Mat ZpK = zp(K);
+    for (arma::uword c = 0; c < n; ++c) {
+      Mat Zb = ZpK;
+      Zb.each_row() %= arma::conv_to<arma::Row<T>>::from(arma::rowvec(C.submat(span(K), arma::span(c, c)).t()));
+      for (arma::uword a = 0; a < n; ++a) P.slice(c).col(a) = arma::sum(W[a] % Zb, 1);
+    }
+    return P;
+  };
+  fold_key_tiles<arma::Cube<T>>(tiles, part, [&](const arma::Cube<T>& p) { r.P1 += p; });
   return r;
 }
 
@@ -218,8 +263,9 @@ SignedLog term_excess(const TermRows<T>& r, const ThreePointTerm& t, arma::uword
   return out + signed_log(2 * r.m2[i] + lw, v2);
 }
 
-void check_inputs(const arma::mat& X, const arma::mat& Y, const arma::mat& C, arma::uword M) {
+void check_inputs(const arma::mat& X, const arma::mat& Y, const arma::mat& C, arma::uword M, const arma::uvec& rows) {
   validate_sets(X, Y);
+  if (!rows.is_empty()) check_rows(rows, X.n_cols);
   require(C.n_rows == Y.n_cols && C.n_cols > 0, "C must be Ly x n with Ly = {} keys and n > 0, got {} x {}", Y.n_cols,
           C.n_rows, C.n_cols);
   require(C.is_finite(), "C must be finite (found NaN or Inf)");
@@ -255,10 +301,12 @@ void for_each_row_block(const ThreePointForm& form, const Kernel& k, const arma:
     rb.b = Xb.n_cols;
     const arma::mat kappa = log_kernel(k, Xb, Y);
     rb.m3 = arma::max(kappa, 1);
-    arma::mat E3 = kappa;
-    E3.each_col() -= rb.m3;
-    simd::exp(E3);
-    rb.s = E3 * C;
+    {
+      arma::mat E3 = kappa;
+      E3.each_col() -= rb.m3;
+      simd::exp(E3);
+      rb.s = E3 * C;
+    }
     rb.real_rows.resize(form.terms.size());
     rb.cx_rows.resize(form.terms.size());
     for (std::size_t t = 0; t < form.terms.size(); ++t) {
@@ -298,9 +346,11 @@ arma::mat KcMoments::log_var() const {
   return out;
 }
 
-KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                     const arma::mat& C, arma::uword M) {
-  check_inputs(X, Y, C, M);
+KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X_all, const arma::mat& Y,
+                     const arma::mat& C, arma::uword M, const arma::uvec& rows) {
+  check_inputs(X_all, Y, C, M, rows);
+  const arma::mat X_rows = rows.is_empty() ? arma::mat() : arma::mat(X_all.cols(rows));
+  const arma::mat& X = rows.is_empty() ? X_all : X_rows;  // the sampled queries (no copy for all rows)
   const arma::uword Lx = X.n_cols, n = C.n_cols;
   const double log_m = std::log(static_cast<double>(M));
   KcMoments out;
@@ -329,10 +379,12 @@ KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::ma
   return out;
 }
 
-RatioMoments ratio_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                           const arma::mat& V, arma::uword M) {
+RatioMoments ratio_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X_all, const arma::mat& Y,
+                           const arma::mat& V, arma::uword M, const arma::uvec& rows) {
   const arma::mat C = arma::join_rows(V, arma::ones(V.n_rows));
-  check_inputs(X, Y, C, M);
+  check_inputs(X_all, Y, C, M, rows);
+  const arma::mat X_rows = rows.is_empty() ? arma::mat() : arma::mat(X_all.cols(rows));
+  const arma::mat& X = rows.is_empty() ? X_all : X_rows;  // the sampled queries (no copy for all rows)
   const arma::uword Lx = X.n_cols, n = C.n_cols, last = n - 1;
   const double log_m = std::log(static_cast<double>(M));
   RatioMoments out;

@@ -17,7 +17,8 @@
 // Lx x Ly x Ly product evaluated in tiles with BLAS. Log domain throughout: row i is scaled by its largest
 // exponent, and G by e^{-(nu_j + nu_k)/2}, nu_j = |Gamma_jj| (which bounds |Re Gamma_jk| since Myy is semidefinite),
 // with z scaled by e^{+nu_j/2}, so every exponentiated number is at most O(1) and results from e^-300 to e^+300
-// (and beyond) stay exact. Work O(Lx Ly^2 n + Lx Ly (d + n^2)); memory O(block Ly) per thread, never Lx x Ly.
+// (and beyond) stay exact. Work O(Lx Ly^2 n + Lx Ly (d + n^2)); memory O(block Ly) per row block (512 rows), never
+// Lx x Ly or Ly x Ly: key tiles of 256, folded in tile order whatever the thread count.
 // Confirmed by Monte Carlo against the simulator's K-hat C (tests/operator_variance_test.cpp, and the contract suite
 // for every family with a form).
 #pragma once
@@ -45,15 +46,19 @@ struct KcMoments {
 
 // Exact moments of K-hat C for the estimator with this three-point form, for the kernel k (the form is relative to
 // the kernel, so any scaled softmax kernel K^(alpha) works), M iid features. X: d x Lx queries, Y: d x Ly keys,
-// C: Ly x n. Throws InvalidArgument for invalid sets, C of the wrong shape or non-finite C.
+// C: Ly x n. rows: the query rows to compute (row r of the result is query rows[r]; analysis/row_sample.hpp draws a
+// seeded sample), empty for all: each row is computed exactly as in the full computation, in O(Ly^2 n) work and
+// O(Ly) memory per row (long context: 512 rows of Ly = 131072 keys). Throws InvalidArgument for invalid sets, C of
+// the wrong shape, non-finite C, or rows out of range or repeated.
 KcMoments kc_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                     const arma::mat& C, arma::uword M = 1);
+                     const arma::mat& C, arma::uword M = 1, const arma::uvec& rows = {});
 
 // What the ratio rows (K-hat V)_i / (K-hat 1)_i need (analysis/attention_variance.hpp), with C = [V, 1] (n = dv + 1
 // columns): (K C)_i, Cov((K-hat C)_ia, (K-hat 1)_i) for every a, and the trace sum_a Var((K-hat V)_ia). The trace is
 // sum_jk z_j (G o H)_jk z'_k with H = V V^T, so the work is two Lx x Ly x Ly products per term whatever dv is, against
 // kc_moments' n of them (a 33x saving at dv = 64). Same accuracy and scaling as kc_moments, which it matches
-// (tests/operator_variance_test.cpp).
+// (tests/operator_variance_test.cpp). rows as in kc_moments; the work per row is O(Ly^2) whatever dv is (the G and H
+// tiles, O(Ly^2 (d + dv)), are shared by blocks of 512 rows).
 struct RatioMoments {
   arma::mat log_abs_kc;  // log |(K C)_ia|, Lx x n
   arma::imat sign_kc;
@@ -62,6 +67,6 @@ struct RatioMoments {
   arma::vec log_trace;  // log sum_{a < dv} Var((K-hat V)_ia), Lx (-inf where 0)
 };
 RatioMoments ratio_moments(const ThreePointForm& form, const Kernel& k, const arma::mat& X, const arma::mat& Y,
-                           const arma::mat& V, arma::uword M = 1);
+                           const arma::mat& V, arma::uword M = 1, const arma::uvec& rows = {});
 
 }  // namespace kestrel
