@@ -135,6 +135,23 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
   }
 }
 
+// The plot beside the report, drawn into a temporary file and published as the report was (no partial output: the
+// report is removed if its plot fails).
+void write_plot(const std::string& out, const std::string& png, bool force) {
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
+  const std::string tmp = temp_beside(png);
+  register_temp_file(tmp);
+  const int rc = run_program({"/usr/bin/python3", script, out, tmp});
+  unregister_temp_file(tmp);
+  if (rc != 0) {
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    std::filesystem::remove(tmp, ec);
+    throw IoError(fmt::format("plot script failed: /usr/bin/python3 {} {} {} (no report written)", script, out, png));
+  }
+  publish_output(tmp, png, force);
+}
+
 }  // namespace
 
 Action add_advise(CLI::App& app, const Global& g) {
@@ -194,7 +211,7 @@ Action add_advise(CLI::App& app, const Global& g) {
     }
     require(q->points.n_rows == k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
             q->points.n_rows, k->points.n_rows);
-    if (out) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    if (out) h5 = std::make_unique<H5Writer>(a->out, a->force);  // fails early on a bad path
     const Advice adv = advise(q->points, k->points, V, opt, [&](const std::string& m) { progress(g, m); });
     nlohmann::json files = {{"queries", {{"spec", q->spec}, {"sha256", q->sha256}}},
                             {"keys", {{"spec", k->spec}, {"sha256", k->sha256}}}};
@@ -209,14 +226,7 @@ Action add_advise(CLI::App& app, const Global& g) {
       write_report(*h5, adv, prov);
       h5->commit();
       progress(g, "wrote " + a->out);
-      const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
-      if (run_program({"/usr/bin/python3", script, a->out, png}) != 0) {
-        std::error_code ec;  // no partial output: the report goes with its plot
-        std::filesystem::remove(a->out, ec);
-        std::filesystem::remove(png, ec);
-        throw IoError(
-            fmt::format("plot script failed: /usr/bin/python3 {} {} {} (no report written)", script, a->out, png));
-      }
+      write_plot(a->out, png, a->force);
       progress(g, "wrote " + png);
     }
     if (a->json)

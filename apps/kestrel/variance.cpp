@@ -108,15 +108,16 @@ void warn(const Global& g, const std::vector<VarianceResult>& results, const Var
 Action add_variance(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
   auto study = add_study_options(app, StudyCommand::Variance);
-  app.add_option("--out", a->out, "Write results and provenance to this HDF5 file (new, or replaced with --force)");
+  CLI::Option* out =
+      app.add_option("--out", a->out, "Write results and provenance to this HDF5 file (new, or replaced with --force)");
   app.add_flag("--force", a->force, "Replace an existing --out file");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
-  return [a, study, &g] {
+  return [a, study, out, &g] {
     a->opt = variance_options(study_values(*study));
     std::unique_ptr<H5Writer> h5;
-    if (!a->out.empty()) {
-      check_output(a->out, a->force);
-      h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    if (out->count() > 0) {
+      check_output(a->out, a->force);                     // refuses an empty path
+      h5 = std::make_unique<H5Writer>(a->out, a->force);  // fails early on a bad path
     }
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });
     const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));

@@ -1,6 +1,6 @@
 // Minimal HDF5 writer over the C API (hdf5_hl). Writes go to a temporary file beside the target that
-// is renamed into place by commit(); an error, a missing commit or SIGINT/SIGTERM (io/output.hpp)
-// leaves no partial output file.
+// is moved into place by commit() (without replace, atomically refusing a target that appeared meanwhile); an error,
+// a missing commit or SIGINT/SIGTERM (io/output.hpp) leaves no partial output file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +13,8 @@ namespace kestrel {
 
 class H5Writer {
  public:
-  explicit H5Writer(std::string path);
+  // replace: commit() may replace an existing file (--force, or a sweep extended in place).
+  explicit H5Writer(std::string path, bool replace = false);
   ~H5Writer();
   H5Writer(const H5Writer&) = delete;
   H5Writer& operator=(const H5Writer&) = delete;
@@ -33,11 +34,12 @@ class H5Writer {
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
   void attr(const std::string& obj, const std::string& name, std::uint64_t value);
-  void commit();  // closes and renames the temporary file to the target path
+  void commit();  // closes the temporary file and publishes it (io/output.hpp publish_output)
 
  private:
   std::string path_, tmp_;
   hid_t file_ = -1;
+  bool replace_ = false;
 };
 
 // Library versions compiled in (Armadillo, GSL, HDF5, TBB, Boost, fmt, nlohmann_json).

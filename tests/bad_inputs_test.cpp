@@ -1,0 +1,163 @@
+// Bad inputs, round two (issue 37): every entry point that writes refuses to replace a file that appeared while it
+// computed, unwritable or empty outputs fail before computing with the system's reason, every flag refuses a value
+// that is not a boolean, and configs are read strictly. Each test drives every CLI subcommand it applies to.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "cli_run.hpp"
+#include "core/error.hpp"
+#include "io/output.hpp"
+
+namespace fs = std::filesystem;
+using kestrel::test::CliRun;
+using kestrel::test::run;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const char* stem) : path(kestrel::test::temp_dir(stem)) {}
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Small queries, keys and values for `kestrel advise` in dir (CSV, 48 tokens, d = 4).
+std::string advise_inputs(const TempDir& dir) {
+  for (const char* name : {"q.csv", "k.csv", "v.csv"}) {
+    std::ofstream f(dir / name);
+    for (int i = 0; i < 48; ++i)
+      for (int j = 0; j < 4; ++j) f << 0.1 * std::sin(1.0 + i * 4 + j + name[0]) << (j == 3 ? "\n" : ",");
+  }
+  return "advise --queries " + (dir / "q.csv") + " --keys " + (dir / "k.csv") + " --values " + (dir / "v.csv") +
+         " --budget 16 --draws 16 --rows 16 --estimators pos --samplers iid --quiet";
+}
+
+// Every command that writes, as "ARGS --out " (the caller appends the path).
+std::vector<std::pair<std::string, std::string>> writers(const TempDir& dir) {
+  return {{"variance", "variance --sigma 0.5 --dim 8 --points 256 --pairs 3 --estimators oprf,gerf --quiet --out "},
+          {"sweep", "sweep --sigma 0.5 --dim 8 --points 128 --pairs 1 --estimators oprf --quiet --out "},
+          {"advise", advise_inputs(dir) + " --out "},
+          {"reproduce", "reproduce crt-fig1 --quick --quiet --out "}};
+}
+
+struct Outcome {
+  int code;
+  std::string err;
+};
+
+// Runs the shell command lines at the same moment (one thread each) and returns their exit codes and stderr.
+std::vector<Outcome> run_together(const std::vector<std::string>& commands, const TempDir& dir) {
+  std::vector<std::thread> threads;
+  std::vector<int> codes(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i)
+    threads.emplace_back([&, i] {
+      const int s = std::system((commands[i] + " >/dev/null 2>" + dir / ("err" + std::to_string(i))).c_str());
+      codes[i] = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+    });
+  for (auto& t : threads) t.join();
+  std::vector<Outcome> out;
+  for (std::size_t i = 0; i < commands.size(); ++i) out.push_back({codes[i], slurp(dir / ("err" + std::to_string(i)))});
+  return out;
+}
+
+}  // namespace
+
+// Item 1: the final step refuses a target that appeared meanwhile, with the up-front check's error.
+TEST(BadInputs, PublishRefusesATargetThatAppearedMeanwhile) {
+  TempDir dir("kestrel_publish");
+  const std::string target = dir / "r.h5", tmp = kestrel::temp_beside(target);
+  { std::ofstream(target) << "first"; }
+  { std::ofstream(tmp) << "second"; }
+  std::string upfront;
+  try {
+    kestrel::check_output(target, false);
+  } catch (const kestrel::InvalidArgument& e) {
+    upfront = e.what();
+  }
+  ASSERT_FALSE(upfront.empty());
+  try {
+    kestrel::publish_output(tmp, target, false);
+    ADD_FAILURE() << "replaced without force";
+  } catch (const kestrel::InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), upfront);
+  }
+  EXPECT_EQ(slurp(target), "first");
+  EXPECT_FALSE(fs::exists(tmp));  // the loser's temporary file is gone
+  { std::ofstream(tmp) << "second"; }
+  kestrel::publish_output(tmp, target, true);  // --force keeps its meaning
+  EXPECT_EQ(slurp(target), "second");
+}
+
+// Item 1, end to end: two runs of every writing command with the same --out (and different seeds) started at once:
+// one writes, the other fails with one line (exit 2 and the "exists" error; a sweep may instead meet the first one's
+// lock), its file is not replaced, and no temporary file is left behind.
+TEST(BadInputs, TwoWritersOfOneOutputStartedTogether) {
+  TempDir dir("kestrel_two_writers");
+  for (const auto& [name, args] : writers(dir)) {
+    const std::string out = dir / (name == "reproduce" ? "repro" : name + ".h5");
+    const std::string cmd = std::string(KESTREL_CLI) + " " + args + out;
+    const auto r = run_together({cmd + " --seed 1", cmd + " --seed 2"}, dir);
+    const int wins = (r[0].code == 0) + (r[1].code == 0);
+    EXPECT_EQ(wins, 1) << name << ": " << r[0].err << " | " << r[1].err;
+    for (const auto& o : r)
+      if (o.code != 0) {
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << name << ": " << o.err;
+        const bool locked = name == "sweep" && o.err.find("another kestrel process") != std::string::npos;
+        if (!locked) {
+          EXPECT_EQ(o.code, 2) << name << ": " << o.err;
+          EXPECT_NE(o.err.find("exists; pass --force to replace it"), std::string::npos) << name << ": " << o.err;
+        }
+      }
+    const fs::path where = name == "reproduce" ? fs::path(out) : dir.path;
+    for (const auto& e : fs::directory_iterator(where))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    if (name == "sweep") continue;  // two sweeps of one output also share its parts: the lock decides
+    // With --force both succeed: the meaning of --force is kept.
+    const auto f = run_together({cmd + " --seed 1 --force", cmd + " --seed 2 --force"}, dir);
+    EXPECT_EQ(f[0].code, 0) << name << ": " << f[0].err;
+    EXPECT_EQ(f[1].code, 0) << name << ": " << f[1].err;
+  }
+}
+
+// Items 4 and 5: unwritable and empty outputs fail at once (before computing) with exit 2, one line naming the path
+// and the system's reason, in every command.
+TEST(BadInputs, UnwritableOutputsFailBeforeComputing) {
+  TempDir dir("kestrel_unwritable");
+  { std::ofstream(dir / "file") << "x"; }
+  const std::vector<std::pair<std::string, std::string>> bad = {{"/proc/x.h5", "No such file or directory"},
+                                                                {dir / "file/x.h5", "Not a directory"},
+                                                                {dir / "missing/x.h5", "No such file or directory"},
+                                                                {"''", "must not be empty"}};
+  for (const auto& [name, args] : writers(dir)) {
+    for (const auto& [path, reason] : bad) {
+      // Large sizes: a run that computed before failing would take minutes.
+      std::string big = args;
+      if (name == "variance" || name == "sweep")
+        big = std::regex_replace(big, std::regex("--points \\d+"), "--points 8192");
+      const auto t0 = std::chrono::steady_clock::now();
+      const CliRun r = run(big + path);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(r.code, 2) << name << " " << path << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << name << " " << path << ": " << r.err;
+      EXPECT_NE(r.err.find(reason), std::string::npos) << name << " " << path << ": " << r.err;
+      if (path != "''") EXPECT_NE(r.err.find(path.substr(0, path.size() - 5)), std::string::npos) << r.err;
+      EXPECT_LT(secs, 5.0) << name << " " << path << ": computed before failing?";
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir / "missing"));
+  EXPECT_EQ(slurp(dir / "file"), "x");
+}
