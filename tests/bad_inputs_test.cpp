@@ -161,3 +161,34 @@ TEST(BadInputs, UnwritableOutputsFailBeforeComputing) {
   EXPECT_FALSE(fs::exists(dir / "missing"));
   EXPECT_EQ(slurp(dir / "file"), "x");
 }
+
+// Every flag of every subcommand (and the global ones) refuses a value that is not a boolean.
+TEST(BadInputs, EveryFlagRefusesANonBooleanValue) {
+  const std::regex flag_line(R"(^\s+(?:-\w,)?(--[a-z0-9-]+)\s{2,}\S)");
+  std::set<std::string> seen;
+  for (const std::string sub : {"", "variance", "sweep", "advise", "reproduce", "estimators", "datasets"}) {
+    const CliRun help = run(sub + " --help");
+    ASSERT_EQ(help.code, 0) << sub;
+    std::stringstream ss(help.out);
+    std::string line;
+    int flags = 0;
+    while (std::getline(ss, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, flag_line) || m[1] == "--help" || m[1] == "--version") continue;
+      ++flags;
+      const std::string f = m[1];
+      seen.insert(f);
+      const CliRun r = run(sub + " " + f + "=2");
+      EXPECT_EQ(r.code, 2) << sub << " " << f << "=2: " << r.out << r.err;
+      EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("got '2'"), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    if (sub == "variance" || sub == "sweep" || sub == "advise" || sub == "reproduce") EXPECT_GT(flags, 0) << sub;
+  }
+  for (const char* f : {"--full-curve", "--no-timing", "--halve-real", "--force", "--json", "--quick", "--quiet"})
+    EXPECT_TRUE(seen.count(f)) << f << " not found in any --help";
+  // Booleans spelled out are still accepted.
+  EXPECT_EQ(run("variance --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --halve-real=false").code,
+            0);
+}

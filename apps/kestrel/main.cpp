@@ -1,6 +1,7 @@
 // kestrel: the command line over the library. `kestrel --help` lists the subcommands, `kestrel --version`
 // prints the version, git revision and library versions. Exit codes: 0 success, 2 invalid input (a one-line
 // error naming the value; nothing written), 1 any other failure.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -62,6 +63,23 @@ std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** ar
   return e.what();
 }
 
+// Every flag of every subcommand takes no value or an explicit boolean (`--json`, `--json=false`): CLI11 alone reads
+// `--full-curve=2` as true. Applied once to the whole tree of options, so a flag added anywhere is covered.
+void strict_flags(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o == app.get_help_ptr() || o == app.get_help_all_ptr() || o->get_expected_min() != 0) continue;
+    o->check(
+        [](const std::string& v) {
+          static const std::vector<std::string> ok = {"true", "false", "1", "0", "yes", "no", "on", "off"};
+          return std::find(ok.begin(), ok.end(), v) != ok.end()
+                     ? std::string()
+                     : fmt::format("a flag takes no value or one of true, false, 1, 0, yes, no, on, off; got '{}'", v);
+        },
+        "", "strict-flag");
+  }
+  for (CLI::App* sub : app.get_subcommands({})) strict_flags(*sub);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +120,8 @@ int main(int argc, char** argv) {
   add("sweep", "Variance study over a grid of sigma, d, L and M (resumable, extendable)", add_sweep);
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
   add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
+
+  strict_flags(app);
 
   if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
     std::cerr << app.help();
