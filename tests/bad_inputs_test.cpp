@@ -192,3 +192,31 @@ TEST(BadInputs, EveryFlagRefusesANonBooleanValue) {
   EXPECT_EQ(run("variance --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --halve-real=false").code,
             0);
 }
+
+// Item 2: a config with nothing for the command that reads it is an error naming the sections found, and the other
+// command's section is validated value by value whichever command reads the file.
+TEST(BadInputs, ConfigsAreStrictForBothCommands) {
+  TempDir dir("kestrel_config");
+  const std::string run_args = " --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --config ";
+  const std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> cases = {
+      {"sweep", "[variance]\nsigma = [0.5]\n", {"no [sweep] section", "sections found: [variance]"}},
+      {"variance", "[sweep]\nsigma = [0.5]\n", {"no [variance] section", "sections found: [sweep]"}},
+      {"variance", "# nothing\n", {"no [variance] section", "sections found: none"}},
+      {"sweep", "[sweep]\nsigma = [0.5]\n[variance]\nsigma = [-1]\n", {"c.toml:4:1: sigma", "'-1'"}},
+      {"variance", "[variance]\nsigma = [0.5]\n[sweep]\ndim = [4, 0]\n", {"c.toml:4:1: dim", "'0'"}},
+      {"variance", "[variance]\nsigma = [0.5]\n[sweep]\nestimators = [\"oprff\"]\n", {"did you mean 'oprf'"}},
+  };
+  for (const auto& [cmd, text, words] : cases) {
+    { std::ofstream(dir / "c.toml") << text; }
+    const std::string out = cmd == "sweep" ? " --out " + (dir / "s.h5") : "";
+    const CliRun r = run(cmd + run_args + (dir / "c.toml") + out);
+    EXPECT_EQ(r.code, 2) << cmd << " with " << text << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << text << " -> " << r.err;
+    EXPECT_FALSE(fs::exists(dir / "s.h5"));
+  }
+  // Both sections, both valid: each command reads its own.
+  { std::ofstream(dir / "c.toml") << "[variance]\nsigma = 0.5\n[sweep]\nsigma = [0.5, 1]\n"; }
+  EXPECT_EQ(run("variance" + run_args + (dir / "c.toml")).code, 0);
+  EXPECT_EQ(run("sweep" + run_args + (dir / "c.toml") + " --out " + (dir / "s.h5")).code, 0);
+}
