@@ -256,3 +256,19 @@ def test_read_returns_every_dataset_and_read_table_finds_its_table(tmp_path):
     with pytest.raises(KeyError, match="/variance"):
         results.read_table(sweep, "/variance")
 
+
+def test_random_features_know_their_expected_error_and_warn(recwarn):
+    import warnings
+
+    X = np.random.default_rng(0).normal(size=(200, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # unit-scale inputs: no warning
+        rf = RandomFeatures(n_features=128, random_state=0).fit(0.3 * X)
+    err = rf.expected_relative_error_
+    assert 0 < err["median"] <= err["p95"] < rf.max_relative_error and err["pairs"] == 64 * 64
+    assert rf.degenerate_features_ == 0
+    with pytest.warns(UserWarning, match=r"exactly 0 or not finite.*scale the inputs"):
+        big = RandomFeatures(n_features=128, random_state=0).fit(30 * X)  # the case: features underflow
+    assert big.degenerate_features_ > 0.5
+    with pytest.warns(UserWarning, match=r"expected relative error.*95th percentile.*more features"):
+        RandomFeatures(estimator="pos", n_features=128, random_state=0).fit(X)
