@@ -103,6 +103,7 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
           "error_at_1: each sampled row's (or pair's) predicted error at M = 1");
   h5.group("/advise");
   h5.write_text("/advise/report.json", to_json(a).dump(2));
+  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "quantity", a.quantity_label);
   h5.attr("/advise", "target", a.options.target);
@@ -189,8 +190,7 @@ Action add_advise(CLI::App& app, const Global& g) {
     std::unique_ptr<H5Writer> h5;
     if (out) {
       check_output(a->out, a->force);  // refuses an empty path
-      const std::filesystem::path p(a->out);
-      require(p.extension() == ".h5",
+      require(std::filesystem::path(a->out).extension() == ".h5",
               "--out: expected a path ending in .h5 (the plot goes beside it as .png), got '{}'", a->out);
       png = std::filesystem::path(a->out).replace_extension(".png").string();
       check_output(png, a->force);

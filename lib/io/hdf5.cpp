@@ -106,9 +106,13 @@ void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v
   check(H5LTmake_dataset(file_, path.c_str(), 1, dims, H5T_NATIVE_LLONG, v.data()), "write dataset " + path);
 }
 
-void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes) {
+void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes,
+                        const std::string& units) {
   attr(path, "description", description);
   attr(path, "axes", axes);
+  H5T_class_t cls{};
+  check(H5LTget_dataset_info(file_, path.c_str(), nullptr, &cls, nullptr), "read dataset " + path);
+  if (!units.empty() && cls != H5T_STRING) attr(path, "units", units);  // text has no units
 }
 
 void H5Writer::write_text(const std::string& path, const std::string& text) {

@@ -25,9 +25,12 @@ class H5Writer {
   void write(const std::string& path, const arma::vec& v);
   void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
   void write(const std::string& path, const std::vector<std::int64_t>& v);
-  // Self-description of a dataset: a one-line `description` and the names of its `axes`
-  // (comma-separated, slowest first, e.g. "row" or "sigma,set_pair").
-  void describe(const std::string& path, const std::string& description, const std::string& axes);
+  // Self-description of a dataset: a one-line `description`, the names of its `axes` (comma-separated, slowest first,
+  // e.g. "row" or "sigma,set_pair") and its `units` (UDUNITS spelling: "1" for dimensionless values, which are most
+  // of kestrel's: ratios, natural logs of them, counts, indices; "s" for seconds, "byte", "FLOP"; "" for text, which
+  // then has no units attribute). Every dataset kestrel writes gets all three (tests/outputs_test.cpp walks them).
+  void describe(const std::string& path, const std::string& description, const std::string& axes,
+                const std::string& units = "1");
   // A string dataset (for JSON of any size; HDF5 attributes are limited to 64 KiB).
   void write_text(const std::string& path, const std::string& text);
   void attr(const std::string& obj, const std::string& name, const std::string& value);
