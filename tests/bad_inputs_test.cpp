@@ -141,7 +141,7 @@ TEST(BadInputs, UnwritableOutputsFailBeforeComputing) {
   const std::vector<std::pair<std::string, std::string>> bad = {{"/proc/x.h5", "No such file or directory"},
                                                                 {dir / "file/x.h5", "Not a directory"},
                                                                 {dir / "missing/x.h5", "No such file or directory"},
-                                                                {"''", "must not be empty"}};
+                                                                {"''", "empty"}};
   for (const auto& [name, args] : writers(dir)) {
     for (const auto& [path, reason] : bad) {
       // Large sizes: a run that computed before failing would take minutes.
@@ -208,7 +208,7 @@ TEST(BadInputs, ConfigsAreStrictForBothCommands) {
   };
   for (const auto& [cmd, text, words] : cases) {
     { std::ofstream(dir / "c.toml") << text; }
-    const std::string out = cmd == "sweep" ? " --out " + (dir / "s.h5") : "";
+    const std::string out = cmd == "sweep" && text.find("out =") == std::string::npos ? " --out " + (dir / "s.h5") : "";
     const CliRun r = run(cmd + run_args + (dir / "c.toml") + out);
     EXPECT_EQ(r.code, 2) << cmd << " with " << text << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -219,4 +219,15 @@ TEST(BadInputs, ConfigsAreStrictForBothCommands) {
   { std::ofstream(dir / "c.toml") << "[variance]\nsigma = 0.5\n[sweep]\nsigma = [0.5, 1]\n"; }
   EXPECT_EQ(run("variance" + run_args + (dir / "c.toml")).code, 0);
   EXPECT_EQ(run("sweep" + run_args + (dir / "c.toml") + " --out " + (dir / "s.h5")).code, 0);
+}
+
+// Item 3 (command line): rows whose features underflow or overflow get one warning line; unit-scale rows none.
+TEST(BadInputs, VarianceNamesRowsWithDegenerateFeatures) {
+  const CliRun r = run("variance --sigma 0.5,12 --dim 8 --points 32 --pairs 1 --estimators pos,oprf --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("numerically degenerate features for pos sigma=12"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("sigma=0.5"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const CliRun ok = run("variance --sigma 0.5 --dim 8 --points 32 --pairs 1 --estimators pos,oprf --quiet");
+  EXPECT_EQ(ok.err.find("degenerate"), std::string::npos) << ok.err;
 }
