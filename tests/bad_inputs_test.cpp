@@ -205,6 +205,8 @@ TEST(BadInputs, ConfigsAreStrictForBothCommands) {
       {"sweep", "[sweep]\nsigma = [0.5]\n[variance]\nsigma = [-1]\n", {"c.toml:4:1: sigma", "'-1'"}},
       {"variance", "[variance]\nsigma = [0.5]\n[sweep]\ndim = [4, 0]\n", {"c.toml:4:1: dim", "'0'"}},
       {"variance", "[variance]\nsigma = [0.5]\n[sweep]\nestimators = [\"oprff\"]\n", {"did you mean 'oprf'"}},
+      // Item 9: `out` in a config is refused as a command-line option also among other keys (not "--out is required").
+      {"sweep", "[sweep]\nsigma = [0.5]\nout = \"x.h5\"\n", {"'out' is a command-line option"}},
   };
   for (const auto& [cmd, text, words] : cases) {
     { std::ofstream(dir / "c.toml") << text; }
@@ -219,6 +221,18 @@ TEST(BadInputs, ConfigsAreStrictForBothCommands) {
   { std::ofstream(dir / "c.toml") << "[variance]\nsigma = 0.5\n[sweep]\nsigma = [0.5, 1]\n"; }
   EXPECT_EQ(run("variance" + run_args + (dir / "c.toml")).code, 0);
   EXPECT_EQ(run("sweep" + run_args + (dir / "c.toml") + " --out " + (dir / "s.h5")).code, 0);
+}
+
+// Item 9 (first part): a repeated option is named with both values, not CLI11's "At Most 1 required but received 2".
+TEST(BadInputs, ARepeatedOptionIsNamedWithBothValues) {
+  for (const std::string sub : {"variance", "sweep --out x.h5", "advise --queries q.csv --keys k.csv"}) {
+    const CliRun r = run(sub + " --seed 1 --seed 2");
+    EXPECT_EQ(r.code, 2) << sub << ": " << r.err;
+    EXPECT_NE(r.err.find("given twice ('"), std::string::npos) << sub << ": " << r.err;
+    EXPECT_EQ(r.err.find("At Most"), std::string::npos) << sub << ": " << r.err;
+  }
+  const CliRun r = run("variance --sigma 0.5 --seed 1 --seed 2");
+  EXPECT_NE(r.err.find("--seed is given twice ('1' and '2')"), std::string::npos) << r.err;
 }
 
 // Item 3 (command line): rows whose features underflow or overflow get one warning line; unit-scale rows none.

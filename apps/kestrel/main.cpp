@@ -43,6 +43,8 @@ std::vector<std::string> long_names(const CLI::App* app) {
   return names;
 }
 
+std::string repeated_option(int argc, char** argv);
+
 // CLI11's "The following arguments were not expected: 1 --sigmaa" becomes "unknown option '--sigmaa' for
 // `kestrel variance`; did you mean '--sigma'?" when an unknown long option is the cause.
 std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** argv) {
@@ -60,7 +62,26 @@ std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** ar
     return fmt::format("unknown option '{}'{}{}", flag, sub ? fmt::format(" for `kestrel {}`", sub->get_name()) : "",
                        kestrel::did_you_mean(flag, known));
   }
+  if (std::string(e.what()).find("At Most") != std::string::npos)
+    if (const std::string twice = repeated_option(argc, argv); !twice.empty()) return twice;
   return e.what();
+}
+
+// CLI11's "At Most 1 required but received 2" becomes "--sigma is given twice ('0.5' and '1'); ...".
+std::string repeated_option(int argc, char** argv) {
+  std::map<std::string, std::string> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.rfind("--", 0) != 0) continue;
+    const auto eq = w.find('=');
+    const std::string name = w.substr(0, eq);
+    const std::string value = eq != std::string::npos ? w.substr(eq + 1) : (i + 1 < argc ? argv[i + 1] : "");
+    if (auto it = seen.find(name); it != seen.end())
+      return fmt::format("{} is given twice ('{}' and '{}'); give it once (lists are comma-separated)", name,
+                         it->second, value);
+    seen[name] = value;
+  }
+  return "";
 }
 
 // Every flag of every subcommand takes no value or an explicit boolean (`--json`, `--json=false`): CLI11 alone reads

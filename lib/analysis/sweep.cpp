@@ -21,7 +21,7 @@ namespace kestrel {
 namespace fs = std::filesystem;
 
 void validate(const SweepOptions& opt) {
-  require(!opt.out.empty(), "a sweep needs --out FILE.h5: an output path must not be empty");
+  require(!opt.out.empty(), "a sweep needs --out FILE.h5 (missing, or an empty path)");
   check_output(opt.out, opt.force || sweep_extends(opt));  // extending a finished sweep needs no --force
   require(!opt.sigmas.empty() && !opt.dims.empty() && !opt.points.empty() && !opt.features.empty(),
           "every sweep axis needs at least one value");
