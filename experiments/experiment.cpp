@@ -65,17 +65,24 @@ std::string resolve_protocol(const Experiment& e, const std::string& requested) 
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
+void write_text(const std::string& path, const std::string& text, bool replace) {
+  const std::string tmp = temp_beside(path);
   register_temp_file(tmp);
   {
     std::ofstream f(tmp);
-    if (!(f << text)) {
+    if (!(f << text) || !f.flush()) {
+      f.close();
+      std::filesystem::remove(tmp);
       unregister_temp_file(tmp);
       throw IoError(fmt::format("cannot write '{}'", path));
     }
   }
-  std::filesystem::rename(tmp, path);
+  try {
+    publish_output(tmp, path, replace);
+  } catch (...) {
+    unregister_temp_file(tmp);
+    throw;
+  }
   unregister_temp_file(tmp);
 }
 
@@ -131,6 +138,19 @@ std::string format_number(double x) {
   return fmt::format("{:.4g}", x);
 }
 
+void check_outputs(const std::string& dir, const std::vector<const Experiment*>& todo, bool force) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    check_output(dir, false);  // a new path in a writable, existing parent
+    return;
+  }
+  require(fs::is_directory(dir, ec), "--out '{}' exists and is not a directory", dir);
+  for (const auto* e : todo)
+    for (const char* ext : {".h5", ".png", ".claims.json", ".claims.md"})
+      check_output((fs::path(dir) / (e->name + ext)).string(), force);
+}
+
 std::vector<Claim> reproduce(const Experiment& e, const Options& requested, const std::string& dir,
                              const std::string& command_line) {
   namespace fs = std::filesystem;
@@ -150,7 +170,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
   const nlohmann::json prov = provenance(command_line, options);
   const auto start = std::chrono::steady_clock::now();
   {
-    H5Writer h5(stem + ".h5");
+    H5Writer h5(stem + ".h5", opt.replace);
     write_provenance(h5, prov);
     h5.attr("/", "families", families_json().dump());  // labels, colours, markers for the plots
     h5.attr("/", "experiment", e.name);
@@ -174,13 +194,20 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
                             {"protocol_description", protocol_description(e, opt.protocol)},
                             {"claims", nlohmann::json::array()}};
   for (const auto& c : claims) summary["claims"].push_back(to_summary_json(c));
-  write_text(stem + ".claims.json", summary.dump(2) + "\n");
-  write_text(stem + ".claims.md", markdown(e, claims, opt));
+  write_text(stem + ".claims.json", summary.dump(2) + "\n", opt.replace);
+  write_text(stem + ".claims.md", markdown(e, claims, opt), opt.replace);
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";
   if (fs::exists(script)) {
     opt.say("plotting " + stem + ".png");
-    if (run_program({"/usr/bin/python3", script, stem + ".h5", stem + ".png"}) != 0)
+    const std::string png = temp_beside(stem + ".png");
+    register_temp_file(png);
+    const int rc = run_program({"/usr/bin/python3", script, stem + ".h5", png});
+    unregister_temp_file(png);
+    if (rc != 0) {
+      std::filesystem::remove(png, ec);
       throw IoError(fmt::format("plot script failed: /usr/bin/python3 {} {}.h5 {}.png", script, stem, stem));
+    }
+    publish_output(png, stem + ".png", opt.replace);
   }
   return claims;
 }

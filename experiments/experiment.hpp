@@ -18,6 +18,7 @@ namespace kestrel::experiments {
 struct Options {
   bool quick = false;  // reduced sizes, same code path (tests, CI)
   std::uint64_t seed = 1;
+  bool replace = false;  // --force: replace this reproduction's existing outputs (else refused, also at the last step)
   RegimeOptions regime_options;  // data directory etc.
   // The reading of the paper's protocol (Experiment::protocols); empty = the experiment's default.
   std::string protocol;
@@ -78,6 +79,10 @@ std::string resolve_protocol(const Experiment& e, const std::string& requested);
 // Runs one experiment into dir: NAME.h5 (with provenance), NAME.claims.json (with `seconds`, the wall time of the
 // computation and the HDF5 file), NAME.claims.md, and NAME.png from experiments/NAME/plot.py (Debian's
 // python3-matplotlib, python3-h5py). Returns the claims.
+// Every file a reproduction writes into dir must be new (or replaced with force); dir itself is an existing directory
+// or a new one in a writable parent. Throws InvalidArgument naming the file and the reason; called before computing.
+void check_outputs(const std::string& dir, const std::vector<const Experiment*>& todo, bool force);
+
 std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
                              const std::string& command_line);
 

@@ -23,14 +23,15 @@ void bind_reproduce(py::module_& m) {
   m.def(
       "reproduce",
       [](const std::string& name, const std::string& out, bool quick, std::uint64_t seed, const std::string& data_dir,
-         const std::string& preprocess, const std::string& protocol) {
+         const std::string& preprocess, const std::string& protocol, bool force) {
         const auto& e = experiments::find_experiment(name);
         experiments::Options o;
-        o.quick = quick, o.seed = seed;
+        o.quick = quick, o.seed = seed, o.replace = force;
         o.regime_options.data_dir = data_dir;
         o.regime_options.preprocess = parse_preprocess(preprocess);
         o.protocol = protocol;
         experiments::resolve_protocol(e, protocol);  // before any file is written
+        experiments::check_outputs(out, {&e}, force);
         const std::string cmd = fmt::format("python: kestrel.reproduce('{}', '{}', quick={}, seed={}, protocol='{}')",
                                             name, out, quick ? "True" : "False", seed, protocol);
         nlohmann::json claims = nlohmann::json::array();
@@ -42,8 +43,9 @@ void bind_reproduce(py::module_& m) {
         return from_json(claims);
       },
       py::arg("name"), py::arg("out"), py::arg("quick") = false, py::arg("seed") = 1, py::arg("data_dir") = "",
-      py::arg("preprocess") = "raw", py::arg("protocol") = "",
-      "Runs one reproduction into directory `out` (NAME.h5, NAME.claims.json/.md, NAME.png) and returns its claims");
+      py::arg("preprocess") = "raw", py::arg("protocol") = "", py::arg("force") = false,
+      "Runs one reproduction into directory `out` (NAME.h5, NAME.claims.json/.md, NAME.png) and returns its claims; "
+      "existing outputs are replaced only with force=True");
 }
 
 }  // namespace kestrel::python

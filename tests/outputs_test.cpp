@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -238,10 +239,14 @@ using ObjInfo = H5O_info2_t;
 using ObjInfo = H5O_info_t;
 #define KESTREL_H5OVISIT H5Ovisit2
 #endif
+// Every dataset has `description` and `axes`, and a numeric one `units` (issue 37 item 11).
 herr_t check_described(hid_t obj, const char* name, const ObjInfo* info, void* bad) {
   if (info->type != H5O_TYPE_DATASET) return 0;
-  for (const char* a : {"description", "axes"})
-    if (H5Aexists_by_name(obj, name, a, H5P_DEFAULT) <= 0)
+  const hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT), type = H5Dget_type(ds);
+  const bool text = H5Tget_class(type) == H5T_STRING;
+  H5Tclose(type), H5Dclose(ds);
+  for (const char* a : {"description", "axes", "units"})
+    if ((!text || std::string(a) != "units") && H5Aexists_by_name(obj, name, a, H5P_DEFAULT) <= 0)
       static_cast<std::vector<std::string>*>(bad)->push_back(std::string(name) + ":" + a);
   return 0;
 }
@@ -272,6 +277,21 @@ TEST(Outputs, EveryDatasetDescribesItselfAndCountsAreIntegers) {
       EXPECT_GT(H5Aexists(f, a), 0) << sub << " root attribute " << a;
     H5Fclose(f);
   }
+  // advise's report (the reproductions are walked in reproduce_test.cpp).
+  for (const char* name : {"q.csv", "k.csv", "v.csv"}) {
+    std::ofstream f(dir / name);
+    for (int i = 0; i < 32; ++i) f << 0.1 * std::sin(i + name[0]) << "," << 0.2 * std::cos(3 * i) << "\n";
+  }
+  const std::string out = dir / "advice.h5";
+  const CliRun r = run("advise --queries " + (dir / "q.csv") + " --keys " + (dir / "k.csv") + " --values " +
+                       (dir / "v.csv") + " --budget 16 --draws 16 --rows 16 --quiet --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::vector<std::string> bad;
+  KESTREL_H5OVISIT(f, H5_INDEX_NAME, H5_ITER_NATIVE, check_described, &bad, H5O_INFO_BASIC);
+  H5Fclose(f);
+  EXPECT_TRUE(bad.empty()) << "advise: " << bad.front();
 }
 
 TEST(Outputs, ClaimsTablesAreValidMarkdownAndSayNotContradicted) {

@@ -1,5 +1,6 @@
 // End-to-end: `kestrel reproduce all --quick` writes, for every reproduction, an HDF5 file whose every
-// dataset is finite, a PNG plot, and a claims summary with finite measured values.
+// dataset is finite and describes itself (description, axes, units), a PNG plot, and a claims summary with finite
+// measured values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,12 +34,24 @@ namespace {
 struct Walk {
   std::size_t datasets = 0, values = 0, non_finite = 0;
   std::string first_bad;
+  std::vector<std::string> undescribed;  // "dataset:attribute" missing (issue 37 item 11)
 };
+
+// Every dataset has `description` and `axes`, and a numeric one `units` (H5Writer::describe).
+void check_described(hid_t obj, const char* name, hid_t ds, Walk& w) {
+  const hid_t type = H5Dget_type(ds);
+  const bool text = H5Tget_class(type) == H5T_STRING;
+  H5Tclose(type);
+  for (const char* a : {"description", "axes", "units"})
+    if ((!text || std::string(a) != "units") && H5Aexists_by_name(obj, name, a, H5P_DEFAULT) <= 0)
+      w.undescribed.push_back(std::string(name) + ":" + a);
+}
 
 herr_t visit(hid_t obj, const char* name, const H5O_info_t* info, void* data) {
   auto* w = static_cast<Walk*>(data);
   if (info->type != H5O_TYPE_DATASET) return 0;
   const hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+  check_described(obj, name, ds, *w);
   const hid_t space = H5Dget_space(ds);
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<double> v(static_cast<std::size_t>(n));
@@ -85,6 +98,8 @@ TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
     H5Fclose(f);
     EXPECT_GT(w.datasets, 0u) << e.name;
     EXPECT_EQ(w.non_finite, 0u) << e.name << ": first non-finite dataset " << w.first_bad;
+    EXPECT_TRUE(w.undescribed.empty()) << e.name << ": " << w.undescribed.size() << " missing, first "
+                                       << w.undescribed.front();
     std::ifstream png(stem.string() + ".png", std::ios::binary);
     char magic[8] = {};
     png.read(magic, 8);
@@ -118,6 +133,7 @@ TEST(Reproduce, ImagePipelineProtocolQuick) {
     EXPECT_EQ(H5Lexists(f, "/mnist-center", H5P_DEFAULT), 0) << name;  // the default protocol's extra panels
     H5Fclose(f);
     EXPECT_EQ(w.non_finite, 0u) << name << ": first non-finite dataset " << w.first_bad;
+    EXPECT_TRUE(w.undescribed.empty()) << name << ": " << w.undescribed.front();
     std::ifstream cj((out / (name + ".claims.json")).string());
     const auto j = nlohmann::json::parse(cj);
     EXPECT_EQ(j.dump().find("mnist-standardize"), std::string::npos) << name;

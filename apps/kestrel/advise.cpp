@@ -107,6 +107,7 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
           "error_at_1: each sampled row's (or pair's) predicted error at M = 1");
   h5.group("/advise");
   h5.write_text("/advise/report.json", to_json(a).dump(2));
+  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "quantity", a.quantity_label);
   h5.attr("/advise", "target", a.options.target);
@@ -137,6 +138,23 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
     h5.attr(g, "method", r.method);
     h5.attr(g, "m_for_target_p95", static_cast<std::int64_t>(r.m_p95));
   }
+}
+
+// The plot beside the report, drawn into a temporary file and published as the report was (no partial output: the
+// report is removed if its plot fails).
+void write_plot(const std::string& out, const std::string& png, bool force) {
+  const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
+  const std::string tmp = temp_beside(png);
+  register_temp_file(tmp);
+  const int rc = run_program({"/usr/bin/python3", script, out, tmp});
+  unregister_temp_file(tmp);
+  if (rc != 0) {
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    std::filesystem::remove(tmp, ec);
+    throw IoError(fmt::format("plot script failed: /usr/bin/python3 {} {} {} (no report written)", script, out, png));
+  }
+  publish_output(tmp, png, force);
 }
 
 }  // namespace
@@ -176,8 +194,7 @@ Action add_advise(CLI::App& app, const Global& g) {
     std::unique_ptr<H5Writer> h5;
     if (out) {
       check_output(a->out, a->force);  // refuses an empty path
-      const std::filesystem::path p(a->out);
-      require(p.extension() == ".h5",
+      require(std::filesystem::path(a->out).extension() == ".h5",
               "--out: expected a path ending in .h5 (the plot goes beside it as .png), got '{}'", a->out);
       png = std::filesystem::path(a->out).replace_extension(".png").string();
       check_output(png, a->force);
@@ -198,7 +215,7 @@ Action add_advise(CLI::App& app, const Global& g) {
     }
     require(q->points.n_rows == k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
             q->points.n_rows, k->points.n_rows);
-    if (out) h5 = std::make_unique<H5Writer>(a->out);  // fails early on a bad path
+    if (out) h5 = std::make_unique<H5Writer>(a->out, a->force);  // fails early on a bad path
     const Advice adv = advise(q->points, k->points, V, opt, [&](const std::string& m) { progress(g, m); });
     nlohmann::json files = {{"queries", {{"spec", q->spec}, {"sha256", q->sha256}}},
                             {"keys", {{"spec", k->spec}, {"sha256", k->sha256}}}};
@@ -213,14 +230,7 @@ Action add_advise(CLI::App& app, const Global& g) {
       write_report(*h5, adv, prov);
       h5->commit();
       progress(g, "wrote " + a->out);
-      const std::string script = std::string(KESTREL_SOURCE_DIR) + "/apps/kestrel/advise_plot.py";
-      if (run_program({"/usr/bin/python3", script, a->out, png}) != 0) {
-        std::error_code ec;  // no partial output: the report goes with its plot
-        std::filesystem::remove(a->out, ec);
-        std::filesystem::remove(png, ec);
-        throw IoError(
-            fmt::format("plot script failed: /usr/bin/python3 {} {} {} (no report written)", script, a->out, png));
-      }
+      write_plot(a->out, png, a->force);
       progress(g, "wrote " + png);
     }
     if (a->json)

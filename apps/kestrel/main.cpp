@@ -1,6 +1,7 @@
 // kestrel: the command line over the library. `kestrel --help` lists the subcommands, `kestrel --version`
 // prints the version, git revision and library versions. Exit codes: 0 success, 2 invalid input (a one-line
 // error naming the value; nothing written), 1 any other failure.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -42,6 +43,8 @@ std::vector<std::string> long_names(const CLI::App* app) {
   return names;
 }
 
+std::string repeated_option(int argc, char** argv);
+
 // CLI11's "The following arguments were not expected: 1 --sigmaa" becomes "unknown option '--sigmaa' for
 // `kestrel variance`; did you mean '--sigma'?" when an unknown long option is the cause.
 std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** argv) {
@@ -59,7 +62,43 @@ std::string explain(const CLI::ParseError& e, CLI::App& app, int argc, char** ar
     return fmt::format("unknown option '{}'{}{}", flag, sub ? fmt::format(" for `kestrel {}`", sub->get_name()) : "",
                        kestrel::did_you_mean(flag, known));
   }
+  if (std::string(e.what()).find("At Most") != std::string::npos)
+    if (const std::string twice = repeated_option(argc, argv); !twice.empty()) return twice;
   return e.what();
+}
+
+// CLI11's "At Most 1 required but received 2" becomes "--sigma is given twice ('0.5' and '1'); ...".
+std::string repeated_option(int argc, char** argv) {
+  std::map<std::string, std::string> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.rfind("--", 0) != 0) continue;
+    const auto eq = w.find('=');
+    const std::string name = w.substr(0, eq);
+    const std::string value = eq != std::string::npos ? w.substr(eq + 1) : (i + 1 < argc ? argv[i + 1] : "");
+    if (auto it = seen.find(name); it != seen.end())
+      return fmt::format("{} is given twice ('{}' and '{}'); give it once (lists are comma-separated)", name,
+                         it->second, value);
+    seen[name] = value;
+  }
+  return "";
+}
+
+// Every flag of every subcommand takes no value or an explicit boolean (`--json`, `--json=false`): CLI11 alone reads
+// `--full-curve=2` as true. Applied once to the whole tree of options, so a flag added anywhere is covered.
+void strict_flags(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o == app.get_help_ptr() || o == app.get_help_all_ptr() || o->get_expected_min() != 0) continue;
+    o->check(
+        [](const std::string& v) {
+          static const std::vector<std::string> ok = {"true", "false", "1", "0", "yes", "no", "on", "off"};
+          return std::find(ok.begin(), ok.end(), v) != ok.end()
+                     ? std::string()
+                     : fmt::format("a flag takes no value or one of true, false, 1, 0, yes, no, on, off; got '{}'", v);
+        },
+        "", "strict-flag");
+  }
+  for (CLI::App* sub : app.get_subcommands({})) strict_flags(*sub);
 }
 
 }  // namespace
@@ -102,6 +141,8 @@ int main(int argc, char** argv) {
   add("sweep", "Variance study over a grid of sigma, d, L and M (resumable, extendable)", add_sweep);
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
   add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
+
+  strict_flags(app);
 
   if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
     std::cerr << app.help();

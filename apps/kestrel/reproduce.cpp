@@ -16,25 +16,6 @@
 
 namespace kestrel::cli {
 
-namespace {
-
-// Every file a reproduction writes into dir must be new (or replaced with --force); dir itself is an
-// existing directory or a new one in a writable parent.
-void check_outputs(const std::string& dir, const std::vector<const experiments::Experiment*>& todo, bool force) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    check_output(dir, false);  // a new path in a writable, existing parent
-    return;
-  }
-  require(fs::is_directory(dir, ec), "--out '{}' exists and is not a directory", dir);
-  for (const auto* e : todo)
-    for (const char* ext : {".h5", ".png", ".claims.json", ".claims.md"})
-      check_output((fs::path(dir) / (e->name + ext)).string(), force);
-}
-
-}  // namespace
-
 Action add_reproduce(CLI::App& app, const Global& g) {
   struct Args {
     std::string name, out = "results", seed, rows;
@@ -92,7 +73,8 @@ Action add_reproduce(CLI::App& app, const Global& g) {
                   e->name, e->query_rows(a->opt));
       }
     }
-    check_outputs(a->out, todo, a->force);  // before computing anything
+    experiments::check_outputs(a->out, todo, a->force);  // before computing anything
+    a->opt.replace = a->force;
     a->opt.progress = [&g](const std::string& m) { progress(g, m); };
     int failed = 0;
     const auto start = std::chrono::steady_clock::now();

@@ -22,8 +22,8 @@ Action add_sweep(CLI::App& app, const Global& g) {
   };
   auto a = std::make_shared<Args>();
   auto study = add_study_options(app, StudyCommand::Sweep);
-  app.add_option("--out", a->out, "HDF5 output file (parts of an unfinished sweep are kept in FILE.parts/)")
-      ->required();
+  // Required, but checked after the config is read (validate): a config's `out` key gets its own error first.
+  app.add_option("--out", a->out, "HDF5 output file, required (parts of an unfinished sweep are kept in FILE.parts/)");
   auto& o = a->opt;  // the run controls; sweep_options() fills the rest
   app.add_flag("--force", o.force,
                "Replace an existing --out file (not needed to extend a finished sweep by grid values)");

@@ -163,20 +163,35 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
   }
   h5.group(g);
   h5.write(g + "/features", s.Ms);
+  h5.describe(g + "/features", "feature budget M", "M");
   h5.write(g + "/predicted_rel_rmse", pred);
+  h5.describe(g + "/predicted_rel_rmse",
+              "predicted relative RMSE of the attention rows (delta method), over the checked queries", "M");
   h5.write(g + "/predicted_rel_rmse_all_queries", pred_all);
+  h5.describe(g + "/predicted_rel_rmse_all_queries", "predicted relative RMSE of the attention rows over all queries",
+              "M");
   h5.write(g + "/frac_rows_outside", outside);
+  h5.describe(g + "/frac_rows_outside",
+              "share of rows outside the delta method's range (normaliser relative variance > 0.01)", "M");
   h5.write(g + "/mc_features", meas_M);
+  h5.describe(g + "/mc_features", "feature budgets M of the simulations", "mc_M");
   h5.write(g + "/measured_rel_rmse", meas);
+  h5.describe(g + "/measured_rel_rmse", "simulated relative RMSE of the attention rows", "mc_M");
   h5.write(g + "/measured_rel_rmse_se", meas_se);
+  h5.describe(g + "/measured_rel_rmse_se", "standard error of measured_rel_rmse", "mc_M");
   h5.write(g + "/kv_ratio", kv_ratio);
+  h5.describe(g + "/kv_ratio", "simulated / exact variance of K-hat V entries (mean)", "mc_M");
   h5.write(g + "/kv_ratio_se", kv_se);
+  h5.describe(g + "/kv_ratio_se", "standard error of kv_ratio", "mc_M");
   h5.write(g + "/kv_frac_within_3se", kv_within);
+  h5.describe(g + "/kv_frac_within_3se",
+              "share of K-hat V entries whose simulated variance lies within 3 SE of the exact one", "mc_M");
   h5.attr(g, "rows_inside_at_top_mc_M", static_cast<std::int64_t>(out.rows_inside_top));
   h5.attr(g, "m_for_target", out.m_target);
   h5.attr(g, "measured_rel_rmse_at_m_for_target", check);
   h5.attr(g, "measured_rel_rmse_at_m_for_target_se", check_se);
   h5.write_text(g + "/params", e->params().dump());
+  h5.describe(g + "/params", "JSON: the estimator's fitted parameters", "none (JSON text)", "");
   return out;
 }
 

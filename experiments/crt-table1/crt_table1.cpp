@@ -52,9 +52,15 @@ void run_crt_table1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
     }
   }
   h5.write("/table/accuracy_mean", mean);
+  h5.describe("/table/accuracy_mean",
+              "test accuracy, mean over seeds (data sets and methods in this group's attributes)", "dataset,method",
+              "%");
   h5.write("/table/accuracy_std", sd);
+  h5.describe("/table/accuracy_std", "standard deviation over seeds of the test accuracy", "dataset,method", "%");
   h5.write("/table/paper_accuracy_mean", ref);
+  h5.describe("/table/paper_accuracy_mean", "the accuracy CRT Table 1 prints", "dataset,method", "%");
   h5.write("/table/exact_accuracy", exact);
+  h5.describe("/table/exact_accuracy", "test accuracy with the exact kernel", "dataset", "%");
   h5.attr("/table", "datasets", fmt::format("{}", fmt::join(names, " ")));
   h5.attr("/table", "methods", fmt::format("{}", fmt::join(methods, " ")));
   h5.attr("/table", "sigmas", fmt::format("{}", fmt::join(no.sigmas, " ")));

@@ -40,7 +40,9 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
       Y.col(j) = r * (std::cos(theta(j)) * Q.col(0) + std::sin(theta(j)) * Q.col(1));
     const arma::rowvec sm = arma::exp(x.t() * Y);
     h5.write(g + "/theta", theta);
+    h5.describe(g + "/theta", "angle theta between x and y", "theta", "rad");
     h5.write(g + "/true", arma::vec(sm.t()));
+    h5.describe(g + "/true", "the softmax kernel SM(x, y) = exp(x^T y) at each angle", "theta");
     std::map<std::string, double> max_exact;
     for (const auto& es : ests) {
       opt.say(fmt::format("hrf-fig2: r = {}, {}", r, es.name));
@@ -57,9 +59,17 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
         exact(j) = std::exp(0.5 * lv(0, j));  // 0 where exact
       }
       h5.write(g + "/" + es.name + "/q05", arma::vec(q.row(0).t()));
+      h5.describe(g + "/" + es.name + "/q05", "5th percentile of the estimates of SM(x, y) over the repetitions",
+                  "theta");
       h5.write(g + "/" + es.name + "/q95", arma::vec(q.row(1).t()));
+      h5.describe(g + "/" + es.name + "/q95", "95th percentile of the estimates of SM(x, y) over the repetitions",
+                  "theta");
       h5.write(g + "/" + es.name + "/rel_error_empirical", emp);
+      h5.describe(g + "/" + es.name + "/rel_error_empirical",
+                  "simulated relative error sqrt(mean (estimate - SM)^2) / SM", "theta");
       h5.write(g + "/" + es.name + "/rel_error_exact", exact);
+      h5.describe(g + "/" + es.name + "/rel_error_exact",
+                  "exact relative error sqrt(Var/SM^2) at M features (0 where the estimator is exact)", "theta");
       h5.attr(g + "/" + es.name, "features", static_cast<std::int64_t>(es.M));
       max_exact[es.name] = exact.max();
     }

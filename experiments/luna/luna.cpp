@@ -181,15 +181,33 @@ void run_luna(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
     }
     const std::string g = "/" + ds;
     h5.write(g + "/M", arma::conv_to<std::vector<double>>::from(arma::uvec(s.Ms)));
+    h5.describe(g + "/M", "number of features M", "M");
     h5.write(g + "/kernel_log_rel_mse", kernel_err);
+    h5.describe(g + "/kernel_log_rel_mse",
+                "log of the mean relative MSE of the Gaussian-kernel estimate on held-out pairs, natural log (methods: "
+                "root attribute)",
+                "method,M");
     h5.write(g + "/accuracy", acc);
+    h5.describe(g + "/accuracy", "Nadaraya-Watson test accuracy (share correct) (methods: root attribute)", "method,M");
     h5.write(g + "/sigma_rf", sigma_rf);
+    h5.describe(g + "/sigma_rf", "sigma chosen on validation for each random-feature estimator", "random_method,M");
     h5.write(g + "/kernel_fit_objective_initial", kf_init);
+    h5.describe(g + "/kernel_fit_objective_initial",
+                "kernel-fitting objective (mean squared relative error) before training", "learned_variant,M");
     h5.write(g + "/kernel_fit_objective_final", kf_final);
+    h5.describe(g + "/kernel_fit_objective_final",
+                "kernel-fitting objective (mean squared relative error) after training", "learned_variant,M");
     h5.write(g + "/task_fit_objective_initial", tf_init);
+    h5.describe(g + "/task_fit_objective_initial",
+                "task-fitting objective (leave-one-out cross-entropy) before training", "learned_variant,M");
     h5.write(g + "/task_fit_objective_final", tf_final);
+    h5.describe(g + "/task_fit_objective_final", "task-fitting objective (leave-one-out cross-entropy) after training",
+                "learned_variant,M");
     h5.write(g + "/exact_accuracy", std::vector<double>{exact_acc});
+    h5.describe(g + "/exact_accuracy", "Nadaraya-Watson test accuracy (share correct) with the exact Gaussian kernel",
+                "none (one value)");
     h5.write(g + "/sigma_exact", std::vector<double>{sigma_exact});
+    h5.describe(g + "/sigma_exact", "sigma chosen on validation for the exact kernel", "none (one value)");
     h5.attr(g, "d", static_cast<std::int64_t>(d));
     h5.attr(g, "classes", static_cast<std::int64_t>(nc));
   }

@@ -21,7 +21,7 @@ namespace kestrel {
 namespace fs = std::filesystem;
 
 void validate(const SweepOptions& opt) {
-  require(!opt.out.empty(), "a sweep needs --out FILE.h5");
+  require(!opt.out.empty(), "a sweep needs --out FILE.h5 (missing, or an empty path)");
   check_output(opt.out, opt.force || sweep_extends(opt));  // extending a finished sweep needs no --force
   require(!opt.sigmas.empty() && !opt.dims.empty() && !opt.points.empty() && !opt.features.empty(),
           "every sweep axis needs at least one value");
@@ -294,7 +294,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
 
   report.undefined = undefined_summary(report.rows);
-  H5Writer h5(opt.out);
+  H5Writer h5(opt.out, opt.force || sweep_extends(opt));  // otherwise a file that appeared meanwhile is kept
   write_provenance(h5, provenance);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
   h5.attr("/", "layout",

@@ -1,7 +1,9 @@
 // HDF5 writer (see hdf5.hpp).
 #include "io/hdf5.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -28,19 +30,19 @@ void check(herr_t rc, const std::string& what) {
 }
 }  // namespace
 
-H5Writer::H5Writer(std::string path) : path_(std::move(path)) {
+H5Writer::H5Writer(std::string path, bool replace) : path_(std::move(path)), replace_(replace) {
   namespace fs = std::filesystem;
   const fs::path target(path_);
   if (target.has_parent_path() && !fs::exists(target.parent_path()))
     throw IoError(
         fmt::format("cannot write '{}': directory '{}' does not exist", path_, target.parent_path().string()));
-  tmp_ = path_ + fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  tmp_ = temp_beside(path_);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
   register_temp_file(tmp_);
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) {
     unregister_temp_file(tmp_);
-    throw IoError(fmt::format("cannot create HDF5 file '{}'", tmp_));
+    throw IoError(fmt::format("cannot create HDF5 file '{}': {}", tmp_, std::strerror(errno)));
   }
 }
 
@@ -104,9 +106,13 @@ void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v
   check(H5LTmake_dataset(file_, path.c_str(), 1, dims, H5T_NATIVE_LLONG, v.data()), "write dataset " + path);
 }
 
-void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes) {
+void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes,
+                        const std::string& units) {
   attr(path, "description", description);
   attr(path, "axes", axes);
+  H5T_class_t cls{};
+  check(H5LTget_dataset_info(file_, path.c_str(), nullptr, &cls, nullptr), "read dataset " + path);
+  if (!units.empty() && cls != H5T_STRING) attr(path, "units", units);  // text has no units
 }
 
 void H5Writer::write_text(const std::string& path, const std::string& text) {
@@ -138,13 +144,13 @@ void H5Writer::attr(const std::string& obj, const std::string& name, std::uint64
 void H5Writer::commit() {
   check(H5Fclose(file_), "close " + tmp_);
   file_ = -1;
-  std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
-  unregister_temp_file(tmp_);
-  if (ec) {
-    std::filesystem::remove(tmp_, ec);
-    throw IoError(fmt::format("cannot move result into '{}'", path_));
+  try {
+    publish_output(tmp_, path_, replace_);  // removes tmp_ if it fails
+  } catch (...) {
+    unregister_temp_file(tmp_);
+    throw;
   }
+  unregister_temp_file(tmp_);
 }
 
 std::string library_versions() {

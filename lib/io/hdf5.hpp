@@ -1,6 +1,6 @@
 // Minimal HDF5 writer over the C API (hdf5_hl). Writes go to a temporary file beside the target that
-// is renamed into place by commit(); an error, a missing commit or SIGINT/SIGTERM (io/output.hpp)
-// leaves no partial output file.
+// is moved into place by commit() (without replace, atomically refusing a target that appeared meanwhile); an error,
+// a missing commit or SIGINT/SIGTERM (io/output.hpp) leaves no partial output file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +13,8 @@ namespace kestrel {
 
 class H5Writer {
  public:
-  explicit H5Writer(std::string path);
+  // replace: commit() may replace an existing file (--force, or a sweep extended in place).
+  explicit H5Writer(std::string path, bool replace = false);
   ~H5Writer();
   H5Writer(const H5Writer&) = delete;
   H5Writer& operator=(const H5Writer&) = delete;
@@ -24,20 +25,24 @@ class H5Writer {
   void write(const std::string& path, const arma::vec& v);
   void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
   void write(const std::string& path, const std::vector<std::int64_t>& v);
-  // Self-description of a dataset: a one-line `description` and the names of its `axes`
-  // (comma-separated, slowest first, e.g. "row" or "sigma,set_pair").
-  void describe(const std::string& path, const std::string& description, const std::string& axes);
+  // Self-description of a dataset: a one-line `description`, the names of its `axes` (comma-separated, slowest first,
+  // e.g. "row" or "sigma,set_pair") and its `units` (UDUNITS spelling: "1" for dimensionless values, which are most
+  // of kestrel's: ratios, natural logs of them, counts, indices; "s" for seconds, "byte", "FLOP"; "" for text, which
+  // then has no units attribute). Every dataset kestrel writes gets all three (tests/outputs_test.cpp walks them).
+  void describe(const std::string& path, const std::string& description, const std::string& axes,
+                const std::string& units = "1");
   // A string dataset (for JSON of any size; HDF5 attributes are limited to 64 KiB).
   void write_text(const std::string& path, const std::string& text);
   void attr(const std::string& obj, const std::string& name, const std::string& value);
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
   void attr(const std::string& obj, const std::string& name, std::uint64_t value);
-  void commit();  // closes and renames the temporary file to the target path
+  void commit();  // closes the temporary file and publishes it (io/output.hpp publish_output)
 
  private:
   std::string path_, tmp_;
   hid_t file_ = -1;
+  bool replace_ = false;
 };
 
 // Library versions compiled in (Armadillo, GSL, HDF5, TBB, Boost, fmt, nlohmann_json).

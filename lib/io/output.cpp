@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -23,20 +24,72 @@ namespace kestrel {
 
 namespace fs = std::filesystem;
 
+InvalidArgument output_exists_error(const std::string& path) {
+  return InvalidArgument(fmt::format("output '{}' exists; pass --force to replace it", path));
+}
+
+namespace {
+
+// Creates and removes a probe file in `dir`: the one test that sees every reason a file cannot be created there
+// (read-only or pseudo filesystems such as /proc, permissions, quotas), with the system's own words.
+void probe_directory(const std::string& path, const fs::path& dir) {
+  const std::string probe = (dir / fmt::format(".kestrel-probe{}", static_cast<long>(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST)
+    throw InvalidArgument(fmt::format("cannot write output '{}': cannot create a file in '{}': {}", path, dir.string(),
+                                      std::strerror(errno)));
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+}
+
+}  // namespace
+
 void check_output(const std::string& path, bool force) {
   require(!path.empty(), "an output path must not be empty");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     require(!S_ISDIR(st.st_mode), "output '{}' is a directory; give a file name", path);
     require(S_ISREG(st.st_mode), "refusing to write output '{}': it exists and is not a regular file", path);
-    require(force, "output '{}' exists; pass --force to replace it", path);
+    if (!force) throw output_exists_error(path);
+  } else if (errno != ENOENT) {
+    throw InvalidArgument(fmt::format("cannot write output '{}': {}", path, std::strerror(errno)));
   }
   const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-  std::error_code ec;
-  require(fs::is_directory(parent, ec), "cannot write output '{}': directory '{}' does not exist", path,
-          parent.string());
-  require(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot write output '{}': directory '{}' is not writable", path,
-          parent.string());
+  if (::stat(parent.c_str(), &st) != 0)
+    throw InvalidArgument(fmt::format("cannot write output '{}': directory '{}' {}", path, parent.string(),
+                                      errno == ENOENT ? "does not exist (No such file or directory)"
+                                                      : fmt::format("cannot be used ({})", std::strerror(errno))));
+  require(S_ISDIR(st.st_mode), "cannot write output '{}': '{}' is not a directory", path, parent.string());
+  require(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot write output '{}': directory '{}' is not writable: {}",
+          path, parent.string(), std::strerror(EACCES));
+  probe_directory(path, parent);
+}
+
+std::string temp_beside(const std::string& path) {
+  const fs::path p(path);
+  return (p.parent_path() /
+          fmt::format("{}.tmp{}{}", p.stem().string(), static_cast<long>(::getpid()), p.extension().string()))
+      .string();
+}
+
+void publish_output(const std::string& tmp, const std::string& path, bool replace) {
+  int rc = 0;
+  if (replace) {
+    rc = ::rename(tmp.c_str(), path.c_str());
+  } else {
+    rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {  // a filesystem without RENAME_NOREPLACE
+      rc = ::link(tmp.c_str(), path.c_str());
+      if (rc == 0) ::unlink(tmp.c_str());
+    }
+  }
+  if (rc == 0) return;
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (err == EEXIST) throw output_exists_error(path);
+  throw IoError(fmt::format("cannot move the result into '{}': {}", path, std::strerror(err)));
 }
 
 namespace {

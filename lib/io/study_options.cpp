@@ -334,6 +334,22 @@ std::string at(const std::string& path, const toml::source_region& s) {
   return fmt::format("{}:{}:{}", path, s.begin.line, s.begin.column);
 }
 
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// A value of the other command's section, checked as that command would read it, one value at a time (building
+// that command's whole options would need the command line that goes with them).
+void check_other_section(const StudyOption& opt, StudyCommand c, const std::string& where, const std::string& text) {
+  VarianceStudyOptions probe;
+  if (opt.sweep_axis && !opt.list && c == StudyCommand::Sweep)
+    for (const auto& item : split_list(where, text)) opt.set(probe, where, item);
+  else
+    opt.set(probe, where, text);
+}
+
 }  // namespace
 
 std::string to_string(StudyCommand c) { return c == StudyCommand::Variance ? "variance" : "sweep"; }
@@ -371,6 +387,7 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command) {
   }
   const std::vector<std::string> sections = {"variance", "sweep"};
   StudyValues out;
+  std::vector<std::string> found;
   for (auto&& [key, node] : doc) {
     const std::string k(key.str());
     if (!node.is_table())
@@ -380,6 +397,7 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command) {
       throw InvalidArgument(fmt::format("{}: unknown section [{}]{} (sections: [variance], [sweep])",
                                         at(path, node.source()), k, did_you_mean(k, sections)));
     const StudyCommand c = k == "variance" ? StudyCommand::Variance : StudyCommand::Sweep;
+    found.push_back("[" + k + "]");
     for (auto&& [okey, val] : *node.as_table()) {
       const std::string name(okey.str());
       const std::string where = fmt::format("{}: {}", at(path, okey.source()), name);
@@ -401,10 +419,17 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command) {
       } else {
         text = toml_scalar(val, opt, where);
       }
-      if (c == command) out[name] = {text, where};
+      if (c == command)
+        out[name] = {text, where};
+      else
+        check_other_section(opt, c, where, text);
     }
   }
-  return out;  // the other command's section was checked too, so a typo there does not wait for that command
+  if (std::find(found.begin(), found.end(), "[" + to_string(command) + "]") == found.end())
+    throw InvalidArgument(fmt::format("{}: no [{}] section, so nothing in it is for `kestrel {}` (sections found: {})",
+                                      path, to_string(command), to_string(command),
+                                      found.empty() ? "none" : join_names(found)));
+  return out;  // the other command's section was checked too, so a typo or a bad value there does not wait
 }
 
 VarianceStudyOptions variance_options(const StudyValues& v) {

@@ -47,8 +47,9 @@ using StudyValues = std::map<std::string, GivenValue>;
 
 // Reads section [variance] or [sweep] of a TOML file. Strict: a syntax error names file:line:column; an
 // unknown section or key, a key outside a section, a value of the wrong type (a list where one value is
-// taken, a string for a number) are errors naming the nearest valid name. Other commands' sections are
-// checked too but not used. Keys are exactly the long option names (`halve-real`).
+// taken, a string for a number) are errors naming the nearest valid name. The other command's section is
+// checked too (its keys, types and each value) but not used; a file without a section for `command` is an error
+// naming the sections it has. Keys are exactly the long option names (`halve-real`).
 StudyValues read_study_toml(const std::string& path, StudyCommand command);
 
 // Builds the options from given values (later sources already merged in: command line over TOML).

@@ -2,8 +2,8 @@
 of any kestrel HDF5 file (`kestrel variance --out`, `kestrel sweep`, `kestrel reproduce`).
 
     frame(kestrel.variance_study(...))    one row per (estimator, sigma[, grid point]); the Monte Carlo block as mc_*
-    read(path)                            {group: DataFrame} for every table in the file
-    read_table(path, "/sweep")            one DataFrame of a results table (group/<estimator>/<column>[row])
+    read(path)                            every dataset: {group: DataFrame} for tables, {dataset: array or text} else
+    read_table(path[, "/sweep"])          one DataFrame of a results table (group/<estimator>/<column>[row])
     provenance(path)                      options, seeds, git revision and library versions of the file
 
 A table is a group whose 1-D datasets share their length; in a results table (variance, sweep) every estimator's
@@ -79,40 +79,82 @@ def _columns(group):
     return {k: v[()] for k, v in cols.items() if v.shape[0] == n}
 
 
+_TEXT_COLUMNS = ("reason", "params")
+
+
 def _estimator_table(group, name):
+    """One estimator's rows of a results table, with its name in `estimator`; also returns the datasets it used."""
     pd = _pandas()
     cols = _columns(group)
     df = pd.DataFrame(cols)
     n = len(df)
     df.insert(0, "estimator", [name] * n)
+    used = set(cols)
     if "status" in df:
         df["status"] = [_STATUS.get(int(s), str(s)) for s in df["status"]]
-    for text in ("reason", "params"):
+    for text in _TEXT_COLUMNS:
         if text in group:
             values = json.loads(_text(group[text][()]))
             if len(values) == n:
                 df[text] = values
+                used.add(text)
     if "per_set_mean_log_var" in group and group["per_set_mean_log_var"].shape[:1] == (n,):
         df["per_set_mean_log_var"] = list(np.asarray(group["per_set_mean_log_var"][()]))
-    return df
+        used.add("per_set_mean_log_var")
+    return df, used
 
 
-def read_table(path, group):
-    """One results table (`/variance`, `/sweep`, or a reproduction's panel) as a DataFrame, one row per estimator
-    row, with the estimator's name in `estimator` and status as text."""
-    pd = _pandas()
+def _is_results_group(g):
+    """A results table (variance, sweep): subgroups, one per estimator, each with a status column."""
+    subs = [v for v in g.values() if isinstance(v, _h5py().Group)]
+    return bool(subs) and all("status" in s for s in subs)
+
+
+def _read_table(f, path, group):
+    """(DataFrame, the datasets it holds as full paths) of one table group of an open file."""
     h5py = _h5py()
-    with h5py.File(path, "r") as f:
-        if group not in f or not isinstance(f[group], h5py.Group):
-            raise KeyError(f"{path} has no group {group!r}; its tables: {', '.join(sorted(_tables(f)))}")
-        g = f[group]
-        subs = [k for k, v in g.items() if isinstance(v, h5py.Group) and _columns(v)]
-        if subs:
-            return pd.concat([_estimator_table(g[k], k) for k in subs], ignore_index=True)
-        cols = _columns(g)
-        if not cols:
-            raise ValueError(f"{path}:{group} holds no table (no 1-D datasets)")
-        return pd.DataFrame(cols)
+    if group not in f or not isinstance(f[group], h5py.Group):
+        raise KeyError(f"{path} has no group {group!r}; its tables: {', '.join(sorted(_tables(f)))}")
+    g = f[group]
+    if _is_results_group(g):
+        frames, used = [], set()
+        for k, v in g.items():
+            if isinstance(v, h5py.Group) and _columns(v):
+                df, cols = _estimator_table(v, k)
+                frames.append(df)
+                used |= {f"{v.name}/{c}" for c in cols}
+        return _pandas().concat(frames, ignore_index=True), used
+    if g.parent.name != g.name and _is_results_group(g.parent):  # one estimator of a results table
+        df, cols = _estimator_table(g, g.name.rsplit("/", 1)[1])
+        return df, {f"{g.name}/{c}" for c in cols}
+    cols = _columns(g)
+    if not cols:
+        raise ValueError(f"{path}:{group} holds no table (no 1-D datasets)")
+    return _pandas().DataFrame(cols), {f"{g.name.rstrip('/')}/{c}" for c in cols}
+
+
+def _find_table(f, path):
+    """The table of a file that holds one: its results table (variance, sweep), else its only table."""
+    h5py = _h5py()
+    results = []
+    f.visititems(lambda name, obj: results.append("/" + name)
+                 if isinstance(obj, h5py.Group) and _is_results_group(obj) else None)
+    candidates = results or _tables(f)
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise ValueError(f"{path} holds no table (no group of 1-D datasets); kestrel.results.read({path!r}) "
+                         "returns its datasets")
+    raise ValueError(f"{path} holds several tables ({', '.join(sorted(candidates))}): name one, "
+                     f"read_table({path!r}, {sorted(candidates)[0]!r})")
+
+
+def read_table(path, group=None):
+    """One results table (`/variance`, `/sweep`, or a reproduction's panel) as a DataFrame, one row per estimator
+    row, with the estimator's name in `estimator` and status as text. Without `group`, the file's results table (or
+    its only table); a group of one estimator (`/sweep/oprf`) keeps the `estimator` column too."""
+    with _h5py().File(path, "r") as f:
+        return _read_table(f, path, group if group is not None else _find_table(f, path))[0]
 
 
 def _tables(f):
@@ -126,26 +168,31 @@ def _tables(f):
     return found
 
 
+def _dataset_value(d):
+    """A dataset outside the tables as it is: a numpy array (any shape), or text for a string dataset."""
+    v = d[()]
+    if isinstance(v, bytes) or d.dtype.kind in "SOU":
+        return _text(v if not isinstance(v, np.ndarray) else v.tolist())
+    return v
+
+
 def read(path):
-    """Every table of a kestrel HDF5 file as {group path: DataFrame}: results tables (variance, sweep) stacked over
-    their estimators, any other group with 1-D datasets of one length as it is."""
+    """Every dataset of a kestrel HDF5 file, as {path: value}: results tables (variance, sweep) stacked over their
+    estimators and any other group of 1-D datasets of one length as DataFrames (keyed by the group), and every other
+    dataset (2-D arrays, vectors of another length, JSON text) under its own path as a numpy array or a string."""
     h5py = _h5py()
+    out, used = {}, set()
     with h5py.File(path, "r") as f:
         groups = _tables(f)
-    parents = {g.rsplit("/", 1)[0] or "/" for g in groups}
-    out = {}
-    for g in groups:
-        parent = g.rsplit("/", 1)[0] or "/"
-        if parent in parents and parent != "/" and _is_results_table(path, parent):
-            if parent not in out:
-                out[parent] = read_table(path, parent)
-        else:
-            out[g] = read_table(path, g)
+        for g in groups:
+            parent = g.rsplit("/", 1)[0] or "/"
+            key = parent if parent != "/" and _is_results_group(f[parent]) else g
+            if key not in out:
+                out[key], cols = _read_table(f, path, key)
+                used |= cols
+        datasets = []
+        f.visititems(lambda name, obj: datasets.append("/" + name) if isinstance(obj, h5py.Dataset) else None)
+        for name in datasets:
+            if name not in used:
+                out[name] = _dataset_value(f[name])
     return out
-
-
-def _is_results_table(path, group):
-    with _h5py().File(path, "r") as f:
-        g = f[group]
-        subs = [v for v in g.values() if isinstance(v, _h5py().Group)]
-        return bool(subs) and all("status" in s for s in subs)

@@ -11,6 +11,7 @@ estimator's query and key maps must agree: fit refuses estimators whose maps dif
 features) and says which ones to use instead.
 """
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -43,7 +44,18 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     n_features_in_ : the input dimension d.
     n_features_out_ : the number of output columns.
     seed_ : the seed the draw came from.
+    expected_relative_error_ : {"median", "p95", "pairs"}: the exact relative error sqrt(Var)/K of the kernel estimate
+        Phi(x) . Phi(y) at these n_features, over the pairs of a seeded sample of up to 64 fitted rows (None for
+        estimators without an exact variance). fit warns (UserWarning) when its p95 exceeds `max_relative_error`.
+    degenerate_features_ : the share of feature entries of the sampled rows that are exactly 0 or not finite
+        (underflow or overflow); fit warns when it exceeds `max_degenerate_share`.
     """
+
+    #: fit warns above these (class attributes; set them on an instance to change them). A relative error of 10 means
+    #: the estimate's standard deviation is 10 times the kernel value at the 95th percentile of the sampled pairs (far
+    #: pairs have small kernel values and relative errors above 1 are common; 10 is where the estimate is noise).
+    max_relative_error = 10.0
+    max_degenerate_share = 0.01
 
     def __init__(self, estimator=None, n_features=128, kernel="gaussian", gamma=0.5, sampler="iid",
                  random_state=None):
@@ -95,7 +107,28 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.estimator_, self.draw_, self.seed_ = estimator, draw, seed
         self.n_features_out_ = q.shape[1]
         self._n_features_out = self.n_features_out_  # for get_feature_names_out
+        sample = P[:, np.random.default_rng(seed).permutation(P.shape[1])[: min(P.shape[1], 64)]]
+        self.expected_relative_error_ = _expected_relative_error(estimator, sample, draws)
+        feats = estimator.feature_map(draw, sample, "query", self.kernel)
+        self.degenerate_features_ = float(np.mean((feats == 0) | ~np.isfinite(feats))) if feats.size else 0.0
+        self._warn_if_noisy()
         return self
+
+    def _warn_if_noisy(self):
+        err, bad = self.expected_relative_error_, self.degenerate_features_
+        if bad > self.max_degenerate_share:
+            warnings.warn(
+                f"RandomFeatures({self._name()!r}): {100 * bad:.0f}% of the feature values of the fitted rows are "
+                "exactly 0 or not finite (the exponentials underflow or overflow), so the kernel estimate is "
+                "degenerate (e.g. a kernel diagonal of 0 instead of 1): scale the inputs down (or lower gamma) so that "
+                "gamma |x|^2 is of order 1, or use another estimator", UserWarning, stacklevel=3)
+        elif err is not None and err["p95"] > self.max_relative_error:
+            warnings.warn(
+                f"RandomFeatures({self._name()!r}): the expected relative error of the kernel estimate at "
+                f"n_features={self.n_features} is {err['p95']:.3g} at the 95th percentile of the fitted pairs "
+                f"(median {err['median']:.3g}; above max_relative_error={self.max_relative_error:g}): use more "
+                "features, scale the inputs down (or lower gamma), or another estimator (kestrel advise ranks them)",
+                UserWarning, stacklevel=3)
 
     def transform(self, X):
         """Phi(X): n_samples x n_features_out_, with Phi(X) Phi(Y)^T an unbiased estimate of the kernel matrix."""
@@ -105,3 +138,17 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def _more_tags(self):
         return {"preserves_dtype": [np.float64]}
+
+
+def _expected_relative_error(estimator, S, draws):
+    """Median and 95th percentile over the pairs of the columns of S of sqrt(Var/K^2) at `draws` features, from the
+    estimator's exact variance (kestrel.Estimator.log_var_over_k2); None where it has none."""
+    try:
+        lv = np.asarray(estimator.log_var_over_k2(S, S, features=int(draws)))
+    except (ValueError, RuntimeError):
+        return None
+    with np.errstate(over="ignore"):
+        rel = np.exp(0.5 * lv.ravel())  # exact pairs (-inf) give 0, beyond e^709 inf
+    rel = np.where(np.isnan(rel), np.inf, rel)
+    return {"median": float(np.quantile(rel, 0.5, method="higher")), "p95": float(np.quantile(rel, 0.95, method="higher")), "pairs": int(rel.size)}
+

@@ -214,3 +214,61 @@ def test_classification_and_attention_take_an_estimator_written_in_python():
         kestrel.attention_error(Q, K, V[:10], "pos")
     with pytest.raises(ValueError, match="unknown estimator"):
         kestrel.classify("wine", "no-such-estimator")
+
+
+def _every_dataset(path):
+    import h5py
+
+    names = []
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    return names
+
+
+def _covered(out, name):
+    """A dataset is in read()'s answer under its own path, or as a column of the table of its group (or of the
+    results table above it)."""
+    if name in out:
+        return True
+    group, col = name.rsplit("/", 1)
+    for key in (group, group.rsplit("/", 1)[0]):
+        if isinstance(out.get(key), pd.DataFrame) and col in out[key].columns:
+            return True
+    return False
+
+
+def test_read_returns_every_dataset_and_read_table_finds_its_table(tmp_path):
+    from kestrel import results
+
+    kestrel.reproduce("crt-fig1", str(tmp_path), quick=True)  # 2-D datasets only: read() gave {} before issue 37
+    sweep = str(tmp_path / "s.h5")
+    kestrel.sweep(sweep, sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf", "pos"], mc=8, mc_points=4)
+    for path in (str(tmp_path / "crt-fig1.h5"), sweep):
+        out = results.read(path)
+        missing = [n for n in _every_dataset(path) if not _covered(out, n)]
+        assert not missing, f"{path}: read() left out {missing}"
+    fig1 = results.read(str(tmp_path / "crt-fig1.h5"))
+    assert fig1["/utility"].ndim == 2 and fig1["/utility"].shape[0] == 6  # dims x sum_sq
+    table = results.read_table(sweep)  # the file's results table, found without naming it
+    assert len(table) == 4 and table.columns[0] == "estimator" and set(table.estimator) == {"oprf", "pos"}
+    one = results.read_table(sweep, "/sweep/oprf")
+    assert set(one.estimator) == {"oprf"} and len(one) == 2
+    with pytest.raises(KeyError, match="/variance"):
+        results.read_table(sweep, "/variance")
+
+
+def test_random_features_know_their_expected_error_and_warn(recwarn):
+    import warnings
+
+    X = np.random.default_rng(0).normal(size=(200, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # unit-scale inputs: no warning
+        rf = RandomFeatures(n_features=128, random_state=0).fit(0.3 * X)
+    err = rf.expected_relative_error_
+    assert 0 < err["median"] <= err["p95"] < rf.max_relative_error and err["pairs"] == 64 * 64
+    assert rf.degenerate_features_ == 0
+    with pytest.warns(UserWarning, match=r"exactly 0 or not finite.*scale the inputs"):
+        big = RandomFeatures(n_features=128, random_state=0).fit(30 * X)  # the issue's case: features underflow
+    assert big.degenerate_features_ > 0.5
+    with pytest.warns(UserWarning, match=r"expected relative error.*95th percentile.*more features"):
+        RandomFeatures(estimator="pos", n_features=128, random_state=0).fit(X)

@@ -1,0 +1,247 @@
+// Bad inputs, round two (issue 37): every entry point that writes refuses to replace a file that appeared while it
+// computed, unwritable or empty outputs fail before computing with the system's reason, every flag refuses a value
+// that is not a boolean, and configs are read strictly. Each test drives every CLI subcommand it applies to.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "cli_run.hpp"
+#include "core/error.hpp"
+#include "io/output.hpp"
+
+namespace fs = std::filesystem;
+using kestrel::test::CliRun;
+using kestrel::test::run;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const char* stem) : path(kestrel::test::temp_dir(stem)) {}
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Small queries, keys and values for `kestrel advise` in dir (CSV, 48 tokens, d = 4).
+std::string advise_inputs(const TempDir& dir) {
+  for (const char* name : {"q.csv", "k.csv", "v.csv"}) {
+    std::ofstream f(dir / name);
+    for (int i = 0; i < 48; ++i)
+      for (int j = 0; j < 4; ++j) f << 0.1 * std::sin(1.0 + i * 4 + j + name[0]) << (j == 3 ? "\n" : ",");
+  }
+  return "advise --queries " + (dir / "q.csv") + " --keys " + (dir / "k.csv") + " --values " + (dir / "v.csv") +
+         " --budget 16 --draws 16 --rows 16 --estimators pos --samplers iid --quiet";
+}
+
+// Every command that writes, as "ARGS --out " (the caller appends the path).
+std::vector<std::pair<std::string, std::string>> writers(const TempDir& dir) {
+  return {{"variance", "variance --sigma 0.5 --dim 8 --points 256 --pairs 3 --estimators oprf,gerf --quiet --out "},
+          {"sweep", "sweep --sigma 0.5 --dim 8 --points 128 --pairs 1 --estimators oprf --quiet --out "},
+          {"advise", advise_inputs(dir) + " --out "},
+          {"reproduce", "reproduce crt-fig1 --quick --quiet --out "}};
+}
+
+struct Outcome {
+  int code;
+  std::string err;
+};
+
+// Runs the shell command lines at the same moment (one thread each) and returns their exit codes and stderr.
+std::vector<Outcome> run_together(const std::vector<std::string>& commands, const TempDir& dir) {
+  std::vector<std::thread> threads;
+  std::vector<int> codes(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i)
+    threads.emplace_back([&, i] {
+      const int s = std::system((commands[i] + " >/dev/null 2>" + dir / ("err" + std::to_string(i))).c_str());
+      codes[i] = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+    });
+  for (auto& t : threads) t.join();
+  std::vector<Outcome> out;
+  for (std::size_t i = 0; i < commands.size(); ++i) out.push_back({codes[i], slurp(dir / ("err" + std::to_string(i)))});
+  return out;
+}
+
+}  // namespace
+
+// Item 1: the final step refuses a target that appeared meanwhile, with the up-front check's error.
+TEST(BadInputs, PublishRefusesATargetThatAppearedMeanwhile) {
+  TempDir dir("kestrel_publish");
+  const std::string target = dir / "r.h5", tmp = kestrel::temp_beside(target);
+  { std::ofstream(target) << "first"; }
+  { std::ofstream(tmp) << "second"; }
+  std::string upfront;
+  try {
+    kestrel::check_output(target, false);
+  } catch (const kestrel::InvalidArgument& e) {
+    upfront = e.what();
+  }
+  ASSERT_FALSE(upfront.empty());
+  try {
+    kestrel::publish_output(tmp, target, false);
+    ADD_FAILURE() << "replaced without force";
+  } catch (const kestrel::InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), upfront);
+  }
+  EXPECT_EQ(slurp(target), "first");
+  EXPECT_FALSE(fs::exists(tmp));  // the loser's temporary file is gone
+  { std::ofstream(tmp) << "second"; }
+  kestrel::publish_output(tmp, target, true);  // --force keeps its meaning
+  EXPECT_EQ(slurp(target), "second");
+}
+
+// Item 1, end to end: two runs of every writing command with the same --out (and different seeds) started at once:
+// one writes, the other fails with one line (exit 2 and the "exists" error; a sweep may instead meet the first one's
+// lock), its file is not replaced, and no temporary file is left behind.
+TEST(BadInputs, TwoWritersOfOneOutputStartedTogether) {
+  TempDir dir("kestrel_two_writers");
+  for (const auto& [name, args] : writers(dir)) {
+    const std::string out = dir / (name == "reproduce" ? "repro" : name + ".h5");
+    const std::string cmd = std::string(KESTREL_CLI) + " " + args + out;
+    const auto r = run_together({cmd + " --seed 1", cmd + " --seed 2"}, dir);
+    const int wins = (r[0].code == 0) + (r[1].code == 0);
+    EXPECT_EQ(wins, 1) << name << ": " << r[0].err << " | " << r[1].err;
+    for (const auto& o : r)
+      if (o.code != 0) {
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << name << ": " << o.err;
+        const bool locked = name == "sweep" && o.err.find("another kestrel process") != std::string::npos;
+        if (!locked) {
+          EXPECT_EQ(o.code, 2) << name << ": " << o.err;
+          EXPECT_NE(o.err.find("exists; pass --force to replace it"), std::string::npos) << name << ": " << o.err;
+        }
+      }
+    const fs::path where = name == "reproduce" ? fs::path(out) : dir.path;
+    for (const auto& e : fs::directory_iterator(where))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    if (name == "sweep") continue;  // two sweeps of one output also share its parts: the lock decides
+    // With --force both succeed: the meaning of --force is kept.
+    const auto f = run_together({cmd + " --seed 1 --force", cmd + " --seed 2 --force"}, dir);
+    EXPECT_EQ(f[0].code, 0) << name << ": " << f[0].err;
+    EXPECT_EQ(f[1].code, 0) << name << ": " << f[1].err;
+  }
+}
+
+// Items 4 and 5: unwritable and empty outputs fail at once (before computing) with exit 2, one line naming the path
+// and the system's reason, in every command.
+TEST(BadInputs, UnwritableOutputsFailBeforeComputing) {
+  TempDir dir("kestrel_unwritable");
+  { std::ofstream(dir / "file") << "x"; }
+  const std::vector<std::pair<std::string, std::string>> bad = {{"/proc/x.h5", "No such file or directory"},
+                                                                {dir / "file/x.h5", "Not a directory"},
+                                                                {dir / "missing/x.h5", "No such file or directory"},
+                                                                {"''", "empty"}};
+  for (const auto& [name, args] : writers(dir)) {
+    for (const auto& [path, reason] : bad) {
+      // Large sizes: a run that computed before failing would take minutes.
+      std::string big = args;
+      if (name == "variance" || name == "sweep")
+        big = std::regex_replace(big, std::regex("--points \\d+"), "--points 8192");
+      const auto t0 = std::chrono::steady_clock::now();
+      const CliRun r = run(big + path);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(r.code, 2) << name << " " << path << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << name << " " << path << ": " << r.err;
+      EXPECT_NE(r.err.find(reason), std::string::npos) << name << " " << path << ": " << r.err;
+      if (path != "''") EXPECT_NE(r.err.find(path.substr(0, path.size() - 5)), std::string::npos) << r.err;
+      EXPECT_LT(secs, 5.0) << name << " " << path << ": computed before failing?";
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir / "missing"));
+  EXPECT_EQ(slurp(dir / "file"), "x");
+}
+
+// Every flag of every subcommand (and the global ones) refuses a value that is not a boolean.
+TEST(BadInputs, EveryFlagRefusesANonBooleanValue) {
+  const std::regex flag_line(R"(^\s+(?:-\w,)?(--[a-z0-9-]+)\s{2,}\S)");
+  std::set<std::string> seen;
+  for (const std::string sub : {"", "variance", "sweep", "advise", "reproduce", "estimators", "datasets"}) {
+    const CliRun help = run(sub + " --help");
+    ASSERT_EQ(help.code, 0) << sub;
+    std::stringstream ss(help.out);
+    std::string line;
+    int flags = 0;
+    while (std::getline(ss, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, flag_line) || m[1] == "--help" || m[1] == "--version") continue;
+      ++flags;
+      const std::string f = m[1];
+      seen.insert(f);
+      const CliRun r = run(sub + " " + f + "=2");
+      EXPECT_EQ(r.code, 2) << sub << " " << f << "=2: " << r.out << r.err;
+      EXPECT_NE(r.err.find(f), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("got '2'"), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    if (sub == "variance" || sub == "sweep" || sub == "advise" || sub == "reproduce") EXPECT_GT(flags, 0) << sub;
+  }
+  for (const char* f : {"--full-curve", "--no-timing", "--halve-real", "--force", "--json", "--quick", "--quiet"})
+    EXPECT_TRUE(seen.count(f)) << f << " not found in any --help";
+  // Booleans spelled out are still accepted.
+  EXPECT_EQ(run("variance --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --halve-real=false").code,
+            0);
+}
+
+// Item 2: a config with nothing for the command that reads it is an error naming the sections found, and the other
+// command's section is validated value by value whichever command reads the file.
+TEST(BadInputs, ConfigsAreStrictForBothCommands) {
+  TempDir dir("kestrel_config");
+  const std::string run_args = " --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --config ";
+  const std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> cases = {
+      {"sweep", "[variance]\nsigma = [0.5]\n", {"no [sweep] section", "sections found: [variance]"}},
+      {"variance", "[sweep]\nsigma = [0.5]\n", {"no [variance] section", "sections found: [sweep]"}},
+      {"variance", "# nothing\n", {"no [variance] section", "sections found: none"}},
+      {"sweep", "[sweep]\nsigma = [0.5]\n[variance]\nsigma = [-1]\n", {"c.toml:4:1: sigma", "'-1'"}},
+      {"variance", "[variance]\nsigma = [0.5]\n[sweep]\ndim = [4, 0]\n", {"c.toml:4:1: dim", "'0'"}},
+      {"variance", "[variance]\nsigma = [0.5]\n[sweep]\nestimators = [\"oprff\"]\n", {"did you mean 'oprf'"}},
+      // Item 9: `out` in a config is refused as a command-line option also among other keys (not "--out is required").
+      {"sweep", "[sweep]\nsigma = [0.5]\nout = \"x.h5\"\n", {"'out' is a command-line option"}},
+  };
+  for (const auto& [cmd, text, words] : cases) {
+    { std::ofstream(dir / "c.toml") << text; }
+    const std::string out = cmd == "sweep" && text.find("out =") == std::string::npos ? " --out " + (dir / "s.h5") : "";
+    const CliRun r = run(cmd + run_args + (dir / "c.toml") + out);
+    EXPECT_EQ(r.code, 2) << cmd << " with " << text << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << text << " -> " << r.err;
+    EXPECT_FALSE(fs::exists(dir / "s.h5"));
+  }
+  // Both sections, both valid: each command reads its own.
+  { std::ofstream(dir / "c.toml") << "[variance]\nsigma = 0.5\n[sweep]\nsigma = [0.5, 1]\n"; }
+  EXPECT_EQ(run("variance" + run_args + (dir / "c.toml")).code, 0);
+  EXPECT_EQ(run("sweep" + run_args + (dir / "c.toml") + " --out " + (dir / "s.h5")).code, 0);
+}
+
+// Item 9 (first part): a repeated option is named with both values, not CLI11's "At Most 1 required but received 2".
+TEST(BadInputs, ARepeatedOptionIsNamedWithBothValues) {
+  for (const std::string sub : {"variance", "sweep --out x.h5", "advise --queries q.csv --keys k.csv"}) {
+    const CliRun r = run(sub + " --seed 1 --seed 2");
+    EXPECT_EQ(r.code, 2) << sub << ": " << r.err;
+    EXPECT_NE(r.err.find("given twice ('"), std::string::npos) << sub << ": " << r.err;
+    EXPECT_EQ(r.err.find("At Most"), std::string::npos) << sub << ": " << r.err;
+  }
+  const CliRun r = run("variance --sigma 0.5 --seed 1 --seed 2");
+  EXPECT_NE(r.err.find("--seed is given twice ('1' and '2')"), std::string::npos) << r.err;
+}
+
+// Item 3 (command line): rows whose features underflow or overflow get one warning line; unit-scale rows none.
+TEST(BadInputs, VarianceNamesRowsWithDegenerateFeatures) {
+  const CliRun r = run("variance --sigma 0.5,12 --dim 8 --points 32 --pairs 1 --estimators pos,oprf --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("numerically degenerate features for pos sigma=12"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("sigma=0.5"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const CliRun ok = run("variance --sigma 0.5 --dim 8 --points 32 --pairs 1 --estimators pos,oprf --quiet");
+  EXPECT_EQ(ok.err.find("degenerate"), std::string::npos) << ok.err;
+}
