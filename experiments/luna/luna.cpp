@@ -33,6 +33,7 @@
 #include "estimators/luna/luna.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
+#include "io/luna_file.hpp"
 #include "tasks/classification.hpp"
 
 namespace kestrel::experiments {
