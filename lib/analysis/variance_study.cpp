@@ -290,7 +290,13 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
     for (arma::uword p = 0; p < opt.pairs; ++p) {
       if (progress)
         progress(fmt::format("{}/{} {} sigma={} set pair {}/{}", ++step, steps, opt.regime, sigma, p + 1, opt.pairs));
-      const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p, opt.regime_options);
+      const SetPair sp = draw_regime({.name = opt.regime,
+                                      .dim = opt.dim,
+                                      .points = opt.points,
+                                      .sigma = sigma,
+                                      .seed = opt.seed,
+                                      .pair_index = p,
+                                      .options = opt.regime_options});
       for (std::size_t k = 0; k < row.size(); ++k)
         if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p);
     }
