@@ -41,7 +41,11 @@ const SetPair& data(arma::uword d, arma::uword L) {
   static std::map<std::pair<arma::uword, arma::uword>, SetPair> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find({d, L});
-  if (it == cache.end()) it = cache.emplace(std::make_pair(d, L), draw_regime("normal", d, L, kSigma, 1, 0)).first;
+  if (it == cache.end())
+    it = cache
+             .emplace(std::make_pair(d, L),
+                      draw_regime({.name = "normal", .dim = d, .points = L, .sigma = kSigma, .seed = 1}))
+             .first;
   return it->second;
 }
 
@@ -392,7 +396,8 @@ void dump(const std::filesystem::path& dir) {
   // Issue #19's crt-fig2 cell: the 5 set pairs of `kestrel variance --regime normal --sigma 1 --dim 64 --points 1024
   // --pairs 5` (seed 1), which run.sh times through the CLI and the NumPy peer recomputes.
   for (arma::uword k = 0; k < 5; ++k) {
-    const SetPair c = draw_regime("normal", 64, 1024, 1.0, 1, k);
+    const SetPair c =
+        draw_regime({.name = "normal", .dim = 64, .points = 1024, .sigma = 1.0, .seed = 1, .pair_index = k});
     save_raw(c.X, dir / ("cell_X_" + std::to_string(k) + ".bin"));
     save_raw(c.Y, dir / ("cell_Y_" + std::to_string(k) + ".bin"));
   }

@@ -36,7 +36,13 @@ void bind_data(py::module_& m) {
         SetPair sp;
         {
           py::gil_scoped_release nogil;
-          sp = draw_regime(name, d, L, sigma, seed, pair_index, o);
+          sp = draw_regime({.name = name,
+                            .dim = d,
+                            .points = L,
+                            .sigma = sigma,
+                            .seed = seed,
+                            .pair_index = pair_index,
+                            .options = o});
         }
         return py::make_tuple(mat_out(std::move(sp.X)), mat_out(std::move(sp.Y)));
       },

@@ -1,6 +1,6 @@
 // Python bindings of the studies: kestrel.variance_study(**options) and kestrel.sweep(out, **options) take the
 // options of `kestrel variance` / `kestrel sweep` by the same names ('-' written '_': halve_real, mc_points)
-// from the one table in lib/io/study_options.hpp, so names, defaults and validation equal the command line's.
+// from the one table in lib/frontend/study_options.hpp, so names, defaults and validation equal the command line's.
 // An unknown keyword is a TypeError naming the nearest option; a bad value a ValueError naming it.
 #include <algorithm>
 #include <functional>
@@ -12,9 +12,9 @@
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "io/advise_options.hpp"
+#include "frontend/advise_options.hpp"
+#include "frontend/study_options.hpp"
 #include "io/provenance.hpp"
-#include "io/study_options.hpp"
 #include "tasks/advise.hpp"
 
 namespace py = pybind11;
@@ -95,7 +95,8 @@ StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char*
   return v;
 }
 
-// kestrel.advise's keywords through `kestrel advise`'s table (io/advise_options.hpp); lists for estimators, samplers.
+// kestrel.advise's keywords through `kestrel advise`'s table (frontend/advise_options.hpp); lists for estimators,
+// samplers.
 StudyValues advise_values(const py::kwargs& kw) {
   StudyValues v;
   std::vector<std::string> names;

@@ -225,6 +225,14 @@ TEST_P(Contract, RestoresFromItsStateExactly) {
   }
 }
 
+// The registry's flags say which forms the family's estimators give (the hooks in the family folder).
+TEST_P(Contract, FormFlagsMatchTheEstimator) {
+  if (learned()) GTEST_SKIP() << GetParam() << " is a learned map: no variance";
+  const auto e = fitted();
+  EXPECT_EQ(e->three_point_form().has_value(), find_family(GetParam()).has_three_point_form) << GetParam();
+  EXPECT_EQ(e->isotropic_form().has_value(), find_family(GetParam()).has_isotropic_form) << GetParam();
+}
+
 // The exact variance of K-hat C (analysis/operator_variance.hpp) for every family with a three-point form: with a unit
 // column C = e_j it is the pair variance (deterministic, 1e-9 relative); a signed, a positive and their sum column
 // match the simulator (4.5-SE rule, M = 2: 4 rows x 3 columns = 12 checks at 6.8e-6, 8.2e-5 per family); and

@@ -512,7 +512,8 @@ TEST(DarkStress, AnisoRegimeD64AllLogVariancesFinite) {
     const double sigma = std::sqrt(0.35 / spectrum.max());
     RegimeOptions opt;
     opt.spectrum = spec;
-    const SetPair sp = draw_regime("aniso", d, L, sigma, 23, 0, opt);
+    const SetPair sp =
+        draw_regime({.name = "aniso", .dim = d, .points = L, .sigma = sigma, .seed = 23, .options = opt});
     const arma::mat Lhat = pooled_second_moment(sp.X, sp.Y);
     ASSERT_LT(arma::eig_sym(Lhat).max(), 0.5) << spec;
     for (const char* name : {"dark", "dark-iso", "pos"}) {

@@ -229,12 +229,19 @@ TEST(Regimes, ImagePipelines) {
   norm.preprocess = Preprocess::MnistNorm;
   r255.pixel_scale = 255;
   bil.resize = Resize::Bilinear;
-  const SetPair a = draw_regime("mnist", 64, 500, 1.0, 3, 0, raw), n = draw_regime("mnist", 64, 500, 1.0, 3, 0, norm),
-                s = draw_regime("mnist", 64, 500, 1.0, 3, 0, r255), b = draw_regime("mnist", 64, 500, 1.0, 3, 0, bil);
+  const SetPair a = draw_regime({.name = "mnist", .dim = 64, .points = 500, .sigma = 1.0, .seed = 3, .options = raw}),
+                n = draw_regime({.name = "mnist", .dim = 64, .points = 500, .sigma = 1.0, .seed = 3, .options = norm}),
+                s = draw_regime({.name = "mnist", .dim = 64, .points = 500, .sigma = 1.0, .seed = 3, .options = r255}),
+                b = draw_regime({.name = "mnist", .dim = 64, .points = 500, .sigma = 1.0, .seed = 3, .options = bil});
   EXPECT_TRUE(arma::approx_equal(n.X, (a.X - 0.1307) / 0.3081, "absdiff", 1e-12));
   EXPECT_TRUE(arma::approx_equal(s.X, 255 * a.X, "absdiff", 1e-10));
-  EXPECT_FALSE(arma::approx_equal(b.X, a.X, "absdiff", 1e-3));         // a different kernel, a different cache entry
-  const SetPair g = draw_regime("mnist", 64, 30000, 1.0, 3, 0, glob);  // the whole pool: exact moments
+  EXPECT_FALSE(arma::approx_equal(b.X, a.X, "absdiff", 1e-3));  // a different kernel, a different cache entry
+  const SetPair g = draw_regime({.name = "mnist",
+                                 .dim = 64,
+                                 .points = 30000,
+                                 .sigma = 1.0,
+                                 .seed = 3,
+                                 .options = glob});  // the whole pool: exact moments
   const arma::vec all = arma::join_cols(arma::vectorise(g.X), arma::vectorise(g.Y));
   // Sums of 3.8e6 doubles: rounding of order 1e-11.
   EXPECT_NEAR(arma::mean(all), 0.0, 1e-9);
@@ -245,7 +252,8 @@ TEST(Regimes, ImagePipelines) {
   EXPECT_THROW(parse_preprocess("standardise"), InvalidArgument);
   RegimeOptions bad;
   bad.pixel_scale = 2;
-  EXPECT_THROW(draw_regime("mnist", 64, 10, 1.0, 1, 0, bad), InvalidArgument);
+  EXPECT_THROW(draw_regime({.name = "mnist", .dim = 64, .points = 10, .sigma = 1.0, .seed = 1, .options = bad}),
+               InvalidArgument);
 }
 
 TEST(Images, RealMnistAndCifarHaveTheirDocumentedClassCounts) {
@@ -272,7 +280,7 @@ TEST(Images, RealMnistAndCifarHaveTheirDocumentedClassCounts) {
 
 TEST(Regimes, ImageRegimesDrawDisjointSetsAndPreprocess) {
   for (const char* r : {"mnist", "cifar10", "mnist/cifar10", "fashion-mnist"}) {
-    const SetPair p = draw_regime(r, 64, 300, 0.5, 1, 0);
+    const SetPair p = draw_regime({.name = r, .dim = 64, .points = 300, .sigma = 0.5, .seed = 1});
     EXPECT_EQ(p.X.n_cols, 300u);
     for (arma::uword i = 0; i < p.X.n_cols; ++i)
       for (arma::uword j = 0; j < p.Y.n_cols; ++j)
@@ -282,12 +290,15 @@ TEST(Regimes, ImageRegimesDrawDisjointSetsAndPreprocess) {
   }
   RegimeOptions centred;
   centred.preprocess = Preprocess::Center;
-  const SetPair c = draw_regime("mnist", 64, 2000, 1.0, 1, 0, centred);
+  const SetPair c =
+      draw_regime({.name = "mnist", .dim = 64, .points = 2000, .sigma = 1.0, .seed = 1, .options = centred});
   EXPECT_LT(c.X.min(), 0.0);  // centred pixels take both signs
-  EXPECT_THROW(draw_regime("mnist", 50, 10, 1.0, 1, 0), InvalidArgument);
+  EXPECT_THROW(draw_regime({.name = "mnist", .dim = 50, .points = 10, .sigma = 1.0, .seed = 1}), InvalidArgument);
   RegimeOptions missing;
   missing.data_dir = "/nonexistent";
-  expect_io_error([&] { draw_regime("mnist", 64, 10, 1.0, 1, 0, missing); }, "install-data.sh");
+  expect_io_error(
+      [&] { draw_regime({.name = "mnist", .dim = 64, .points = 10, .sigma = 1.0, .seed = 1, .options = missing}); },
+      "install-data.sh");
 }
 
 TEST(Regimes, AnisotropicSpectrumAndRank) {
@@ -296,11 +307,11 @@ TEST(Regimes, AnisotropicSpectrumAndRank) {
   EXPECT_NEAR(arma::mean(g), 1.0, 1e-14);
   RegimeOptions o;
   o.spectrum = "rank:3";
-  const SetPair p = draw_regime("aniso", 8, 50, 2.0, 1, 0, o);
+  const SetPair p = draw_regime({.name = "aniso", .dim = 8, .points = 50, .sigma = 2.0, .seed = 1, .options = o});
   EXPECT_EQ(arma::rank(p.X), 3u);
   // E|x|^2 = sigma^2 trace(Lambda) = sigma^2 d: check the mean over 4000 points within 4.5 SE.
   o.spectrum = "geometric:50";
-  const SetPair q = draw_regime("aniso", 8, 4000, 2.0, 1, 0, o);
+  const SetPair q = draw_regime({.name = "aniso", .dim = 8, .points = 4000, .sigma = 2.0, .seed = 1, .options = o});
   const arma::rowvec n2 = arma::sum(arma::square(q.X), 0);
   EXPECT_LT(std::abs(arma::mean(n2) - 4.0 * 8), 4.5 * arma::stddev(n2) / std::sqrt(4000.0));
   EXPECT_THROW(parse_spectrum("geometric:0.5", 4), InvalidArgument);
@@ -313,7 +324,7 @@ TEST(Regimes, ClusteredAndFileRegimes) {
   RegimeOptions o;
   o.clusters = 2;
   o.cluster_radius = 5.0;
-  const SetPair p = draw_regime("clustered", 10, 100, 0.1, 2, 0, o);
+  const SetPair p = draw_regime({.name = "clustered", .dim = 10, .points = 100, .sigma = 0.1, .seed = 2, .options = o});
   // Points sit within a few sigma of a centre at radius 5.
   const arma::rowvec nx = arma::sqrt(arma::sum(arma::square(p.X), 0));
   EXPECT_GT(nx.min(), 4.0);
@@ -324,13 +335,15 @@ TEST(Regimes, ClusteredAndFileRegimes) {
     for (int i = 0; i < 40; ++i) out << i << "," << -i << "," << 0.5 * i << "\n";
   }
   o.x_file = f.string();
-  const SetPair q = draw_regime("file", 3, 20, 2.0, 3, 0, o);
+  const SetPair q = draw_regime({.name = "file", .dim = 3, .points = 20, .sigma = 2.0, .seed = 3, .options = o});
   EXPECT_EQ(q.X.n_cols, 20u);
-  EXPECT_EQ(arma::accu(q.X.row(0) + q.X.row(1)), 0.0);                      // rows (i, -i, i/2) times sigma
-  EXPECT_THROW(draw_regime("file", 4, 20, 1.0, 3, 0, o), InvalidArgument);  // d mismatch
-  EXPECT_THROW(draw_regime("file", 3, 21, 1.0, 3, 0, o), InvalidArgument);  // 42 > 40 rows
+  EXPECT_EQ(arma::accu(q.X.row(0) + q.X.row(1)), 0.0);  // rows (i, -i, i/2) times sigma
+  EXPECT_THROW(draw_regime({.name = "file", .dim = 4, .points = 20, .sigma = 1.0, .seed = 3, .options = o}),
+               InvalidArgument);  // d mismatch
+  EXPECT_THROW(draw_regime({.name = "file", .dim = 3, .points = 21, .sigma = 1.0, .seed = 3, .options = o}),
+               InvalidArgument);  // 42 > 40 rows
   fs::remove(f);
-  EXPECT_THROW(draw_regime("moon", 3, 2, 1.0, 1, 0), InvalidArgument);
+  EXPECT_THROW(draw_regime({.name = "moon", .dim = 3, .points = 2, .sigma = 1.0, .seed = 1}), InvalidArgument);
   EXPECT_THROW(parse_preprocess("whiten"), InvalidArgument);
 }
 

@@ -69,7 +69,9 @@ SetPair aniso_pair(arma::uword d, arma::uword L, std::uint64_t seed) {
 std::vector<std::pair<std::string, SetPair>> venn_sets(arma::uword d, arma::uword L) {
   std::vector<std::pair<std::string, SetPair>> v;
   for (const char* r : {"normal", "sphere", "heterogen"})
-    for (double sigma : {0.5, 1.0}) v.push_back({fmt::format("{}/{}", r, sigma), draw_regime(r, d, L, sigma, 5, 0)});
+    for (double sigma : {0.5, 1.0})
+      v.push_back(
+          {fmt::format("{}/{}", r, sigma), draw_regime({.name = r, .dim = d, .points = L, .sigma = sigma, .seed = 5})});
   v.push_back({"aniso", aniso_pair(d, L, 6)});
   return v;
 }
@@ -372,7 +374,7 @@ TEST(Derf, SaderfConstantCoordinates) {
 }
 
 TEST(Derf, ParamsJsonRecordsTheFit) {
-  const SetPair sp = draw_regime("heterogen", 8, 32, 0.5, 1, 0);
+  const SetPair sp = draw_regime({.name = "heterogen", .dim = 8, .points = 32, .sigma = 0.5, .seed = 1});
   const auto a = make_estimator("aderf", sp.X, sp.Y);
   const auto s = make_estimator("sderf", sp.X, sp.Y);
   const auto sa = make_estimator("saderf", sp.X, sp.Y);
@@ -437,7 +439,7 @@ TEST(Derf, BadInput) {
 }
 
 TEST(Derf, StressNormalRegimeD64Sigma1AllLogVariancesFinite) {
-  const SetPair sp = draw_regime("normal", 64, 256, 1.0, 7, 0);
+  const SetPair sp = draw_regime({.name = "normal", .dim = 64, .points = 256, .sigma = 1.0, .seed = 7});
   for (const char* name : {"aderf", "sderf", "saderf"}) {
     const auto e = make_estimator(name, sp.X, sp.Y);
     const arma::mat lv = log_variance(*e, Kernel::softmax(), sp.X, sp.Y);

@@ -205,7 +205,7 @@ TEST(DiscreteClosedForm, GeometricSphereRegimeSmallSigmaMatches50DigitReference)
   // is ~1e-10, and the log of the rounded product of the 64 factors I0(z_l) = 1 + O(1e-12) lost ~d eps ~ 1e-14
   // absolute, ~1e-4 in log(Var/K^2). Tolerance 1e-8 in the log (measured ~1e-13 with the product kept as prod - 1);
   // all 16 x 16 pairs, fitted p and a fixed p = 0.3 (H ~ d log(1/p), no cancellation).
-  const SetPair sp = draw_regime("sphere", 64, 16, 1e-5, 2, 0);
+  const SetPair sp = draw_regime({.name = "sphere", .dim = 64, .points = 16, .sigma = 1e-5, .seed = 2});
   const auto fitted = make_estimator("geom", sp.X, sp.Y);
   const DiscreteEstimator fixed("geom-0.3", 64, kGeom03);
   for (const Estimator* e : std::vector<const Estimator*>{fitted.get(), &fixed}) {
@@ -311,7 +311,7 @@ TEST(DiscreteFit, LambdaStarMinimisesTheMeanLogSecondMomentOverAGrid) {
   // evaluate that brute force over pairs (sum of (x_l y_l - lambda)^2 / lambda) on a grid of lambda.
   for (const char* regime : {"normal", "sphere", "heterogen"}) {
     for (double sigma : {0.25, 1.0}) {
-      const SetPair sp = draw_regime(regime, 8, 30, sigma, 4, 0);
+      const SetPair sp = draw_regime({.name = regime, .dim = 8, .points = 30, .sigma = sigma, .seed = 4});
       const double ls = poisson_lambda_star(discrete_stats(sp.X, sp.Y));
       auto brute = [&](double lambda) {
         double s = 0;
@@ -333,7 +333,7 @@ TEST(DiscreteFit, LambdaStarMinimisesTheMeanLogSecondMomentOverAGrid) {
 TEST(DiscreteFit, BrentPIsNotImprovedByPerturbationsOrAGrid) {
   for (const char* regime : {"normal", "sphere", "heterogen"}) {
     for (double sigma : {0.05, 0.25, 1.0, 2.0}) {
-      const SetPair sp = draw_regime(regime, 16, 64, sigma, 3, 0);
+      const SetPair sp = draw_regime({.name = regime, .dim = 16, .points = 64, .sigma = sigma, .seed = 3});
       for (bool plus : {false, true}) {
         arma::mat X = sp.X, Y = sp.Y;
         if (plus) {
@@ -445,7 +445,7 @@ TEST(Discrete, BadInput) {
 }
 
 TEST(DiscreteStress, NormalRegimeD64Sigma1AllLogVariancesFinite) {
-  const SetPair sp = draw_regime("normal", 64, 256, 1.0, 7, 0);
+  const SetPair sp = draw_regime({.name = "normal", .dim = 64, .points = 256, .sigma = 1.0, .seed = 7});
   for (const char* name : {"pois", "geom", "pois+", "geom+"}) {
     const auto e = make_estimator(name, sp.X, sp.Y);
     for (const Kernel& k : {Kernel::softmax(), Kernel::gaussian()}) {

@@ -80,7 +80,7 @@ TEST(Gerf, TinyVarianceMatches50DigitReference) {
 TEST(Gerf, SphereRegimeD64SmallSigmaFittedLogVarianceMatches50DigitReference) {
   // The case of issue #21: sphere regime, d = 64, sigma = 0.001, where the fitted GERF has Var/K^2 ~ 1e-12. Every
   // pair of a 24 x 24 block against the 50-digit reference (tolerance 1e-9 in the log, as above), for GERF and OPRF.
-  const SetPair sp = draw_regime("sphere", 64, 24, 0.001, 1, 0);
+  const SetPair sp = draw_regime({.name = "sphere", .dim = 64, .points = 24, .sigma = 0.001, .seed = 1});
   for (const char* name : {"gerf", "oprf"}) {
     const auto e = make_estimator(name, sp.X, sp.Y);
     const GerfParams p = dynamic_cast<const GerfEstimator&>(*e).gerf_params();
@@ -108,7 +108,7 @@ TEST(Gerf, LogVarianceFiniteAndExactAtEMinus300AndE300) {
 
 TEST(Gerf, StressNormalRegimeD64Sigma1AllLogVariancesFinite) {
   // Normal regime, d = 64, sigma = 1: log-variances around 80 and above; every one must be finite.
-  const SetPair sp = draw_regime("normal", 64, 256, 1.0, 7, 0);
+  const SetPair sp = draw_regime({.name = "normal", .dim = 64, .points = 256, .sigma = 1.0, .seed = 7});
   for (const char* name : {"trig", "trig-real", "pos", "gerf", "oprf"}) {
     const auto e = make_estimator(name, sp.X, sp.Y);
     const arma::mat lv = log_variance(*e, Kernel::softmax(), sp.X, sp.Y);
@@ -148,7 +148,7 @@ TEST(Oprf, RhoStarMinimisesTheAveragedVariance) {
 TEST(GerfFit, NoWorseThanTrigPosOprfOrNearbyPoints) {
   for (const char* regime : {"normal", "sphere", "heterogen"}) {
     for (double sigma : {0.1, 0.5, 1.0}) {
-      const SetPair sp = draw_regime(regime, 16, 64, sigma, 3, 0);
+      const SetPair sp = draw_regime({.name = regime, .dim = 16, .points = 64, .sigma = sigma, .seed = 3});
       const HomogeneityStats st = homogeneity_stats(sp.X, sp.Y);
       const GerfParams g = fit_gerf(st);
       const double f = gerf_objective(g, st);
@@ -168,7 +168,7 @@ TEST(GerfFit, NoWorseThanTrigPosOprfOrNearbyPoints) {
 
 TEST(GerfFit, RealOptimumGivesPositiveRealFeatures) {
   // In the normal regime at sigma = 1 the optimum is real with s = +1 (GERF coincides with OPRF).
-  const SetPair sp = draw_regime("normal", 16, 128, 1.0, 5, 0);
+  const SetPair sp = draw_regime({.name = "normal", .dim = 16, .points = 128, .sigma = 1.0, .seed = 5});
   const auto g = make_estimator("gerf", sp.X, sp.Y);
   const auto& p = dynamic_cast<const GerfEstimator&>(*g).gerf_params();
   EXPECT_EQ(p.A.imag(), 0.0);

@@ -17,7 +17,7 @@ TEST(HalveReal, FamiliesDeclaredRealNeverHaveComplexFeatures) {
   int n_complex = 0;
   for (const char* regime : {"normal", "sphere", "heterogen"}) {
     for (double sigma : {0.001, 0.1, 0.2}) {
-      const SetPair sp = draw_regime(regime, 8, 16, sigma, 4, 0);
+      const SetPair sp = draw_regime({.name = regime, .dim = 8, .points = 16, .sigma = sigma, .seed = 4});
       for (const auto& f : estimator_families()) {
         if (f.kind == Kind::Learned) continue;  // no variance, not in a variance study
         const auto e = make_estimator(f.name, sp.X, sp.Y);

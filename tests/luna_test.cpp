@@ -15,6 +15,7 @@
 #include "estimators/luna/fit.hpp"
 #include "estimators/luna/luna.hpp"
 #include "io/hdf5.hpp"
+#include "io/luna_file.hpp"
 #include "tasks/classification.hpp"
 #include "test_util.hpp"
 

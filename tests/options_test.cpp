@@ -1,5 +1,5 @@
 // The options front-end (issue #15 items 1-3): strict parsing (core/parse.hpp), the one study options table
-// with its strict TOML reader (io/study_options.hpp), points files (data/points_file.hpp), sweeps over one's
+// with its strict TOML reader (frontend/study_options.hpp), points files (data/points_file.hpp), sweeps over one's
 // own data and their extension, and "DumbInputs": malformed command lines across variance, sweep, reproduce
 // and datasets, each exiting 2 with one line naming the offending value and creating or changing no file.
 #include <gtest/gtest.h>
@@ -19,9 +19,9 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "data/points_file.hpp"
+#include "frontend/study_options.hpp"
 #include "io/hdf5.hpp"
 #include "io/hdf5_reader.hpp"
-#include "io/study_options.hpp"
 
 namespace fs = std::filesystem;
 using namespace kestrel;

@@ -26,6 +26,7 @@
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
 #include "io/hdf5_reader.hpp"
+#include "io/luna_file.hpp"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "data/points_file.hpp"
-#include "io/advise_options.hpp"
+#include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"

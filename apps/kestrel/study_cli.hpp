@@ -1,4 +1,4 @@
-// Command-line front-end of the study options table (io/study_options.hpp) for `variance` and `sweep`:
+// Command-line front-end of the study options table (frontend/study_options.hpp) for `variance` and `sweep`:
 // registers every option of the table and --config, and after parsing collects the given values (the TOML
 // file first, the command line over it) for the builders.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "io/study_options.hpp"
+#include "frontend/study_options.hpp"
 
 namespace kestrel::cli {
 

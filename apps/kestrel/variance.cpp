@@ -3,6 +3,8 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -37,7 +39,7 @@ void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const 
   write_h5(h5, "/variance", results, opt);
 }
 
-void print_table(const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
+void print_table(const std::vector<ResultRow>& rows, const VarianceStudyOptions& opt) {
   std::cout << fmt::format(
       "regime={} d={} L={} pairs={} kernel={} M={}{} seed={}{}  (natural logs, mean +- std over "
       "all pairs)\n",
@@ -54,28 +56,47 @@ void print_table(const std::vector<VarianceResult>& results, const VarianceStudy
     std::cout << fmt::format("quantity={} values={} value-dim={}: mean +- std over {}\n", to_string(opt.quantity),
                              opt.values, opt.value_dim,
                              att ? "rows of K-hat V / K-hat 1 (delta method)" : "entries of K-hat V");
-  std::cout << fmt::format("{:<10} {:>6} {:>22} {:>22}", "estimator", "sigma", att ? "log MSE" : "log Var",
-                           att  ? "log(MSE/|Y|)"
-                           : kc ? "log(Var/|KV|)"
-                                : "log(Var/K)");
-  if (opt.mc_reps) std::cout << fmt::format(" {:>12} {:>12} {:>8}", "MC log Var", "exact(sub)", "in 3se");
+  // The columns shown are those of the result table (analysis/variance_study.hpp) with a CLI format.
+  const auto header = [&](std::string h) {
+    for (const auto& [key, value] : {std::pair<std::string, std::string>{"{Var}", att ? "MSE" : "Var"},
+                                     {"{K}", att  ? "|Y|"
+                                             : kc ? "|KV|"
+                                                  : "K"}})
+      if (const auto at = h.find(key); at != std::string::npos) h.replace(at, key.size(), value);
+    return h;
+  };
+  const auto spread = [](const ResultColumn& c) -> const ResultColumn& {
+    for (const auto& s : result_columns())
+      if (s.when == c.when && std::string(s.json) == c.spread) return s;
+    throw std::logic_error(fmt::format("result column {}: no spread column {}", c.json, c.spread));
+  };
+  std::cout << fmt::format("{:<10} {:>6}", "estimator", "sigma");
+  for (const auto& c : result_columns()) {
+    if (c.cli == CliFormat::None || (c.when == ColumnWhen::Mc && !opt.mc_reps)) continue;
+    const int width = c.cli == CliFormat::MeanStd ? 22 : c.cli == CliFormat::Number ? 12 : 8;
+    std::cout << fmt::format(" {:>{}}", header(c.cli_header), width);
+  }
   std::cout << '\n';
-  for (const auto& r : results) {
+  for (const auto& r : rows) {
     if (r.status != Status::Ok) {
       std::cout << fmt::format("{:<10} {:>6.3g} {}: {}\n", r.estimator, r.sigma, to_string(r.status), r.reason);
       continue;
     }
-    std::cout << fmt::format("{:<10} {:>6.3g} {:>12.4f} +- {:<7.3f} {:>12.4f} +- {:<7.3f}", r.estimator, r.sigma,
-                             r.summary.log_var.mean, r.summary.log_var.stddev(), r.summary.log_rel_var.mean,
-                             r.summary.log_rel_var.stddev());
-    if (r.mc)
-      std::cout << fmt::format(" {:>12.4f} {:>12.4f} {:>7.1f}%", r.mc->log_var_mc.mean, r.mc->log_var_exact.mean,
-                               100 * r.mc->frac_var_within_3se);
-    if (r.mc && !r.mc->trusted()) std::cout << (att ? " PREDICTION OFF" : " MC UNTRUSTED");
-    if (r.summary.n_exact)
-      std::cout << fmt::format("  ({} exact {} left out)", r.summary.n_exact, att ? "rows" : kc ? "entries" : "pairs");
-    if (r.summary.n_flagged)
-      std::cout << fmt::format("  ({} rows outside the delta method's range)", r.summary.n_flagged);
+    std::cout << fmt::format("{:<10} {:>6.3g}", r.estimator, r.sigma);
+    for (const auto& c : result_columns()) {
+      if (c.cli == CliFormat::MeanStd)
+        std::cout << fmt::format(" {:>12.4f} +- {:<7.3f}", c.real(r), spread(c).real(r));
+      else if (c.when == ColumnWhen::Mc && !r.mc)
+        continue;
+      else if (c.cli == CliFormat::Number)
+        std::cout << fmt::format(" {:>12.4f}", c.real(r));
+      else if (c.cli == CliFormat::Percent)
+        std::cout << fmt::format(" {:>7.1f}%", 100 * c.real(r));
+    }
+    if (r.mc && !r.mc->trusted) std::cout << (att ? " PREDICTION OFF" : " MC UNTRUSTED");
+    if (r.n_exact)
+      std::cout << fmt::format("  ({} exact {} left out)", r.n_exact, att ? "rows" : kc ? "entries" : "pairs");
+    if (r.n_flagged) std::cout << fmt::format("  ({} rows outside the delta method's range)", r.n_flagged);
     if (r.empirical_reps) std::cout << "  (Monte Carlo estimate: no exact formula)";
     std::cout << '\n';
   }
@@ -167,7 +188,9 @@ Action add_variance(CLI::App& app, const Global& g) {
       for (const auto& r : results) j["results"].push_back(to_json(r, a->opt));
       std::cout << j.dump(2) << '\n';
     } else {
-      print_table(results, a->opt);
+      std::vector<ResultRow> rows;
+      for (const auto& r : results) rows.push_back(result_row(r, a->opt));
+      print_table(rows, a->opt);
     }
   };
 }

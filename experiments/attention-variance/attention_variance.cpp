@@ -52,7 +52,7 @@ double log_sum(const arma::vec& logs) {
 std::vector<std::string> closed_form_positive(const arma::mat& Qs, const arma::mat& Ks) {
   std::vector<std::string> out;
   for (const auto& f : estimator_families())
-    if (f.kind == Kind::Random && f.three_point_form && fit_attention_estimator(f.name, Qs, Ks)->info().positive)
+    if (f.kind == Kind::Random && f.has_three_point_form && fit_attention_estimator(f.name, Qs, Ks)->info().positive)
       out.push_back(f.name);
   return out;
 }

@@ -204,7 +204,8 @@ Timing timing_study(const Options& opt, const Setup& s, H5Writer& h5) {
   for (double Ld : Ls) {
     const arma::uword n = static_cast<arma::uword>(Ld);
     opt.say(fmt::format("attention: timing L = {}", n));
-    const SetPair sp = draw_regime("normal", d, n, 1.0, opt.seed, 1);
+    const SetPair sp =
+        draw_regime({.name = "normal", .dim = d, .points = n, .sigma = 1.0, .seed = opt.seed, .pair_index = 1});
     Rng vrng(opt.seed, Stream::Data, 2000);
     const arma::mat V = vrng.normal_matrix(n, dv);
     const int reps = n >= 4096 ? 2 : 3;

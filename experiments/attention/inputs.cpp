@@ -25,7 +25,8 @@ std::vector<AttentionInput> attention_inputs(const Options& opt, arma::uword d, 
     ro.preprocess = in.preprocess;
     ro.spectrum = "geometric:100";
     in.spectrum = in.regime == "aniso" ? ro.spectrum : std::string("-");
-    SetPair sp = draw_regime(in.regime, d, L, in.sigma, opt.seed, 0, ro);
+    SetPair sp =
+        draw_regime({.name = in.regime, .dim = d, .points = L, .sigma = in.sigma, .seed = opt.seed, .options = ro});
     in.lambda_max = arma::eig_sym(pooled_second_moment(attention_scaled(sp.X), attention_scaled(sp.Y))).max();
     if (in.preprocess != Preprocess::Raw) {
       const double f = std::sqrt(kImageLambda / in.lambda_max);

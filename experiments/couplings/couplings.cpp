@@ -47,7 +47,7 @@ Grid grid_of(const Options& opt) {
 std::vector<std::string> isotropic_families() {
   std::vector<std::string> out;
   for (const auto& f : estimator_families())
-    if (f.kind == Kind::Random && f.isotropic_form) out.push_back(f.name);
+    if (f.kind == Kind::Random && f.has_isotropic_form) out.push_back(f.name);
   return out;
 }
 

@@ -41,7 +41,8 @@ void run_radius(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
     RegimeOptions ro;
     ro.clusters = 2;
     ro.cluster_radius = c.radius;
-    const SetPair sp = draw_regime("clustered", d, L, c.sigma, opt.seed, 0, ro);
+    const SetPair sp =
+        draw_regime({.name = "clustered", .dim = d, .points = L, .sigma = c.sigma, .seed = opt.seed, .options = ro});
     std::map<std::string, double> at_max;
     for (const auto& name : ests) {
       opt.say(fmt::format("hrf-fig6: {} {}", c.name, name));

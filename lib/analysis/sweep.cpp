@@ -196,6 +196,96 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   return run_sweep(opt, provenance, progress, one);
 }
 
+namespace {
+
+// Computes this rank's static share of the grid points into the parts directory (points i = rank, rank + N, ...);
+// finished parts are skipped. Counts go into `report`; an error is thrown to the caller.
+void compute_share(const SweepOptions& opt, const std::vector<GridPoint>& points, const fs::path& parts,
+                   const SweepGroup& group, const std::function<void(const std::string&)>& progress,
+                   SweepReport& report) {
+  const bool may_stop = opt.stop_after && (opt.stop_rank < 0 || opt.stop_rank == group.rank());
+  const std::size_t share = (points.size() - group.rank() + group.size() - 1) / group.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t done = 0;
+  for (std::size_t i = group.rank(); i < points.size(); i += group.size()) {
+    ++done;
+    const GridPoint& p = points[i];
+    const fs::path part = parts / p.file();
+    if (fs::exists(part)) {
+      ++report.resumed;
+      continue;
+    }
+    if (may_stop && report.computed == opt.stop_after) {
+      if (opt.stop_killed) std::raise(SIGKILL);
+      throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
+    }
+    if (progress) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::size_t left = share - done + 1;
+      progress(fmt::format("grid point {}/{} {}{}", done, share, p.label(),
+                           report.computed ? ", ETA " + duration(secs / report.computed * left) : ""));
+    }
+    VarianceStudyOptions vo = opt.base;
+    vo.sigmas = {p.sigma}, vo.dim = p.dim, vo.points = p.points, vo.features = p.features;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : run_variance_study(vo)) rows.push_back(to_json(r, vo));
+    write_atomic(part, rows.dump());
+    ++report.computed;
+  }
+}
+
+// Rank 0: sums every rank's outcome (JSON {error, computed, resumed}) into `report` and throws naming the failed
+// ranks and the lost grid points when a part is missing.
+void check_complete(const std::vector<std::string>& outcomes, const std::vector<GridPoint>& points,
+                    const fs::path& parts, SweepReport& report) {
+  report.computed = report.resumed = 0;
+  std::vector<std::string> failed;
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    const auto o = nlohmann::json::parse(outcomes[r]);
+    report.computed += o["computed"].get<std::size_t>(), report.resumed += o["resumed"].get<std::size_t>();
+    if (!o["error"].get<std::string>().empty())
+      failed.push_back(fmt::format("rank {}: {}", r, o["error"].get<std::string>()));
+  }
+  std::vector<std::string> lost;
+  for (const auto& p : points)
+    if (!fs::exists(parts / p.file())) lost.push_back(p.label());
+  if (failed.empty() && lost.empty()) return;
+  constexpr std::size_t kShown = 20;
+  std::string names;
+  for (std::size_t i = 0; i < lost.size() && i < kShown; ++i) names += (i ? "; " : "") + lost[i];
+  if (lost.size() > kShown) names += fmt::format("; and {} more", lost.size() - kShown);
+  throw IoError(
+      fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
+                  "rerun the same command (any number of ranks) to compute only the lost ones",
+                  failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(), points.size(),
+                  names, parts.string()));
+}
+
+// Rank 0: the finished HDF5 file from the parts (the table and the resume record), then the parts are removed.
+void write_sweep_file(const SweepOptions& opt, const nlohmann::json& provenance, const nlohmann::json& options,
+                      const std::vector<GridPoint>& points, const fs::path& parts, int ranks,
+                      const SweepReport& report) {
+  H5Writer h5(opt.out, opt.force || sweep_extends(opt));  // otherwise a file that appeared meanwhile is kept
+  write_provenance(h5, provenance);
+  h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(ranks));
+  h5.attr("/", "layout",
+          "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
+          "each column with its description; rows whose status is not 0 (ok) say why in reason");
+  write_table(h5, "/sweep", report.rows, opt.base.estimators);
+  nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
+  for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
+  h5.write_text("/sweep/resume", record.dump());
+  h5.describe("/sweep/resume",
+              "JSON: the options (but the grid axes) and every grid point's results, so that the same sweep with "
+              "more grid values computes only the new points",
+              "none (a JSON string)");
+  h5.commit();
+  std::error_code ec;
+  fs::remove_all(parts, ec);
+}
+
+}  // namespace
+
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                       const std::function<void(const std::string&)>& progress, SweepGroup& group) {
   validate(opt);
@@ -212,41 +302,12 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   if (progress && reused)
     progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
 
-  // This rank's static share. An error stops this rank only: the others finish their shares, so a
-  // rerun has as little as possible left to do.
+  // An error stops this rank only: the others finish their shares, so a rerun has as little as possible left to do.
   SweepReport report;
   std::exception_ptr failure;
   std::string err;
   try {
-    const bool may_stop = opt.stop_after && (opt.stop_rank < 0 || opt.stop_rank == group.rank());
-    const std::size_t share = (points.size() - group.rank() + group.size() - 1) / group.size();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::size_t done = 0;
-    for (std::size_t i = group.rank(); i < points.size(); i += group.size()) {
-      ++done;
-      const GridPoint& p = points[i];
-      const fs::path part = parts / p.file();
-      if (fs::exists(part)) {
-        ++report.resumed;
-        continue;
-      }
-      if (may_stop && report.computed == opt.stop_after) {
-        if (opt.stop_killed) std::raise(SIGKILL);
-        throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
-      }
-      if (progress) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const std::size_t left = share - done + 1;
-        progress(fmt::format("grid point {}/{} {}{}", done, share, p.label(),
-                             report.computed ? ", ETA " + duration(secs / report.computed * left) : ""));
-      }
-      VarianceStudyOptions vo = opt.base;
-      vo.sigmas = {p.sigma}, vo.dim = p.dim, vo.points = p.points, vo.features = p.features;
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto& r : run_variance_study(vo)) rows.push_back(to_json(r, vo));
-      write_atomic(part, rows.dump());
-      ++report.computed;
-    }
+    compute_share(opt, points, parts, group, progress, report);
   } catch (const std::exception& e) {
     failure = std::current_exception();
     err = e.what();
@@ -266,51 +327,12 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     if (failure) std::rethrow_exception(failure);
     return report;
   }
-  report.computed = report.resumed = 0;
-  std::vector<std::string> failed;
-  for (std::size_t r = 0; r < outcomes.size(); ++r) {
-    const auto o = nlohmann::json::parse(outcomes[r]);
-    report.computed += o["computed"].get<std::size_t>(), report.resumed += o["resumed"].get<std::size_t>();
-    if (!o["error"].get<std::string>().empty())
-      failed.push_back(fmt::format("rank {}: {}", r, o["error"].get<std::string>()));
-  }
-  std::vector<std::string> lost;
-  for (const auto& p : points)
-    if (!fs::exists(parts / p.file())) lost.push_back(p.label());
-  if (!failed.empty() || !lost.empty()) {
-    constexpr std::size_t kShown = 20;
-    std::string names;
-    for (std::size_t i = 0; i < lost.size() && i < kShown; ++i) names += (i ? "; " : "") + lost[i];
-    if (lost.size() > kShown) names += fmt::format("; and {} more", lost.size() - kShown);
-    throw IoError(
-        fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
-                    "rerun the same command (any number of ranks) to compute only the lost ones",
-                    failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(), points.size(),
-                    names, parts.string()));
-  }
-
+  check_complete(outcomes, points, parts, report);
   for (const auto& p : points)
     for (const auto& r : nlohmann::json::parse(read_text(parts / p.file()))) report.rows.push_back(row_from_json(r));
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
-
   report.undefined = undefined_summary(report.rows);
-  H5Writer h5(opt.out, opt.force || sweep_extends(opt));  // otherwise a file that appeared meanwhile is kept
-  write_provenance(h5, provenance);
-  h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(group.size()));
-  h5.attr("/", "layout",
-          "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
-          "each column with its description; rows whose status is not 0 (ok) say why in reason");
-  write_table(h5, "/sweep", report.rows, opt.base.estimators);
-  nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
-  for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
-  h5.write_text("/sweep/resume", record.dump());
-  h5.describe("/sweep/resume",
-              "JSON: the options (but the grid axes) and every grid point's results, so that the same sweep with "
-              "more grid values computes only the new points",
-              "none (a JSON string)");
-  h5.commit();
-  std::error_code ec;
-  fs::remove_all(parts, ec);
+  write_sweep_file(opt, provenance, options, points, parts, group.size(), report);
   return report;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "analysis/attention_variance.hpp"
 #include "analysis/montecarlo.hpp"
@@ -290,7 +292,13 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
     for (arma::uword p = 0; p < opt.pairs; ++p) {
       if (progress)
         progress(fmt::format("{}/{} {} sigma={} set pair {}/{}", ++step, steps, opt.regime, sigma, p + 1, opt.pairs));
-      const SetPair sp = draw_regime(opt.regime, opt.dim, opt.points, sigma, opt.seed, p, opt.regime_options);
+      const SetPair sp = draw_regime({.name = opt.regime,
+                                      .dim = opt.dim,
+                                      .points = opt.points,
+                                      .sigma = sigma,
+                                      .seed = opt.seed,
+                                      .pair_index = p,
+                                      .options = opt.regime_options});
       for (std::size_t k = 0; k < row.size(); ++k)
         if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p);
     }
@@ -344,18 +352,155 @@ ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt) {
   return row;
 }
 
+namespace {
+
+// Accessors of one field of ResultRow or of its Monte Carlo block McRow, generated from the member pointer.
+template <class C, class T>
+C class_of(T C::*);
+template <auto F>
+auto& field(ResultRow& r) {
+  if constexpr (std::is_same_v<decltype(class_of(F)), McRow>) {
+    if (!r.mc) r.mc.emplace();
+    return (*r.mc).*F;
+  } else {
+    return r.*F;
+  }
+}
+template <auto F>
+auto field_value(const ResultRow& r) {
+  if constexpr (std::is_same_v<decltype(class_of(F)), McRow>)
+    return r.mc ? (*r.mc).*F : decltype((*r.mc).*F){};
+  else
+    return r.*F;
+}
+template <auto F>
+ResultColumn real(const char* name, const char* json, const char* help, const char* units, ColumnWhen when) {
+  return {name,
+          json,
+          help,
+          units,
+          ColumnType::Real,
+          when,
+          [](const ResultRow& r) { return static_cast<double>(field_value<F>(r)); },
+          [](ResultRow& r, double v) { field<F>(r) = v; },
+          nullptr,
+          nullptr};
+}
+template <auto F>
+ResultColumn count(const char* name, const char* json, const char* help, const char* units, ColumnWhen when,
+                   ColumnType type = ColumnType::Count) {
+  using T = std::remove_reference_t<decltype(field<F>(std::declval<ResultRow&>()))>;
+  return {name,
+          json,
+          help,
+          units,
+          type,
+          when,
+          nullptr,
+          nullptr,
+          [](const ResultRow& r) { return static_cast<std::uint64_t>(field_value<F>(r)); },
+          [](ResultRow& r, std::uint64_t v) { field<F>(r) = static_cast<T>(v); }};
+}
+ResultColumn shown(ResultColumn c, CliFormat f, const char* header, const char* spread = "") {
+  c.cli = f, c.cli_header = header, c.spread = spread;
+  return c;
+}
+
+bool carries(const ResultColumn& c, const ResultRow& r) {
+  switch (c.when) {
+    case ColumnWhen::Always:
+      return true;
+    case ColumnWhen::Counted:
+      return r.status == Status::Ok || r.status == Status::Exact;
+    case ColumnWhen::Ok:
+      return r.status == Status::Ok;
+    case ColumnWhen::Attention:
+      return r.status == Status::Ok && r.quantity == "attention";
+    case ColumnWhen::Mc:
+      return r.status == Status::Ok && r.mc.has_value();
+  }
+  return false;
+}
+
+nlohmann::json column_json(const ResultColumn& c, const ResultRow& r) {
+  if (c.type == ColumnType::Real) return c.real(r);
+  if (c.type == ColumnType::Flag) return c.count(r) != 0;
+  return c.count(r);
+}
+
+void column_from_json(const ResultColumn& c, ResultRow& r, const nlohmann::json& j, bool required) {
+  if (!required && !j.contains(c.json)) return;
+  const nlohmann::json& v = j.at(c.json);
+  if (c.type == ColumnType::Real)
+    c.set_real(r, v.get<double>());
+  else if (c.type == ColumnType::Flag)
+    c.set_count(r, v.get<bool>());
+  else
+    c.set_count(r, v.get<std::uint64_t>());
+}
+
+}  // namespace
+
+// The one table of measured columns. Order: HDF5 writing order (the Monte Carlo columns after the per-set means).
+const std::vector<ResultColumn>& result_columns() {
+  using C = ColumnWhen;
+  static const std::vector<ResultColumn> t = {
+      real<&ResultRow::sigma>("sigma", "sigma", "scale sigma of the inputs", "", C::Always),
+      shown(real<&ResultRow::mean_log_var>(
+                "mean_log_var", "mean_log_var",
+                "mean over pairs of log Var of the M-feature estimate (natural log; exact pairs left out)",
+                "natural log", C::Ok),
+            CliFormat::MeanStd, "log {Var}", "std_log_var"),
+      real<&ResultRow::std_log_var>("std_log_var", "std_log_var", "standard deviation over pairs of log Var",
+                                    "natural log", C::Ok),
+      shown(real<&ResultRow::mean_log_rel_var>("mean_log_rel_var", "mean_log_rel_var",
+                                               "mean over pairs of log(Var/K) (DERF 5.1)", "natural log", C::Ok),
+            CliFormat::MeanStd, "log({Var}/{K})", "std_log_rel_var"),
+      real<&ResultRow::std_log_rel_var>("std_log_rel_var", "std_log_rel_var",
+                                        "standard deviation over pairs of log(Var/K)", "natural log", C::Ok),
+      real<&ResultRow::mean_log_kernel>("mean_log_kernel", "mean_log_kernel", "mean over pairs of log K", "natural log",
+                                        C::Ok),
+      count<&ResultRow::dim>("dim", "d", "dimension d", "count", C::Always),
+      count<&ResultRow::points>("points", "L", "points per set L", "count", C::Always),
+      count<&ResultRow::features>("features", "features",
+                                  "features M of this estimator (2M for real-valued families with halve-real)", "count",
+                                  C::Always),
+      count<&ResultRow::n_pairs>("n_pairs", "n_pairs", "point pairs summarised", "count", C::Counted),
+      count<&ResultRow::n_exact>("n_exact", "n_exact",
+                                 "pairs with zero variance (log Var = -inf), left out of the means", "count",
+                                 C::Counted),
+      count<&ResultRow::n_flagged>(
+          "n_flagged", "n_flagged",
+          "quantity attention: rows outside the delta method's range (normaliser's relative variance > 0.01, or "
+          "the prediction above the bound every draw obeys); 0 for the other quantities",
+          "count", C::Attention),
+      count<&McRow::reps>("", "reps", "Monte Carlo repetitions", "count", C::Mc),
+      count<&McRow::points>("", "points", "Monte Carlo: points of each set simulated", "count", C::Mc),
+      count<&McRow::entries>("", "entries", "Monte Carlo: entries compared", "count", C::Mc),
+      shown(real<&McRow::mean_log_var>("mean_log_var", "mean_log_var",
+                                       "Monte Carlo: mean log of the empirical variance", "natural log", C::Mc),
+            CliFormat::Number, "MC log Var"),
+      real<&McRow::std_log_var>("", "std_log_var", "Monte Carlo: standard deviation of the log empirical variance",
+                                "natural log", C::Mc),
+      shown(
+          real<&McRow::exact_mean_log_var>("exact_mean_log_var", "exact_mean_log_var",
+                                           "Monte Carlo: exact mean log Var on the same entries", "natural log", C::Mc),
+          CliFormat::Number, "exact(sub)"),
+      real<&McRow::max_abs_z_mean>("max_abs_z_mean", "max_abs_z_mean",
+                                   "Monte Carlo: max over entries of |mean - K| / SE", "", C::Mc),
+      shown(real<&McRow::frac_var_within_3se>(
+                "frac_var_within_3se", "frac_var_within_3se",
+                "Monte Carlo: share of entries whose empirical variance is within 3 SE of the exact", "share", C::Mc),
+            CliFormat::Percent, "in 3se"),
+      count<&McRow::trusted>("trusted", "trusted", "", "1/0", C::Mc, ColumnType::Flag),
+  };
+  return t;
+}
+
 nlohmann::json to_json(const ResultRow& r) {
   nlohmann::json j = {
-      {"estimator", r.estimator},
-      {"quantity", r.quantity},
-      {"status", to_string(r.status)},
-      {"regime", r.regime},
-      {"sigma", r.sigma},
-      {"d", r.dim},
-      {"L", r.points},
-      {"kernel", r.kernel},
-      {"features", r.features},
-      {"params", r.params},
+      {"estimator", r.estimator}, {"quantity", r.quantity}, {"status", to_string(r.status)},
+      {"regime", r.regime},       {"kernel", r.kernel},     {"params", r.params},
   };
   if (r.status != Status::Ok) j["reason"] = r.reason;
   if (r.empirical_reps) {
@@ -363,28 +508,9 @@ nlohmann::json to_json(const ResultRow& r) {
     j["empirical_reps"] = r.empirical_reps;
     j["empirical_points"] = r.empirical_points;
   }
-  if (r.status == Status::Ok || r.status == Status::Exact) {
-    j["n_pairs"] = r.n_pairs;
-    j["n_exact"] = r.n_exact;
-  }
-  if (r.status != Status::Ok) return j;
-  j["mean_log_var"] = r.mean_log_var;
-  j["std_log_var"] = r.std_log_var;
-  j["mean_log_rel_var"] = r.mean_log_rel_var;
-  j["std_log_rel_var"] = r.std_log_rel_var;
-  j["mean_log_kernel"] = r.mean_log_kernel;
-  j["mean_log_var_per_set"] = r.mean_log_var_per_set;
-  if (r.quantity == "attention") j["n_flagged"] = r.n_flagged;
-  if (r.mc)
-    j["mc"] = {{"reps", r.mc->reps},
-               {"points", r.mc->points},
-               {"entries", r.mc->entries},
-               {"mean_log_var", r.mc->mean_log_var},
-               {"std_log_var", r.mc->std_log_var},
-               {"exact_mean_log_var", r.mc->exact_mean_log_var},
-               {"max_abs_z_mean", r.mc->max_abs_z_mean},
-               {"frac_var_within_3se", r.mc->frac_var_within_3se},
-               {"trusted", r.mc->trusted}};
+  if (r.status == Status::Ok) j["mean_log_var_per_set"] = r.mean_log_var_per_set;
+  for (const auto& c : result_columns())
+    if (carries(c, r)) (c.when == ColumnWhen::Mc ? j["mc"][c.json] : j[c.json]) = column_json(c, r);
   return j;
 }
 
@@ -395,34 +521,19 @@ ResultRow row_from_json(const nlohmann::json& j) {
               .reason = j.value("reason", ""),
               .regime = j.at("regime").get<std::string>(),
               .kernel = j.at("kernel").get<std::string>(),
-              .sigma = j.at("sigma").get<double>(),
-              .dim = j.at("d").get<arma::uword>(),
-              .points = j.at("L").get<arma::uword>(),
-              .features = j.at("features").get<arma::uword>(),
               .params = j.at("params"),
-              .n_pairs = j.value<std::uint64_t>("n_pairs", 0),
-              .n_exact = j.value<std::uint64_t>("n_exact", 0),
               .empirical_reps = j.value<std::size_t>("empirical_reps", 0),
               .empirical_points = j.value<arma::uword>("empirical_points", 0)};
-  if (r.status != Status::Ok) return r;
-  r.mean_log_var = j.at("mean_log_var").get<double>();
-  r.std_log_var = j.at("std_log_var").get<double>();
-  r.mean_log_rel_var = j.at("mean_log_rel_var").get<double>();
-  r.std_log_rel_var = j.at("std_log_rel_var").get<double>();
-  r.mean_log_kernel = j.at("mean_log_kernel").get<double>();
-  r.mean_log_var_per_set = j.at("mean_log_var_per_set").get<std::vector<double>>();
-  r.n_flagged = j.value<std::uint64_t>("n_flagged", 0);
-  if (j.contains("mc")) {
-    const auto& m = j["mc"];
-    r.mc = McRow{.reps = m.at("reps").get<std::size_t>(),
-                 .points = m.at("points").get<arma::uword>(),
-                 .entries = m.at("entries").get<std::uint64_t>(),
-                 .mean_log_var = m.at("mean_log_var").get<double>(),
-                 .std_log_var = m.at("std_log_var").get<double>(),
-                 .exact_mean_log_var = m.at("exact_mean_log_var").get<double>(),
-                 .max_abs_z_mean = m.at("max_abs_z_mean").get<double>(),
-                 .frac_var_within_3se = m.at("frac_var_within_3se").get<double>(),
-                 .trusted = m.at("trusted").get<bool>()};
+  if (r.status == Status::Ok) r.mean_log_var_per_set = j.at("mean_log_var_per_set").get<std::vector<double>>();
+  for (const auto& c : result_columns()) {
+    if (c.when == ColumnWhen::Mc) {
+      if (r.status == Status::Ok && j.contains("mc")) column_from_json(c, r, j["mc"], true);
+    } else {
+      // Present when the row carries it (the attention flag count is optional: older checkpoints lack it).
+      const bool required = c.when == ColumnWhen::Always || (c.when == ColumnWhen::Ok && r.status == Status::Ok);
+      if (c.when == ColumnWhen::Always || c.when == ColumnWhen::Counted || r.status == Status::Ok)
+        column_from_json(c, r, j, required);
+    }
   }
   return r;
 }
@@ -455,40 +566,66 @@ std::string quantity_description(const std::string& q) {
 }
 }  // namespace
 
+namespace {
+
+// One column of the table as an HDF5 dataset over the rows of one estimator.
+void write_column(H5Writer& h5, const std::string& g, const ResultColumn& c,
+                  const std::vector<const ResultRow*>& rows) {
+  const std::string zero_note = "; 0 in rows whose status is not ok";
+  const std::string path = g + "/" + (c.when == ColumnWhen::Mc ? "mc_" : "") + c.name;
+  if (c.type == ColumnType::Real) {
+    std::vector<double> v;
+    for (const auto* r : rows) v.push_back(c.real(*r));
+    h5.write(path, v);
+  } else {
+    std::vector<std::int64_t> v;
+    for (const auto* r : rows) v.push_back(static_cast<std::int64_t>(c.count(*r)));
+    h5.write(path, v);
+  }
+  if (c.type == ColumnType::Flag)  // mc_trusted: its threshold in the description
+    h5.describe(path,
+                fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if "
+                            "heavy tails make it useless",
+                            100 * McSummary::kMcTrustedShare),
+                "row");
+  else
+    h5.describe(path,
+                std::string(c.help) + (c.type == ColumnType::Real && c.when != ColumnWhen::Always ? zero_note : ""),
+                "row");
+}
+
+// The row keys that are not plain columns: status, reason, params and the per-set means.
+void write_keys(H5Writer& h5, const std::string& g, const std::vector<const ResultRow*>& mine) {
+  std::vector<std::int64_t> status;
+  nlohmann::json reason = nlohmann::json::array(), params = nlohmann::json::array();
+  std::size_t sets = 0;
+  for (const auto* r : mine) {
+    status.push_back(static_cast<std::int64_t>(r->status));
+    reason.push_back(r->reason);
+    params.push_back(r->params);
+    sets = std::max(sets, r->mean_log_var_per_set.size());
+  }
+  h5.write(g + "/status", status);
+  h5.describe(g + "/status", "0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row");
+  h5.write_text(g + "/reason", reason.dump());
+  h5.describe(g + "/reason", "JSON list: why a row is not ok (empty for ok rows)", "row");
+  h5.write_text(g + "/params", params.dump());
+  h5.describe(g + "/params", "JSON list: fitted parameters of each set pair, per row", "row,set_pair");
+  arma::mat per_set(mine.size(), sets, arma::fill::zeros);
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    for (std::size_t p = 0; p < mine[i]->mean_log_var_per_set.size(); ++p)
+      per_set(i, p) = mine[i]->mean_log_var_per_set[p];
+  h5.write(g + "/per_set_mean_log_var", per_set);
+  h5.describe(g + "/per_set_mean_log_var",
+              "mean over the pairs of one set pair of log Var; 0 in rows whose status "
+              "is not ok",
+              "row,set_pair");
+}
+
+}  // namespace
+
 void write_table(H5Writer& h5, const std::string& group, const std::vector<ResultRow>& rows,
                  const std::vector<std::string>& estimators) {
-  struct Real {
-    const char* name;
-    double ResultRow::*field;
-    const char* help;
-  };
-  static const Real reals[] = {
-      {"sigma", &ResultRow::sigma, "scale sigma of the inputs"},
-      {"mean_log_var", &ResultRow::mean_log_var,
-       "mean over pairs of log Var of the M-feature estimate (natural log; exact pairs left out)"},
-      {"std_log_var", &ResultRow::std_log_var, "standard deviation over pairs of log Var"},
-      {"mean_log_rel_var", &ResultRow::mean_log_rel_var, "mean over pairs of log(Var/K) (DERF 5.1)"},
-      {"std_log_rel_var", &ResultRow::std_log_rel_var, "standard deviation over pairs of log(Var/K)"},
-      {"mean_log_kernel", &ResultRow::mean_log_kernel, "mean over pairs of log K"},
-  };
-  struct Int {
-    const char* name;
-    std::int64_t (*get)(const ResultRow&);
-    const char* help;
-  };
-  static const Int ints[] = {
-      {"dim", [](const ResultRow& r) { return std::int64_t(r.dim); }, "dimension d"},
-      {"points", [](const ResultRow& r) { return std::int64_t(r.points); }, "points per set L"},
-      {"features", [](const ResultRow& r) { return std::int64_t(r.features); },
-       "features M of this estimator (2M for real-valued families with halve-real)"},
-      {"n_pairs", [](const ResultRow& r) { return std::int64_t(r.n_pairs); }, "point pairs summarised"},
-      {"n_exact", [](const ResultRow& r) { return std::int64_t(r.n_exact); },
-       "pairs with zero variance (log Var = -inf), left out of the means"},
-      {"n_flagged", [](const ResultRow& r) { return std::int64_t(r.n_flagged); },
-       "quantity attention: rows outside the delta method's range (normaliser's relative variance > 0.01, or the "
-       "prediction above the bound every draw obeys); 0 for the other quantities"},
-  };
-  const std::string zero_note = "; 0 in rows whose status is not ok";
   for (const auto& name : estimators) {
     std::vector<const ResultRow*> mine;
     for (const auto& r : rows)
@@ -502,68 +639,12 @@ void write_table(H5Writer& h5, const std::string& group, const std::vector<Resul
               fmt::format("empirical: no exact variance; sample variance of {} Monte Carlo repetitions on the first {} "
                           "points of each set",
                           mine.front()->empirical_reps, mine.front()->empirical_points));
-    for (const auto& c : reals) {
-      std::vector<double> v;
-      for (const auto* r : mine) v.push_back(r->*c.field);
-      h5.write(g + "/" + c.name, v);
-      h5.describe(g + "/" + c.name, std::string(c.help) + (std::string(c.name) == "sigma" ? "" : zero_note), "row");
-    }
-    for (const auto& c : ints) {
-      std::vector<std::int64_t> v;
-      for (const auto* r : mine) v.push_back(c.get(*r));
-      h5.write(g + "/" + c.name, v);
-      h5.describe(g + "/" + c.name, c.help, "row");
-    }
-    std::vector<std::int64_t> status;
-    nlohmann::json reason = nlohmann::json::array(), params = nlohmann::json::array();
-    std::size_t sets = 0;
-    for (const auto* r : mine) {
-      status.push_back(static_cast<std::int64_t>(r->status));
-      reason.push_back(r->reason);
-      params.push_back(r->params);
-      sets = std::max(sets, r->mean_log_var_per_set.size());
-    }
-    h5.write(g + "/status", status);
-    h5.describe(g + "/status", "0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row");
-    h5.write_text(g + "/reason", reason.dump());
-    h5.describe(g + "/reason", "JSON list: why a row is not ok (empty for ok rows)", "row");
-    h5.write_text(g + "/params", params.dump());
-    h5.describe(g + "/params", "JSON list: fitted parameters of each set pair, per row", "row,set_pair");
-    arma::mat per_set(mine.size(), sets, arma::fill::zeros);
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      for (std::size_t p = 0; p < mine[i]->mean_log_var_per_set.size(); ++p)
-        per_set(i, p) = mine[i]->mean_log_var_per_set[p];
-    h5.write(g + "/per_set_mean_log_var", per_set);
-    h5.describe(g + "/per_set_mean_log_var", "mean over the pairs of one set pair of log Var" + zero_note,
-                "row,set_pair");
+    for (const auto& c : result_columns())
+      if (*c.name && c.when != ColumnWhen::Mc) write_column(h5, g, c, mine);
+    write_keys(h5, g, mine);
     if (std::none_of(mine.begin(), mine.end(), [](const auto* r) { return r->mc.has_value(); })) continue;
-    struct Mc {
-      const char* name;
-      double McRow::*field;
-      const char* help;
-    };
-    static const Mc mcs[] = {
-        {"mean_log_var", &McRow::mean_log_var, "Monte Carlo: mean log of the empirical variance"},
-        {"exact_mean_log_var", &McRow::exact_mean_log_var, "Monte Carlo: exact mean log Var on the same entries"},
-        {"max_abs_z_mean", &McRow::max_abs_z_mean, "Monte Carlo: max over entries of |mean - K| / SE"},
-        {"frac_var_within_3se", &McRow::frac_var_within_3se,
-         "Monte Carlo: share of entries whose empirical variance is within 3 SE of the exact"},
-    };
-    for (const auto& c : mcs) {
-      std::vector<double> v;
-      for (const auto* r : mine) v.push_back(r->mc ? (*r->mc).*c.field : 0.0);
-      const std::string path = g + "/mc_" + c.name;
-      h5.write(path, v);
-      h5.describe(path, std::string(c.help) + zero_note, "row");
-    }
-    std::vector<std::int64_t> trusted;
-    for (const auto* r : mine) trusted.push_back(r->mc && r->mc->trusted);
-    h5.write(g + "/mc_trusted", trusted);
-    h5.describe(g + "/mc_trusted",
-                fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if "
-                            "heavy tails make it useless",
-                            100 * McSummary::kMcTrustedShare),
-                "row");
+    for (const auto& c : result_columns())
+      if (*c.name && c.when == ColumnWhen::Mc) write_column(h5, g, c, mine);
   }
 }
 

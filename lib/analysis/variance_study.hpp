@@ -135,6 +135,33 @@ struct ResultRow {
 
 ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt);
 
+// The measured columns of a result row, one line each (variance_study.cpp): the HDF5 table writer, the JSON of
+// `--json` and of a sweep's checkpoints, its reader and the CLI table all loop over this table, so a new column is
+// one line there. The row's keys (estimator, quantity, status, reason, regime, kernel, params, the per-set means)
+// are written by each of them directly.
+enum class ColumnType { Real, Count, Flag };  // JSON number / unsigned integer / bool; HDF5 float64 / int64 / int64
+// Which rows carry the column in JSON (HDF5 writes every row, 0 where it is absent): every row, rows with
+// statistics (ok or exact), ok rows, ok rows of quantity attention, ok rows with a Monte Carlo block (key "mc").
+enum class ColumnWhen { Always, Counted, Ok, Attention, Mc };
+// How the CLI table shows a column: not at all, as "mean +- std" (with the column `spread`), as a number, as a %.
+enum class CliFormat { None, MeanStd, Number, Percent };
+struct ResultColumn {
+  const char* name;   // HDF5 dataset in group/<estimator>/ ("mc_" + name for Monte Carlo columns); "" = JSON only
+  const char* json;   // key in JSON (inside "mc" for Monte Carlo columns)
+  const char* help;   // the dataset's description
+  const char* units;  // "natural log", "count", "share", "1/0", or "" for a scale
+  ColumnType type;
+  ColumnWhen when;
+  double (*real)(const ResultRow&);              // Real columns
+  void (*set_real)(ResultRow&, double);          //
+  std::uint64_t (*count)(const ResultRow&);      // Count and Flag columns
+  void (*set_count)(ResultRow&, std::uint64_t);  //
+  CliFormat cli = CliFormat::None;
+  const char* cli_header = "";  // "{Var}" and "{K}" stand for the quantity's names (Var/MSE, K/|Y|/|KV|)
+  const char* spread = "";      // MeanStd: the JSON key of the standard deviation column
+};
+const std::vector<ResultColumn>& result_columns();
+
 // The stable keys of `kestrel variance --json` (d and L for dim and points); from_json reads them back
 // (a sweep's parts on disk and its resume record).
 nlohmann::json to_json(const ResultRow& r);

@@ -226,13 +226,17 @@ void require_representable(const SetPair& p, double sigma) {
 
 }  // namespace
 
-SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
-                    std::uint64_t pair_index, const RegimeOptions& opt) {
+SetPair draw_regime(const RegimeSpec& spec) {
+  const std::string& name = spec.name;
+  const arma::uword d = spec.dim, L = spec.points;
+  const double sigma = spec.sigma;
+  const std::uint64_t seed = spec.seed;
+  const RegimeOptions& opt = spec.options;
   validate_regime(name);
   require(d > 0, "dimension d must be > 0, got 0");
   require(L > 0, "number of points L must be > 0, got 0");
   require(std::isfinite(sigma) && sigma > 0, "sigma must be > 0, got {}", sigma);
-  Rng rng(seed, Stream::Data, pair_index);
+  Rng rng(seed, Stream::Data, spec.pair_index);
   SetPair p;
   if (name == "normal" || name == "sphere" || name == "heterogen") {
     p = {rng.normal_matrix(d, L), rng.normal_matrix(d, L)};

@@ -63,8 +63,20 @@ struct SetPair {
 const std::vector<std::string>& regime_names();
 void validate_regime(const std::string& name);
 
-SetPair draw_regime(const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
-                    std::uint64_t pair_index, const RegimeOptions& opt = {});
+// One set pair to draw, filled with designated initializers:
+//   draw_regime({.name = "mnist", .dim = 64, .points = 256, .sigma = 0.5, .seed = 1, .options = o})
+// The pair comes from stream (seed, Data, pair_index); pairs of one study differ in pair_index only.
+struct RegimeSpec {
+  std::string name;              // one of regime_names()
+  arma::uword dim = 0;           // d
+  arma::uword points = 0;        // L, points per set
+  double sigma = 1;              // scale (clustered: the within-cluster spread)
+  std::uint64_t seed = 1;        // seed of the draws
+  std::uint64_t pair_index = 0;  // which set pair of the seed
+  RegimeOptions options = {};    // image pipeline, aniso spectrum, clusters, files
+};
+
+SetPair draw_regime(const RegimeSpec& spec);
 
 // The eigenvalues of Lambda for the aniso regime (mean 1 unless given as a list).
 arma::vec parse_spectrum(const std::string& spec, arma::uword d);

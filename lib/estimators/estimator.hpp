@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.hpp"
+#include "estimators/isotropic.hpp"
+#include "estimators/three_point.hpp"
 #include "kernels/kernel.hpp"
 #include "sampling/omega.hpp"
 
@@ -116,6 +118,12 @@ class Estimator : public FeatureMap {
   // The same for the sets of a PairGram, which keeps the Gram product the family forms (if any) for the caller's own
   // use, e.g. log_kernel(k, g): one BLAS product for both (the pairwise variance's tiles).
   arma::mat log_var_over_k2_m(const PairGram& g, arma::uword M) const;
+  // The exact-variance forms of this fitted estimator, where its family has them: the three-point form
+  // (three_point.hpp; the exact variance of K-hat C, analysis/operator_variance.hpp) and the isotropic form
+  // (isotropic.hpp; the exact variance with orthogonal and simplex projections, analysis/coupled_variance.hpp).
+  // Nothing for families without one (discrete, hybrid, learned, Python-written): their variances are simulated.
+  std::optional<ThreePointForm> three_point_form() const { return three_point_form_hook(); }
+  std::optional<IsotropicForm> isotropic_form() const { return isotropic_form_hook(); }
 
  protected:
   // Called with a valid pair of sets g.X, g.Y of dimension dim(). Families whose variance is a function of x^T y and
@@ -124,6 +132,9 @@ class Estimator : public FeatureMap {
   // The default, log_var_hook - log M, holds for averages of M iid features; estimators that are not such
   // averages (hybrids) override it.
   virtual arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const;
+  // A family with a closed form returns it from its fitted parameters (its own folder); the default has none.
+  virtual std::optional<ThreePointForm> three_point_form_hook() const { return std::nullopt; }
+  virtual std::optional<IsotropicForm> isotropic_form_hook() const { return std::nullopt; }
 };
 
 // Features for K^(alpha): rows scaled by exp(alpha |x_i|^2).

@@ -20,21 +20,6 @@ namespace kestrel {
 
 namespace {
 
-// The families' three-point and isotropic forms (each family's free function over its parameters).
-ThreePointForm gerf_form(const Estimator& e) {
-  return gerf_three_point_form(dynamic_cast<const GerfEstimator&>(e).gerf_params(), e.dim());
-}
-IsotropicForm gerf_iso(const Estimator& e) {
-  return gerf_isotropic_form(dynamic_cast<const GerfEstimator&>(e).gerf_params());
-}
-ThreePointForm derf_form(const Estimator& e) {
-  const DerfParams& p = dynamic_cast<const DerfEstimator&>(e).derf_params();
-  return derf_three_point_form(p.A, p.B1, p.B2);
-}
-ThreePointForm dark_form(const Estimator& e) {
-  return dark_three_point_form(dynamic_cast<const DarkEstimator&>(e).sigma());
-}
-
 const std::vector<Family>& builtin_families() {
   using enum Kind;
   static const std::vector<Family> families = {
@@ -46,15 +31,15 @@ const std::vector<Family>& builtin_families() {
        .complex_valued = true,
        .style = {"TrigRF", "tab:blue", "o"},
        .default_study = true,
-       .three_point_form = gerf_form,
-       .isotropic_form = gerf_iso},
+       .has_three_point_form = true,
+       .has_isotropic_form = true},
       {.name = "trig-real",
        .description = "TrigRF, real form sqrt(2) cos(w^T x + theta) (DERF eq. 4-5)",
        .kind = Random,
        .make = make_trig_real,
        .restore = restore_trig_real,
        .style = {"TrigRF (real)", "tab:blue", "s"},
-       .three_point_form = [](const Estimator&) { return trig_real_three_point_form(); }},
+       .has_three_point_form = true},
       {.name = "pos",
        .description = "PosRF / FAVOR+ exp(w^T x - |x|^2/2) (CRT 2.2)",
        .kind = Random,
@@ -62,8 +47,8 @@ const std::vector<Family>& builtin_families() {
        .restore = restore_gerf,
        .style = {"PosRF", "tab:orange", "o"},
        .default_study = true,
-       .three_point_form = gerf_form,
-       .isotropic_form = gerf_iso},
+       .has_three_point_form = true,
+       .has_isotropic_form = true},
       {.name = "gerf",
        .description = "GERF, complex A and s fitted numerically (CRT Thm 3.1-3.2)",
        .kind = Random,
@@ -72,8 +57,8 @@ const std::vector<Family>& builtin_families() {
        .complex_valued = true,
        .style = {"GERF", "tab:green", "^"},
        .default_study = true,
-       .three_point_form = gerf_form,
-       .isotropic_form = gerf_iso},
+       .has_three_point_form = true,
+       .has_isotropic_form = true},
       {.name = "oprf",
        .description = "OPRF / FAVOR++, closed-form rho* (CRT Thm 3.3)",
        .kind = Random,
@@ -82,29 +67,29 @@ const std::vector<Family>& builtin_families() {
        .style = {"OPRF", "tab:red", "o"},
        .default_study = true,
        .default_features = true,
-       .three_point_form = gerf_form,
-       .isotropic_form = gerf_iso},
+       .has_three_point_form = true,
+       .has_isotropic_form = true},
       {.name = "aderf",
        .description = "ADERF, asymmetric dense-exponential RFs, SVD closed form (DERF Thm 4.2)",
        .kind = Random,
        .make = make_aderf,
        .restore = restore_derf,
        .style = {"ADERF", "tab:olive", "v"},
-       .three_point_form = derf_form},
+       .has_three_point_form = true},
       {.name = "sderf",
        .description = "SDERF, symmetric dense-exponential RFs, eigendecomposition (DERF Thm 4.3)",
        .kind = Random,
        .make = make_sderf,
        .restore = restore_derf,
        .style = {"SDERF", "tab:cyan", "D"},
-       .three_point_form = derf_form},
+       .has_three_point_form = true},
       {.name = "saderf",
        .description = "SADERF, GERF on (Psi x, Psi^-1 y), diagonal Psi (DERF 4.3)",
        .kind = Random,
        .make = make_saderf,
        .restore = restore_derf,
        .style = {"SADERF", "k", "P"},
-       .three_point_form = derf_form},
+       .has_three_point_form = true},
       {.name = "pois",
        .description = "PoisRF, Poisson discretely-induced RFs, closed-form lambda* (CRT 3.2.1)",
        .kind = Random,
@@ -180,14 +165,14 @@ const std::vector<Family>& builtin_families() {
        .make = make_dark,
        .restore = restore_dark,
        .style = {"DARK", "tab:green", "*"},
-       .three_point_form = dark_form},
+       .has_three_point_form = true},
       {.name = "dark-iso",
        .description = "DARK importance-weighted PRF, best isotropic proposal N(0, tau I)",
        .kind = Random,
        .make = make_dark_iso,
        .restore = restore_dark,
        .style = {"DARK isotropic", "tab:olive", "*"},
-       .three_point_form = dark_form},
+       .has_three_point_form = true},
       {.name = "luna-fixed-rff",
        .description =
            "LUNA learned map, fixed-rff variant (LUNA 3.2): no variance, trained by `kestrel reproduce luna`",
@@ -331,17 +316,9 @@ std::string default_feature_estimator() {
 
 bool halved_by_halve_real(const std::string& family) { return !find_family(family).complex_valued; }
 
-std::optional<ThreePointForm> three_point_form(const Estimator& e) {
-  const Family& f = find_family(e.info().name);
-  if (!f.three_point_form) return std::nullopt;
-  return f.three_point_form(e);
-}
+std::optional<ThreePointForm> three_point_form(const Estimator& e) { return e.three_point_form(); }
 
-std::optional<IsotropicForm> isotropic_form(const Estimator& e) {
-  const Family& f = find_family(e.info().name);
-  if (!f.isotropic_form) return std::nullopt;
-  return f.isotropic_form(e);
-}
+std::optional<IsotropicForm> isotropic_form(const Estimator& e) { return e.isotropic_form(); }
 
 std::unique_ptr<Estimator> make_estimator(const std::string& name, const arma::mat& X, const arma::mat& Y) {
   const Family& f = find_estimator_family(name);

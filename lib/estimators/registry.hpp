@@ -58,14 +58,11 @@ struct Family {
   // False: log_var_over_k2 is not known (an estimator written in Python without it); the variance study then
   // estimates the variance by Monte Carlo (variance_study.hpp, kEmpiricalReps).
   bool exact_variance = true;
-  // The three-point form of a fitted estimator of the family (estimators/three_point.hpp), which gives the exact
-  // variance of K-hat C (analysis/operator_variance.hpp). Empty: no closed form (discrete, hybrid and learned
-  // families, estimators written in Python), and K-hat C's variance is estimated by Monte Carlo instead.
-  std::function<ThreePointForm(const Estimator&)> three_point_form = {};
-  // The isotropic form of a fitted estimator of the family (estimators/isotropic.hpp), which gives the exact variance
-  // with orthogonal and simplex projections (analysis/coupled_variance.hpp). Empty: not known (then only the iid
-  // variance is exact, and coupled samplers are measured by Monte Carlo).
-  std::function<IsotropicForm(const Estimator&)> isotropic_form = {};
+  // Which exact-variance forms the family's estimators give (Estimator::three_point_form, isotropic_form: the hooks
+  // are overridden in the family's folder; the contract suite checks these flags against them). Shared code asks
+  // the flags to choose families without fitting one, and the estimator for the form itself.
+  bool has_three_point_form = false;  // estimators/three_point.hpp: the exact variance of K-hat C
+  bool has_isotropic_form = false;    // estimators/isotropic.hpp: the exact variance with coupled projections
 };
 
 // The built-in families in registry order, then those registered at run time (a snapshot).
@@ -83,10 +80,10 @@ std::vector<std::string> estimator_names();           // every family with a var
 std::vector<std::string> default_study_estimators();  // the default of --estimators
 std::string default_feature_estimator();              // the family flagged default_features
 
-// The estimator's three-point form if its family has one (Family::three_point_form), else nothing.
+// The estimator's three-point form if its family has one (Estimator::three_point_form), else nothing.
 std::optional<ThreePointForm> three_point_form(const Estimator& e);
 
-// The estimator's isotropic form if its family has one (Family::isotropic_form), else nothing.
+// The estimator's isotropic form if its family has one (Estimator::isotropic_form), else nothing.
 std::optional<IsotropicForm> isotropic_form(const Estimator& e);
 
 // Each validates the sets first.

@@ -9,7 +9,7 @@
 // Real features have one term of weight 1; complex ones (Re f1 f2) the holomorphic and the Hermitian term with
 // weight 1/2 each (E[(Re Z)^2] = Re E[Z^2]/2 + E|Z|^2/2); the real TrigRF (cos form) weights 1/2 and 1.
 // The family-specific builders (derf.hpp, gerf.hpp, trig_real.hpp, dark.hpp) derive the coefficients; the registry
-// reaches them through Family::three_point_form.
+// reaches them through the estimator (Estimator::three_point_form_hook, overridden in the family folder).
 #pragma once
 #include <complex>
 #include <vector>

@@ -87,6 +87,7 @@ class DarkEstimator final : public Estimator {
 
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;
+  std::optional<ThreePointForm> three_point_form_hook() const override { return dark_three_point_form(sigma()); }
   // omega = Sigma^(1/2) g, g (d x M) from the sampler.
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
   // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.

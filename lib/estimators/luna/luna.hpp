@@ -66,11 +66,7 @@ double luna_relative_mse(const LunaParams& p, const arma::mat& X, const arma::ma
 nlohmann::json to_json(const LunaParams& p);
 LunaParams luna_params_from_json(const nlohmann::json& j);
 
-// HDF5: group holds datasets W [P, d], b [P], bank_u [h], bank_v [h], coef [C, h], gate_w [d], gate_gamma [1]
-// and attributes variant, target_alpha, P, C, h, d. The writer must be committed by the caller.
-class H5Writer;
-void save_luna(H5Writer& h5, const std::string& group, const LunaParams& p);
-LunaParams load_luna(const std::string& file, const std::string& group);
+// The HDF5 file of a map (save_luna, load_luna) is in io/luna_file.hpp, one layer up: estimators do not include io/.
 
 // A learned map is a FeatureMap, not an Estimator: it is deterministic, its variance is zero and its error is a
 // bias (luna_relative_mse), so it has no Var/K^2 to report.

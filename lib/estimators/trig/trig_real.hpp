@@ -29,6 +29,7 @@ class TrigRealEstimator final : public Estimator {
 
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;
+  std::optional<ThreePointForm> three_point_form_hook() const override { return trig_real_three_point_form(); }
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // projections and phases
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;

@@ -1,5 +1,5 @@
 // The options table of `kestrel advise` (see advise_options.hpp).
-#include "io/advise_options.hpp"
+#include "frontend/advise_options.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/study_options.hpp"
+#include "frontend/study_options.hpp"
 #include "tasks/advise.hpp"
 
 namespace kestrel {

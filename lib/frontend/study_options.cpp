@@ -1,6 +1,6 @@
 // The study options table, strict TOML reading and the builders of VarianceStudyOptions / SweepOptions
 // (see study_options.hpp).
-#include "io/study_options.hpp"
+#include "frontend/study_options.hpp"
 
 #include <algorithm>
 #include <cmath>
