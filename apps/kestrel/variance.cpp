@@ -111,8 +111,12 @@ std::string degenerate_features(const std::vector<VarianceResult>& results, cons
   for (const auto& r : results) {
     if (r.status != Status::Ok || r.empirical_reps) continue;
     try {
-      const SetPair sp = draw_regime(opt.regime, opt.dim, std::min<arma::uword>(opt.points, 64), r.sigma, opt.seed, 0,
-                                     opt.regime_options);
+      const SetPair sp = draw_regime({.name = opt.regime,
+                                      .dim = opt.dim,
+                                      .points = std::min<arma::uword>(opt.points, 64),
+                                      .sigma = r.sigma,
+                                      .seed = opt.seed,
+                                      .options = opt.regime_options});
       const auto e = make_estimator(r.estimator, sp.X, sp.Y);
       Rng rng(opt.seed, Stream::Features, 0);
       const arma::mat f = e->features(e->draw(r.features, rng, Sampler::Iid), sp.X, Side::Query);
