@@ -95,9 +95,10 @@ arma::uvec query_rows(const Options& opt, const Setup& s, H5Writer& h5) {
   h5.write("/rows", std::vector<std::int64_t>(used.begin(), used.end()));
   h5.attr("/", "rows_sampled", static_cast<std::int64_t>(!rows.is_empty()));
   h5.attr("/", "rows_seed", opt.seed);
-  h5.attr("/rows", "note",
-          std::string("query rows of predicted_rel_rmse_all_queries: every row, or --rows of them drawn with --seed "
-                      "(rows_sampled = 1)"));
+  h5.describe("/rows",
+              "query rows (0-based indices) of predicted_rel_rmse_all_queries: every row, or --rows of them drawn "
+              "with --seed (rows_sampled = 1)",
+              "row");
   return rows;
 }
 

@@ -77,16 +77,31 @@ void run_dimension(const Options& opt, H5Writer& h5, std::vector<Claim>& claims,
   }
   const std::string g = fmt::format("/d{}", d);
   h5.write(g + "/kappa", kappas);
+  h5.describe(g + "/kappa", "condition number kappa of Lambda (geometric spectrum, lambda_max = 0.15)", "kappa");
   h5.write(g + "/log_expected_var_isotropic", ev_iso);
+  h5.describe(g + "/log_expected_var_isotropic",
+              "log E[Var] of the PRF with Sigma = I over q, k ~ N(0, Lambda), natural log (exact)", "kappa");
   h5.write(g + "/log_expected_var_best_isotropic", ev_tau);
+  h5.describe(g + "/log_expected_var_best_isotropic",
+              "log E[Var] with the best isotropic proposal tau I, natural log (exact)", "kappa");
   h5.write(g + "/log_expected_var_optimal", ev_opt);
+  h5.describe(g + "/log_expected_var_optimal", "log E[Var] with DARK's Sigma* (Thm 3.2), natural log (exact)", "kappa");
   h5.write(g + "/mc_expected_var_optimal", mc_opt);
+  h5.describe(g + "/mc_expected_var_optimal", "E[Var] with Sigma* by Monte Carlo over (q, k, omega)", "kappa");
   h5.write(g + "/mc_expected_var_optimal_se", mc_opt_se);
+  h5.describe(g + "/mc_expected_var_optimal_se", "standard error of mc_expected_var_optimal", "kappa");
   h5.write(g + "/mc_expected_var_isotropic", mc_iso);
+  h5.describe(g + "/mc_expected_var_isotropic", "E[Var] with Sigma = I by Monte Carlo over (q, k, omega)", "kappa");
   h5.write(g + "/mc_expected_var_isotropic_se", mc_iso_se);
+  h5.describe(g + "/mc_expected_var_isotropic_se", "standard error of mc_expected_var_isotropic", "kappa");
   h5.write(g + "/mc_se_reliable", reliable);
+  h5.describe(g + "/mc_se_reliable",
+              "1 where both Monte Carlo standard errors are reliable (finite fourth moment), else 0", "kappa");
   h5.write(g + "/expected_rel_var_posrf", rel_pos);
+  h5.describe(g + "/expected_rel_var_posrf", "mean over sampled (q, k) of Var/K^2 of PosRF (Sigma = I)", "kappa");
   h5.write(g + "/expected_rel_var_whitened_kernel", rel_white);
+  h5.describe(g + "/expected_rel_var_whitened_kernel",
+              "mean over sampled (q, k) of Var/K^2 of the PRF with Sigma = mean(lambda) Lambda^-1", "kappa");
   h5.attr(g, "lambda_max", lmax);
   for (std::size_t k = 0; k < kappas.size(); ++k) {
     claims.push_back({"DARK Thm 3.2",
