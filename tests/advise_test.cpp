@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 
 #include <oneapi/tbb/global_control.h>
 
@@ -145,6 +146,85 @@ TEST(Advise, CurvesStopFourTimesPastTheSettledMUnlessFullCurve) {
   EXPECT_TRUE(j["rows"][0]["error_at_budget_p95"].is_null());
   EXPECT_LT(j["rows"][0]["curve_end_m"].get<double>(), 2048.0);
   EXPECT_TRUE(to_json(b)["rows"][0]["error_at_budget_p95"].is_number());
+}
+
+// Runs advise with and without --full-curve at `target` (0: 1/1.3 of the lowest full curve's p95 at the budget, out
+// of reach but close) and checks the out-of-reach ends against the full curves; returns the full run.
+Advice check_out_of_reach(const arma::mat& Q, const arma::mat& K, const arma::mat& V, double target) {
+  AdviseOptions o = quick({"pos", "oprf", "sderf"});
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal};
+  o.budget = 2048;
+  o.draws = 32;
+  AdviseOptions f = o;
+  f.full_curve = true;
+  const Advice b = advise(Q, K, V, f);
+  if (target == 0) {
+    target = std::numeric_limits<double>::infinity();
+    for (const auto& r : b.rows) target = std::min(target, r.curve_p95.back() / 1.3);
+  }
+  o.target = target;
+  const Advice a = advise(Q, K, V, o);
+  EXPECT_EQ(a.rows.size(), b.rows.size());
+  std::size_t stopped = 0;
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    const AdviceRow &r = a.rows[i], &full = b.rows[i];
+    EXPECT_EQ(r.status, "ok") << r.reason;
+    EXPECT_EQ(full.curve_m.back(), 2048.0);
+    EXPECT_EQ(r.m_p95, 0u);
+    for (std::size_t k = 0; k < r.curve_m.size(); ++k) {
+      EXPECT_EQ(r.curve_p95[k], full.curve_p95[k]);
+      EXPECT_EQ(r.curve_p95_se[k], full.curve_p95_se[k]);
+    }
+    if (!r.out_of_reach) continue;
+    ++stopped;
+    const OutOfReach& w = *r.out_of_reach;
+    EXPECT_EQ(r.curve_m.back(), static_cast<double>(w.from_m));
+    EXPECT_GE(w.from_m, 2048u / 8);
+    EXPECT_LE(2 * w.from_m, 2048u);
+    EXPECT_LE(w.slope, -0.5);
+    EXPECT_GT(w.p95_at_budget, target);
+    EXPECT_GT(w.m_for_target, 2048.0);
+    EXPECT_GE(full.curve_p95.back(), w.p95_at_budget - 3 * full.curve_p95_se.back())
+        << r.estimator << " " << r.sampler << ": the extrapolated lower bound is above the simulated error";
+  }
+  EXPECT_GE(stopped, a.rows.size() / 2) << "most curves must end early on this input, or the test checks nothing";
+  return b;
+}
+
+TEST(Advise, CurvesEndWhereTheTargetIsOutOfReachAndTheExtrapolatedBoundHolds) {
+  // Where the target is out of reach within the budget a curve ends early with an extrapolated lower bound
+  // (OutOfReach). Its columns must equal those of the full curve (the stop reads, never changes, them), and the
+  // bound must hold against the 95th percentile simulated at the budget: at least bound - 3 SE (one-sided
+  // P(Z > 3) = 1.3e-3 per row were a bound exactly at the edge; 12 rows: < 1.6e-2, far less in fact, the bounds sit
+  // 25-75% below). Two inputs: heavy (d = 16, entries 0.9 N(0, 1): errors fall far slower than M^(-1/2), a 2% target
+  // is far out of reach) and benign (d = 8, 0.3 N(0, 1): errors fall as M^(-1/2), the target 1.3x below the budget's
+  // error, where the bound is tightest). Then a target every full curve reaches late: no curve may be declared out of
+  // reach, and every M is the full curve's.
+  const arma::mat Q = test::points(16, 120, 0.9, 81), K = test::points(16, 160, 0.9, 82);
+  const arma::mat V = test::points(4, 160, 1.0, 83).t();
+  const Advice full = check_out_of_reach(Q, K, V, 0.02);
+  check_out_of_reach(test::points(8, 120, 0.3, 84), test::points(8, 160, 0.3, 85), test::points(8, 160, 1.0, 86).t(),
+                     0);
+  AdviseOptions o = quick({"pos", "oprf", "sderf"});
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal};
+  o.budget = 2048;
+  o.draws = 32;
+  o.target = 0.02;
+  const nlohmann::json j = to_json(advise(Q, K, V, o));
+  EXPECT_TRUE(j["rows"][0]["error_at_budget_p95"].is_null());
+  EXPECT_GT(j["rows"][0]["out_of_reach"]["m_for_target_p95_at_least"].get<double>(), 2048.0);
+  EXPECT_NE(j["recommendation"].get<std::string>().find("out of reach"), std::string::npos);
+  o.target = 0;  // above every full curve's p95 + 2 SE at the budget
+  for (const auto& r : full.rows)
+    o.target = std::max(o.target, 1.05 * (r.curve_p95.back() + 2 * r.curve_p95_se.back()));
+  AdviseOptions f = o;
+  f.full_curve = true;
+  const Advice c = advise(Q, K, V, o), e = advise(Q, K, V, f);
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    EXPECT_FALSE(c.rows[i].out_of_reach.has_value()) << c.rows[i].estimator << " " << c.rows[i].sampler;
+    EXPECT_GT(e.rows[i].m_p95, 0u);
+    EXPECT_EQ(c.rows[i].m_p95, e.rows[i].m_p95) << c.rows[i].estimator << " " << c.rows[i].sampler;
+  }
 }
 
 TEST(Advise, SimulatedNormalisersThatMissTheTailsAreNotTrusted) {

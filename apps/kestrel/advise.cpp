@@ -71,6 +71,11 @@ void print_report(const Advice& a) {
     if (r.m_p95_low != r.m_p95_high)
       std::cout << fmt::format("  (M for the target within 2 SE: {}..{})", r.m_p95_low, m(r.m_p95_high));
     if (!r.note.empty()) std::cout << "  (" << r.note << ")";
+    if (r.out_of_reach)
+      std::cout << fmt::format(
+          "  (curve ends at M = {}: the target is out of reach; extrapolated, p95 >= {} at M = {} and M >= {:.0f} for "
+          "the target)",
+          r.out_of_reach->from_m, pct(r.out_of_reach->p95_at_budget), o.budget, r.out_of_reach->m_for_target);
     std::cout << '\n';
   }
   if (!skipped.empty()) std::cout << "not compared:\n";
@@ -137,6 +142,11 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& prov) {
                 "row");
     h5.attr(g, "method", r.method);
     h5.attr(g, "m_for_target_p95", static_cast<std::int64_t>(r.m_p95));
+    if (r.out_of_reach) {  // advise.hpp OutOfReach: an extrapolation, labelled as one
+      h5.attr(g, "out_of_reach_from_m", static_cast<std::int64_t>(r.out_of_reach->from_m));
+      h5.attr(g, "out_of_reach_error_at_budget_p95_at_least", r.out_of_reach->p95_at_budget);
+      h5.attr(g, "out_of_reach_m_for_target_p95_at_least", r.out_of_reach->m_for_target);
+    }
   }
 }
 

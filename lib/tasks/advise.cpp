@@ -337,22 +337,51 @@ std::pair<arma::vec, arma::vec> column_errors(const NestedErrors& ne, std::size_
   return row_errors(mean.col(k), mean_se.col(k), in.norm, metric);
 }
 
+// The earliest M at which a curve may end because the target is out of reach (OutOfReach in advise.hpp): past the
+// fixed draws (2 kDrawsKeptUpTo), at least 4 d, so that the two octaves the slope is read from lie at M >= d, where
+// orthogonal and simplex blocks are whole and independent, and at least budget / 8: never more than three octaves
+// of extrapolation.
+constexpr arma::uword kOutOfReachFrom = 2 * kDrawsKeptUpTo;
+
+// Whether the target is out of reach within the budget, read at grid point k from the 95th percentiles and their SEs
+// so far (OutOfReach in advise.hpp; nullopt when it is not, or k is too early or too close to the budget to tell).
+std::optional<OutOfReach> out_of_reach(const std::vector<arma::uword>& grid, const std::vector<double>& p95,
+                                       const std::vector<double>& se, std::size_t k, arma::uword d,
+                                       const AdviseOptions& opt) {
+  const arma::uword M = grid[k];
+  if (M < std::max({kOutOfReachFrom, 4 * d, opt.budget / 8}) || 2 * M > opt.budget) return std::nullopt;
+  std::size_t j = k;  // two octaves back: the largest grid M' <= M / 4
+  while (j > 0 && 4 * grid[j] > M) --j;
+  const double lo = p95[k] - 2 * se[k], hi = p95[j] + 2 * se[j];
+  if (!(lo > 0 && hi > 0)) return std::nullopt;
+  OutOfReach r;
+  r.from_m = M;
+  r.p95_low = lo;
+  r.slope = std::min(-0.5, std::log(lo / hi) / std::log(static_cast<double>(M) / static_cast<double>(grid[j])));
+  r.p95_at_budget = lo * std::pow(static_cast<double>(opt.budget) / static_cast<double>(M), r.slope);
+  if (!(r.p95_at_budget > opt.target)) return std::nullopt;
+  r.m_for_target = static_cast<double>(M) * std::pow(lo / opt.target, -1 / r.slope);
+  return r;
+}
+
 // Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, up to kCurveBeyond
-// times the first grid M whose 95th percentile + 2 SE is at or below the target (the budget with --full-curve, or
-// where the target is not reached).
+// times the first grid M whose 95th percentile + 2 SE is at or below the target, or to where the target is out of
+// reach within the budget (the budget with --full-curve, or where neither happens).
 void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
                        Sampler sampler, const AdviseOptions& opt) {
   std::vector<arma::uword> grid = prediction_grid(opt.budget);
   std::vector<std::size_t> draws = prediction_draws(grid, opt.draws);
   std::optional<arma::uword> settled;  // the first grid M whose p95 + 2 SE <= target
+  std::vector<double> p95s, ses;       // per grid point so far: the 95th percentile and its SE
   auto stop = [&](const NestedErrors& ne) {
     const std::size_t k = ne.sq.n_cols - 1;
-    if (!settled) {
-      const auto [err, se] = column_errors(ne, k, in, opt.metric);
-      const double p95 = quantile(err, 0.95);
-      if (p95 + 2 * se[arma::index_min(arma::abs(err - p95))] <= opt.target) settled = grid[k];
-    }
-    return !opt.full_curve && settled && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*settled);
+    const auto [err, se] = column_errors(ne, k, in, opt.metric);
+    p95s.push_back(quantile(err, 0.95));
+    ses.push_back(se[arma::index_min(arma::abs(err - p95s.back()))]);
+    if (!settled && p95s.back() + 2 * ses.back() <= opt.target) settled = grid[k];
+    if (opt.full_curve) return false;
+    if (!settled && (row.out_of_reach = out_of_reach(grid, p95s, ses, k, in.Qk.n_rows, opt))) return true;
+    return settled && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*settled);
   };
   const NestedOptions nested{.grid = grid,
                              .draws = draws,
@@ -521,7 +550,11 @@ bool applicable(const Family& f, AdviceRow& row) {
 std::string percent(double v) { return fmt::format("{:.3g}%", 100 * v); }
 
 std::string needs(const AdviceRow& r, const AdviseOptions& opt) {
-  return r.m_p95 ? fmt::format("M = {}", r.m_p95) : fmt::format("M > {} (the budget)", opt.budget);
+  if (r.m_p95) return fmt::format("M = {}", r.m_p95);
+  if (r.out_of_reach)
+    return fmt::format("M > {} (the budget; at least {:.0f} by extrapolation from M = {})", opt.budget,
+                       r.out_of_reach->m_for_target, r.out_of_reach->from_m);
+  return fmt::format("M > {} (the budget)", opt.budget);
 }
 
 std::string row_label(const AdviceRow& r) {
@@ -593,16 +626,28 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
                            : in.normaliser                        ? "row-normaliser error"
                                                                   : "row error";
   if (!a.best) {
-    double best_err = kInf;
-    std::string who;
+    // The closest: the lowest 95th percentile at the largest M every curve reached (the budget unless some curve
+    // ended where the target is out of reach).
+    double common = static_cast<double>(opt.budget);
     for (const auto& r : a.rows)
-      if (r.status == "ok" && r.err_budget_p95 < best_err) best_err = r.err_budget_p95, who = row_label(r);
+      if (r.status == "ok" && !r.curve_m.empty()) common = std::min(common, r.curve_m.back());
+    auto at = [&](const AdviceRow& r) { return curve_at(r.curve_m, r.curve_p95, common); };
+    const AdviceRow* closest = nullptr;
+    for (const auto& r : a.rows)
+      if (r.status == "ok" && !r.curve_m.empty() && (!closest || at(r) < at(*closest))) closest = &r;
+    if (!closest) {
+      a.recommendation = "No estimator could be evaluated on these inputs (see the reasons in the table).";
+      return;
+    }
     a.recommendation =
-        who.empty() ? "No estimator could be evaluated on these inputs (see the reasons in the table)."
-                    : fmt::format(
-                          "No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} "
-                          "at M = {}. Raise --budget, or accept a larger --target.",
-                          what, percent(opt.target), opt.budget, who, percent(best_err), opt.budget);
+        fmt::format("No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}.",
+                    what, percent(opt.target), opt.budget, row_label(*closest), percent(at(*closest)), common);
+    if (closest->out_of_reach)
+      a.recommendation += fmt::format(
+          " Its curve ended there because the target is out of reach: extrapolated, it needs at least {:.0f} "
+          "features (see OutOfReach in tasks/advise.hpp).",
+          closest->out_of_reach->m_for_target);
+    a.recommendation += " Raise --budget, or accept a larger --target.";
     return;
   }
   const AdviceRow& b = a.rows[*a.best];
@@ -925,6 +970,13 @@ nlohmann::json to_json(const Advice& a) {
               {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
               {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
               {"error_at_m_p95_se", r.at_m_p95_se},
+              {"out_of_reach", r.out_of_reach
+                                   ? nlohmann::json{{"from_m", r.out_of_reach->from_m},
+                                                    {"p95_minus_2se", r.out_of_reach->p95_low},
+                                                    {"slope", r.out_of_reach->slope},
+                                                    {"error_at_budget_p95_at_least", r.out_of_reach->p95_at_budget},
+                                                    {"m_for_target_p95_at_least", r.out_of_reach->m_for_target}}
+                                   : nlohmann::json(nullptr)},
               {"m_for_target_p95_interval",
                {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
                 r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},

@@ -85,6 +85,22 @@ struct FeatureRange {
   std::vector<std::pair<std::string, std::string>> verdict;  // (raw, stabilised) per number_formats() entry
 };
 
+// A simulated curve that stopped short of the budget because the target is out of reach there: an extrapolation,
+// labelled as one. At the curve's last M (from_m) the 95th percentile - 2 SE is p95_low; the curve is assumed to fall
+// no faster beyond it than it fell over its last two octaves (p95 - 2 SE against p95 + 2 SE two octaves earlier, the
+// steepest slope its noise allows), and no faster than M^(-1/2), the rate of an average of independent draws (for
+// orthogonal and simplex features too: their blocks of d are independent, and from_m >= 4 d). Then the 95th percentile
+// at the budget is at least p95_low (budget / from_m)^slope > target, and the target needs at least
+// from_m (p95_low / target)^(-1/slope) features. Checked against curves simulated to the budget
+// (tests/advise_test.cpp).
+struct OutOfReach {
+  arma::uword from_m = 0;
+  double p95_low = 0;        // p95 - 2 SE at from_m
+  double slope = 0;          // <= -1/2: d log(error) / d log(M) assumed beyond from_m
+  double p95_at_budget = 0;  // at least this at the budget
+  double m_for_target = 0;   // at least this many features for the target (> the budget)
+};
+
 struct AdviceRow {
   std::string estimator, sampler;
   std::string status = "ok";  // ok, or "not applicable" / "failed"
@@ -103,6 +119,8 @@ struct AdviceRow {
   // Where the 95th-percentile curve - 2 SE and + 2 SE reach the target (0: not within the budget): the M the
   // simulation's own noise allows. Equal to m_p95 where the prediction is exact.
   arma::uword m_p95_low = 0, m_p95_high = 0;
+  // Where a simulated curve ended because the target is out of reach within the budget (see OutOfReach).
+  std::optional<OutOfReach> out_of_reach;
   // Predicted error against M (the grid) with standard errors and the draws behind each point (0 where exact).
   std::vector<double> curve_m, curve_median, curve_p95, curve_median_se, curve_p95_se, curve_draws;
   arma::vec err1_each;  // the predicted error at M = 1 of each sampled row (attention) or pair (kernel, column-major)

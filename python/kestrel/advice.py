@@ -26,6 +26,7 @@ def check_points(Q, K, V, targets=(0.4, 0.2, 0.1, 0.05), validate=100, **options
 
 def plot_report(report, points=(), title=None):
     """A figure of the report's curves (95th percentile solid with its +-2 SE band, median dotted), the target dashed,
+    the extrapolated lower bound of a curve that ended because the target is out of reach thin-dashed to the budget,
     and `points` (dicts with estimator, sampler, m, measured_p95, measured_p95_se; the report's own --validate points
     are added) as open markers with 2 SE bars."""
     import matplotlib.pyplot as plt
@@ -48,6 +49,11 @@ def plot_report(report, points=(), title=None):
             if np.any(se > 0):
                 ax.fill_between(m, np.maximum(p95 - 2 * se, p95 / 10), p95 + 2 * se, color=color, alpha=0.15, lw=0)
             ax.plot(m, c["median"], ":", color=color, lw=0.9)
+            far = r.get("out_of_reach")
+            if far:  # the extrapolated lower bound from the curve's end to the budget (advise.hpp OutOfReach)
+                budget = report["options"]["budget"]
+                ax.plot([far["from_m"], budget], [far["p95_minus_2se"], far["error_at_budget_p95_at_least"]], "--",
+                        color=color, lw=0.8)
             for p in (p for p in pts if p["estimator"] == r["estimator"] and p["sampler"] == sampler):
                 ax.errorbar([p["m"]], [p["measured_p95"]], yerr=[2 * p["measured_p95_se"]], fmt=marker, color=color,
                             mfc="white", ms=6, capsize=2)
