@@ -160,7 +160,7 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
     const auto form = e->exponent_form(w, side);
     if (!form) continue;
     ASSERT_TRUE(e->info().positive) << GetParam();
-    arma::mat E = X.t() * form->P;
+    arma::mat E = e->exponent_points(X, side).t() * form->P;
     E.each_row() += form->col;
     E.each_col() += e->exponent_row(X, side);
     const arma::mat L = e->log_features(w, X, side);
@@ -173,7 +173,7 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
 TEST(ExponentForm, TheGaussianProjectionFamiliesHaveOne) {
   const arma::mat X = test::points(3, 4, 0.3, 11), Y = test::points(3, 4, 0.3, 12);
   for (const std::string name :
-       {"pos", "oprf", "aderf", "sderf", "saderf", "pos-anti", "pos-hyp", "dark", "dark-iso"}) {
+       {"pos", "oprf", "aderf", "sderf", "saderf", "pos-anti", "pos-hyp", "dark", "dark-iso", "pois+", "geom+"}) {
     const auto e = make_estimator(name, X, Y);
     Rng rng(5, Stream::User, 0);
     EXPECT_TRUE(e->exponent_form(e->draw(4, rng, Sampler::Iid), Side::Key).has_value()) << name;

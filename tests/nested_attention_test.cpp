@@ -267,7 +267,6 @@ TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBo
   const double root4 = std::pow(4.0, 0.25);
   const ExactAttention ex = exact_attention(X * root4, Y * root4, V);
   const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
-  const double kmax = arma::max(arma::sqrt(arma::sum(arma::square(Y), 0)));
   for (const std::string name : {"pos", "aderf", "pos-hyp", "pos-anti", "geom+"}) {
     const auto e = make_estimator(name, X, Y);
     const std::vector<arma::uword> grid{4, 32};
@@ -277,7 +276,10 @@ TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBo
     Rng rng(11, Stream::Prediction, 0);
     const auto form = e->exponent_form(e->draw_nested(32, rng, Sampler::Iid), Side::Key);
     const double pmax = form ? arma::max(arma::sqrt(arma::sum(arma::square(form->P), 0))) : 0.0;
-    const double delta = eps * (4 * pmax * kmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
+    // The projected points: the keys, or for geom+ the logs of its shifted keys.
+    const double zmax =
+        form ? arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key)), 0))) : 0.0;
+    const double delta = eps * (4 * pmax * zmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
     for (arma::uword k = 0; k < grid.size(); ++k)
       for (arma::uword i = 0; i < X.n_cols; ++i) {
         const double tol = D * (2 * std::sqrt(dbl.sq(i, k)) + D);

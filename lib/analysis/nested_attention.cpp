@@ -49,7 +49,8 @@ arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& 
 // sum_j f_j |C_j| (in practice ~sqrt(1024) * 2^-24), and tiles are added in double.
 constexpr arma::uword kKeyTile = 1024;
 
-// One tile of keys, contiguous: the keys (d x t, for maps with an exponent form) and their exponent rows, and C's rows.
+// One tile of keys, contiguous: the keys' exponent points (d x t, for maps with an exponent form) and exponent rows,
+// and C's rows.
 struct KeyTile {
   arma::uword j0 = 0, j1 = 0;  // keys j0..j1
   arma::fmat Y;
@@ -126,12 +127,13 @@ std::pair<arma::rowvec, arma::mat> key_sums(const Problem& p, const Draw& b) {
 std::vector<KeyTile> key_tiles(const FeatureMap& e, const arma::mat& Y, const arma::mat& C, bool form) {
   std::vector<KeyTile> tiles;
   const arma::vec row = form ? e.exponent_row(Y, Side::Key) : arma::vec();
+  const arma::mat Z = form ? e.exponent_points(Y, Side::Key) : arma::mat();
   for (arma::uword j0 = 0; j0 < Y.n_cols; j0 += kKeyTile) {
     KeyTile t;
     t.j0 = j0;
     t.j1 = std::min(Y.n_cols, j0 + kKeyTile) - 1;
     if (form) {
-      t.Y = arma::conv_to<arma::fmat>::from(Y.cols(t.j0, t.j1));
+      t.Y = arma::conv_to<arma::fmat>::from(Z.cols(t.j0, t.j1));
       t.row = row.subvec(t.j0, t.j1);
     }
     t.C = arma::conv_to<arma::fmat>::from(C.rows(t.j0, t.j1));

@@ -66,7 +66,14 @@ arma::vec FeatureMap::exponent_row(const arma::mat& X, Side side) const {
   return exponent_row_hook(X, side);
 }
 
+arma::mat FeatureMap::exponent_points(const arma::mat& X, Side side) const {
+  validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
+  return exponent_points_hook(X, side);
+}
+
 std::optional<ExponentForm> FeatureMap::exponent_form_hook(const Draw&, Side) const { return std::nullopt; }
+
+arma::mat FeatureMap::exponent_points_hook(const arma::mat& X, Side) const { return X; }
 
 arma::vec FeatureMap::exponent_row_hook(const arma::mat&, Side) const {
   throw Undefined(fmt::format("estimator '{}' has no exponent form", info().name));

@@ -29,9 +29,10 @@ struct Draw {
 };
 
 // The features of a map whose log is affine in the point after one projection (GERF with real A, DERF, DARK,
-// antithetic and hyperbolic PosRF): log f(w_m, x_i) = (X^T P)_im + col_m + row_i, with row_i = exponent_row(x_i) not
-// depending on the draw. Callers use it to tile and choose the precision of the projection themselves
-// (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
+// antithetic and hyperbolic PosRF; PoisRF+ and GeomRF+ in the log of the shifted point):
+// log f(w_m, x_i) = (Z^T P)_im + col_m + row_i with Z = exponent_points(X) (X itself but for PoisRF+ and GeomRF+) and
+// row_i = exponent_row(x_i), neither depending on the draw. Callers use it to tile and choose the precision of the
+// projection themselves (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
 struct ExponentForm {
   arma::mat P;       // d x F: one column per feature column
   arma::rowvec col;  // 1 x F
@@ -75,6 +76,7 @@ class FeatureMap {
   // for every family in tests/contract_test.cpp).
   std::optional<ExponentForm> exponent_form(const Draw& w, Side side) const;
   arma::vec exponent_row(const arma::mat& X, Side side) const;
+  arma::mat exponent_points(const arma::mat& X, Side side) const;
 
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
@@ -93,6 +95,7 @@ class FeatureMap {
   // The exponent form hooks: the default has none (exponent_row_hook is then never called).
   virtual std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const;
   virtual arma::vec exponent_row_hook(const arma::mat& X, Side side) const;
+  virtual arma::mat exponent_points_hook(const arma::mat& X, Side side) const;  // default: X
   // exp(E + scale), or E + scale when log.
   static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
   // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.

@@ -243,15 +243,8 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   pre.fill(-0.5 * std::log(static_cast<double>(M)));
   if (!log_row_scale.is_empty()) pre += log_row_scale;
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
-  arma::rowvec base(M);  // sum_l -(log k_l! + log p_{k_l}) / 2, independent of x
-  for (arma::uword m = 0; m < M; ++m) {
-    const double* k = w.omega.colptr(m);
-    base(m) = 0;
-    for (arma::uword l = 0; l < d_; ++l)
-      base(m) -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
-  }
   arma::mat F = logabs.t() * w.omega;
-  F.each_row() += base;
+  F.each_row() += log_base(w);
   F.each_col() += pre;
   arma::mat zeros;  // number of x_l = 0 with k_l > 0, per entry
   if (has_zero) zeros = arma::conv_to<arma::mat>::from(Xh == 0.0).t() * arma::conv_to<arma::mat>::from(w.omega > 0.0);
@@ -271,6 +264,29 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
         F(k) = -F(k);  // parity: an exact count >= 0 (was fmod)
     }
   return F;
+}
+
+arma::rowvec DiscreteEstimator::log_base(const Draw& w) const {
+  arma::rowvec base(w.count(), arma::fill::zeros);  // independent of x
+  for (arma::uword m = 0; m < w.count(); ++m) {
+    const double* k = w.omega.colptr(m);
+    for (arma::uword l = 0; l < d_; ++l)
+      base(m) -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
+  }
+  return base;
+}
+
+std::optional<ExponentForm> DiscreteEstimator::exponent_form_hook(const Draw& w, Side) const {
+  if (!shift_) return std::nullopt;  // signs and zeros: no exponent form
+  return ExponentForm{w.omega, log_base(w) - 0.5 * std::log(static_cast<double>(w.count()))};
+}
+
+arma::vec DiscreteEstimator::exponent_row_hook(const arma::mat& X, Side) const {
+  return 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(shift_points(*shift_, X)), 0)).t();
+}
+
+arma::mat DiscreteEstimator::exponent_points_hook(const arma::mat& X, Side) const {
+  return arma::log(shift_points(*shift_, X));  // x_hat >= epsilon > 0
 }
 
 nlohmann::json DiscreteEstimator::state() const {

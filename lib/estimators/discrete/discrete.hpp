@@ -104,8 +104,15 @@ class DiscreteEstimator final : public Estimator {
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // per-coordinate counts
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
+  // PoisRF+ / GeomRF+ only (all features positive): log f = (log x_hat)^T w + base_m - log(M)/2 + (|x|^2 -
+  // |x_hat|^2)/2.
+  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
+  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  arma::mat exponent_points_hook(const arma::mat& X, Side side) const override;
 
  private:
+  arma::rowvec log_base(const Draw& w) const;  // sum_l -(log k_l! + log p_{k_l}) / 2 per draw column
+
   DiscreteParams q_;
   std::optional<ShiftParams> shift_;
 };
