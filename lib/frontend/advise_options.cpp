@@ -112,8 +112,8 @@ std::vector<AdviseOption> make_table() {
                OptionKind::Integer, [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
                [](const O& o) { return std::to_string(o.draws); }});
   t.push_back({"full-curve",
-               "Simulate every error curve up to --budget (default: stop 4x past the M where the 95th percentile + "
-               "2 SE reaches the target)",
+               "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
+               "2 SE reaches the target, or where the target is out of reach)",
                OptionKind::Flag, [](O& o, W where, W text) { o.full_curve = parse_bool(where, text); },
                [](const O&) { return std::string("false"); }});
   t.push_back({"seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,

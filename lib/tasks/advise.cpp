@@ -319,8 +319,11 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
 }
 
 // How far past the M where the 95th percentile + 2 SE reaches the target a simulated curve goes (unless --full-curve):
-// two doublings, so the plot shows the curve's slope beyond the answer and the M interval is settled.
-constexpr double kCurveBeyond = 4;
+// one doubling, so the plot shows the curve's slope beyond the answer. The M and its interval are settled at that M
+// already (m_for_target reads the first grid point at or below the target), so the larger M are for the plot alone:
+// a second doubling (4x, as before) cost about as much again as the whole curve up to there, which at long context
+// is minutes.
+constexpr double kCurveBeyond = 2;
 
 // Beyond M = kDrawsKeptUpTo the draws that continue are cut to what keeps the relative SE of the rows' mean squared
 // errors at about kDrawSeGoal (2.5% on the RMS error; NestedOptions::se_goal), never below --draws / 16: rows of

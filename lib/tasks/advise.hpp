@@ -12,7 +12,8 @@
 //     (analysis/coupled_variance.hpp).
 // The M for a target is read off the curve of the 95th percentile over a seeded sample of query rows (or pairs),
 // interpolated in log-log between grid points, with the interval where the curve +- 2 SE crosses the target. A
-// simulated curve stops 4x past the M where its p95 + 2 SE reaches the target (--full-curve: at the budget).
+// simulated curve stops 2x past the M where its p95 + 2 SE reaches the target, or where the target is out of reach
+// within the budget (OutOfReach; --full-curve: at the budget).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -59,8 +60,8 @@ struct AdviseOptions {
   std::size_t validate = 0;  // R draws at each estimator's M for the target (0: none; rows that do not
                              // reach the target within the budget are not drawn)
   std::size_t draws = 64;    // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
-  bool full_curve = false;   // simulate every curve to the budget (default: 4x past the first M whose p95 + 2 SE
-                             // reaches the target; to the budget where it is not reached)
+  bool full_curve = false;   // simulate every curve to the budget (default: 2x past the first M whose p95 + 2 SE
+                             // reaches the target, or where it is out of reach: OutOfReach)
   std::uint64_t seed = 0;
   bool timing = true;  // time exact and random-feature attention on this machine
 };
