@@ -381,6 +381,14 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
                                   [&] { reused = reuse_finished(opt.out, parts, options, files); });
   if (progress && reused)
     progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
+  // Said if SIGINT or SIGTERM stops the command line from here on (the parts are written atomically).
+  struct Note {
+    explicit Note(const std::string& text) { set_interrupt_note(text); }
+    ~Note() { set_interrupt_note(""); }
+  } note(group.rank() != 0 ? ""
+                           : fmt::format("sweep interrupted: its finished grid points are kept in '{}'; run the same "
+                                         "command again to resume (only the unfinished points are computed)",
+                                         parts.string()));
 
   // An error stops this rank only: the others finish their shares, so a rerun has as little as possible left to do.
   SweepReport report;
