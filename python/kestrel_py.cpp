@@ -82,15 +82,15 @@ PYBIND11_MODULE(_kestrel, m) {
       "The kestrel version, the git revision it was built from and the versions of the libraries it was built with");
   m.def(
       "set_threads",
-      [](long n) {
+      [](Int<"n", 0, 4096> n) {
         // One limit for the whole process, as the CLI's --threads; results do not depend on it (fixed blocks).
         static std::unique_ptr<tbb::global_control> limit;
-        require(n >= 0 && n <= 4096, "threads must be an integer in [0, 4096] (0: all cores), got {}", n);
         limit.reset();
-        if (n > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
+        if (n > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n.value);
       },
       py::arg("n"),
-      "Limits kestrel to n threads (0: all cores, the default), as the command line's --threads. Results are "
+      "Limits kestrel to n threads (an integer in [0, 4096]; 0: all cores, the default), as the command line's "
+      "--threads. Results are "
       "identical for any thread count.");
   m.def(
       "threads", [] { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); },

@@ -203,6 +203,7 @@ std::vector<StudyOption> make_table() {
         x.regime_options.pixel_scale = text == "1" ? 1.0 : 255.0;
       },
       [](const O& x) { return fmt::format("{}", x.regime_options.pixel_scale); }));
+  t.back().kind = OptionKind::Integer;  // 1 or 255 is a number in TOML and Python (pixel_scale=255 was refused)
   t.push_back(text_opt(
       "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
       [](O& x, W, W text) { x.regime_options.spectrum = text; },  // checked against d in check_regime
