@@ -10,6 +10,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include "core/error.hpp"
+
 namespace kestrel::python {
 
 namespace py = pybind11;
@@ -43,6 +45,18 @@ struct Bool {
   bool value = false;
   operator bool() const { return value; }  // NOLINT(google-explicit-constructor)
 };
+
+// A bound object of class T (Estimator, Draw) given as the argument `name`, or InvalidArgument "draw must be a
+// kestrel.Draw, got 'abc'" (not pybind's TypeError listing the signatures). The object must outlive the reference.
+template <typename T>
+const T& object_arg(py::handle v, const char* name, const char* what) {
+  if (!py::isinstance<T>(v)) {
+    std::string r = py::repr(v).cast<std::string>();
+    throw InvalidArgument(std::string(name) + " must be " + what + ", got " +
+                          (r.size() > 60 ? r.substr(0, 57) + "..." : r));
+  }
+  return v.cast<const T&>();
+}
 
 // The checks behind the casters: InvalidArgument (a ValueError in Python) naming `name` and repr(value).
 std::uint64_t int_arg(py::handle v, const char* name, std::uint64_t lo, std::uint64_t hi);

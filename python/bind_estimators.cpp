@@ -172,7 +172,8 @@ void bind_estimators(py::module_& m) {
           "iid, orthogonal, simplex, structured, halton")
       .def(
           "features",
-          [](const Estimator& e, const Draw& w, const py::object& X, const Str<"side">& side) {
+          [](const Estimator& e, const py::object& draw, const py::object& X, const Str<"side">& side) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X");
             const Side s = side_of(side);
             check_draw(e, w, *x, "X");
@@ -187,8 +188,9 @@ void bind_estimators(py::module_& m) {
           "Softmax-kernel features f(w_m, x_i)/sqrt(M): L x M, or L x 2M [Re, Im] for complex estimators")
       .def(
           "feature_map",
-          [](const Estimator& e, const Draw& w, const py::object& X, const Str<"side">& side,
+          [](const Estimator& e, const py::object& draw, const py::object& X, const Str<"side">& side,
              const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X");
             const Side s = side_of(side);
             const Kernel k = kernel_of(kernel);
@@ -204,7 +206,9 @@ void bind_estimators(py::module_& m) {
           "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)")
       .def(
           "approximate_kernel",
-          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& kernel) {
+          [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y,
+             const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
             check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
@@ -219,8 +223,9 @@ void bind_estimators(py::module_& m) {
           "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
       .def(
           "approximate_kernel_times",
-          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& C,
+          [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y, const py::object& C,
              const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), c = mat_in(C, "C");
             const Kernel k = kernel_of(kernel);
             check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
