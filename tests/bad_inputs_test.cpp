@@ -391,7 +391,9 @@ TEST(BadInputs, OutOfContextOptionsAndOtherUnclearMessages) {
       {"--regime clustered --clusters 100", {"--clusters: 100 clusters is more than --points 32"}},
       {"--x-file " + (dir / "x.csv"), {"--x-file", "--regime file"}},
       {"--values ones", {"--values", "--quantity kc or attention"}},
-      {"--value-dim 3", {"--value-dim", "--quantity kc or attention"}}};
+      {"--value-dim 3", {"--value-dim", "--quantity kc or attention"}},
+      {"--estimators oprf --sampler orthogonal", {"--sampler", "Monte Carlo", "--mc is 0"}},
+      {"--estimators oprf --mc-points 4", {"--mc-points", "Monte Carlo", "--mc is 0"}}};
   for (const std::string cmd : {"variance", "sweep"})
     for (const auto& [args, words] : cases) {
       const std::string out = dir / "o.h5";

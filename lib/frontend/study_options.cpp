@@ -254,6 +254,12 @@ void check_context(const VarianceStudyOptions& o, const StudyValues& v) {
   const bool image =
       o.regime == "mnist" || o.regime == "fashion-mnist" || o.regime == "cifar10" || o.regime == "mnist/cifar10";
   const std::string regime = fmt::format("the regime is '{}'", o.regime);
+  // The simulator runs with --mc, and for the rows of families without a closed form for the quantity (variance_study).
+  bool simulated = o.mc_reps > 0;
+  for (const auto& name : o.estimators) {
+    const Family& f = find_family(name);
+    simulated = simulated || (o.quantity == Quantity::Pair ? !f.exact_variance : !f.has_three_point_form);
+  }
   struct Rule {
     std::vector<const char*> options;
     bool used;
@@ -272,6 +278,10 @@ void check_context(const VarianceStudyOptions& o, const StudyValues& v) {
       {{"spectrum"}, o.regime == "aniso", "--regime aniso", regime},
       {{"clusters", "cluster-radius"}, o.regime == "clustered", "--regime clustered", regime},
       {{"values", "value-dim"}, o.quantity != Quantity::Pair, "--quantity kc or attention", "the quantity is 'pair'"},
+      {{"sampler", "mc-points"},
+       simulated,
+       "Monte Carlo: --mc R, or an estimator without a closed form",
+       "--mc is 0 and every estimator's column is exact, for iid projections"},
   };
   for (const auto& r : rules)
     for (const char* f : r.options)

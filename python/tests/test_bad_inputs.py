@@ -150,10 +150,13 @@ def test_sweeps_name_the_options_that_differ(tmp_path):
     (dict(clusters=3), "clusters.*--regime clustered"),
     (dict(regime="clustered", clusters=100), "100 clusters is more than points 32"),
     (dict(values="ones"), "values.*--quantity kc or attention"),
+    (dict(sampler="orthogonal", estimators=["oprf"]), "sampler: only used with Monte Carlo"),
 ])
 def test_out_of_context_options_are_refused(kwargs, words):
     with pytest.raises(ValueError, match=words):
         kestrel.variance_study(sigma=[0.5], dim=4, points=32, pairs=1, **kwargs)
+    if "sampler" in kwargs:  # with Monte Carlo it is read
+        assert kestrel.variance_study(sigma=[0.5], dim=4, points=32, pairs=1, mc=8, **kwargs)
 
 
 def test_out_of_context_advise_options_are_refused():
