@@ -206,3 +206,24 @@ def test_the_same_bad_file_gives_the_same_message_on_the_command_line(tmp_path):
     cli = subprocess.run([os.environ["KESTREL_CLI"], "variance", "--regime", "file", "--x-file", path],
                          capture_output=True, text=True)
     assert cli.returncode == 2 and cli.stderr.strip() == f"kestrel: error: {info.value}"
+
+
+def test_unwritable_outputs_are_refused_before_computing(tmp_path):
+    """Items 1, 4, 5 through the Python functions that write: the command line's errors, at once, nothing written."""
+    import time
+    (tmp_path / "file").write_text("x")
+    grid = dict(sigma=[0.5], dim=4, points=8192, pairs=1, estimators=["oprf"])  # minutes if it computed first
+    file = str(tmp_path / "file")
+    bad = [("/proc/x.h5", "No such file or directory", "No such file or directory"),
+           (file + "/x.h5", "Not a directory", "Not a directory"),
+           (str(tmp_path / "missing" / "x.h5"), "does not exist", "does not exist"),
+           ("", "empty path", "must not be empty"),
+           (file, "exists; pass --force to replace it", "exists and is not a directory")]
+    for out, sweep_says, reproduce_says in bad:
+        for call, says in ((lambda: kestrel.sweep(out, **grid), sweep_says),
+                           (lambda: kestrel.reproduce("crt-fig1", out, quick=True), reproduce_says)):
+            t0 = time.monotonic()
+            with pytest.raises(ValueError, match=says):
+                call()
+            assert time.monotonic() - t0 < 5, (out, "computed before failing?")
+    assert (tmp_path / "file").read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
