@@ -175,9 +175,10 @@ void kestrel::python::bind_study(py::module_& m) {
       [](const std::string& out, const py::kwargs& options) {
         // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
         py::kwargs kw = options;
-        const bool show = pop_progress(kw);
+        const bool show = pop_progress(kw), force = pop_flag(kw, "force");
         SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
         o.out = out;
+        o.force = force;
         validate(o);
         const nlohmann::json prov =
             provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
@@ -191,7 +192,8 @@ void kestrel::python::bind_study(py::module_& m) {
       py::arg("out"),
       ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
        "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
-       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
+       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr; force=True (as --force) "
+       "replaces an existing OUT and discards the finished points of a sweep with other options. Options:" +
        options_doc(StudyCommand::Sweep))
           .c_str());
   m.def(

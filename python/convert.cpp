@@ -128,11 +128,13 @@ std::function<void(const std::string&)> stderr_progress(bool show) {
   };
 }
 
-bool pop_progress(py::kwargs& kw) {
-  if (!kw.contains("progress")) return false;
-  const bool show = bool_arg(kw["progress"], "progress");
-  PyDict_DelItemString(kw.ptr(), "progress");
-  return show;
+bool pop_progress(py::kwargs& kw) { return pop_flag(kw, "progress"); }
+
+bool pop_flag(py::kwargs& kw, const char* name) {
+  if (!kw.contains(name)) return false;
+  const bool value = bool_arg(kw[name], name);
+  PyDict_DelItemString(kw.ptr(), name);
+  return value;
 }
 
 void require_points(const arma::mat& X, const char* name) {

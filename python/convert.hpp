@@ -71,6 +71,8 @@ py::dict summary_dict(const PairwiseSummary& s);
 // sys.stderr (taking the GIL); empty (nothing printed) unless show. pop_progress takes the keyword out of kwargs.
 std::function<void(const std::string&)> stderr_progress(bool show);
 bool pop_progress(py::kwargs& kw);
+// A flag keyword taken out of kwargs (False when absent): force= of kestrel.sweep.
+bool pop_flag(py::kwargs& kw, const char* name);
 
 // The binding of each area (bind_*.cpp), called by PYBIND11_MODULE in kestrel_py.cpp.
 void bind_estimators(py::module_& m);

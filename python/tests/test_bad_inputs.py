@@ -141,6 +141,10 @@ def test_sweeps_name_the_options_that_differ(tmp_path):
     with pytest.raises(ValueError, match=r"--seed 2 here, 1 there.*--force to replace it \(discarding its 2"):
         kestrel.sweep(out, seed=2, **grid)
     assert len(kestrel.sweep(out, **dict(grid, sigma=[0.5, 1.0, 2.0]))) == 3  # more grid values still extend it
+    with pytest.raises(ValueError, match="force must be True or False, got 'yes'"):
+        kestrel.sweep(out, seed=2, force="yes", **grid)
+    assert len(kestrel.sweep(out, seed=2, force=True, **grid)) == 2  # as --force: replaced
+    assert len(kestrel.sweep(out, seed=2, **grid)) == 2  # the file is now the seed-2 sweep, which this extends
 
 
 @pytest.mark.parametrize("kwargs, words", [
