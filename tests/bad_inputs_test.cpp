@@ -465,3 +465,14 @@ TEST(BadInputs, SigintDuringASweepSaysHowToResume) {
   EXPECT_TRUE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".parts"));
 }
+
+// Item 10 (the lock): a lock's file goes when the lock ends, and the next writer takes a fresh one.
+TEST(BadInputs, ALockLeavesNoFileBehind) {
+  TempDir dir("kestrel_lock_file");
+  const std::string path = dir / "lock";
+  { kestrel::OutputLock lock(path, "the sweep 'x.h5'"); }
+  EXPECT_FALSE(fs::exists(path));
+  kestrel::OutputLock again(path, "the sweep 'x.h5'");
+  EXPECT_EQ(slurp(path), std::to_string(::getpid()));
+  EXPECT_THROW(kestrel::OutputLock(path, "the sweep 'x.h5'"), kestrel::IoError);
+}

@@ -125,7 +125,7 @@ std::string option_name(const std::string& key) {
 }
 
 // Each option that differs between this run's options and those recorded with finished points, as
-// "--seed 2 here, 1 there; --kernel \"gaussian\" here, \"softmax\" there" (nested objects flattened).
+// "--seed 2 here, 1 there; --kernel 'gaussian' here, 'softmax' there" (nested objects flattened, lists comma-joined).
 std::string option_differences(const nlohmann::json& here, const nlohmann::json& there) {
   std::vector<std::string> out;
   std::function<void(const nlohmann::json&, const nlohmann::json&)> walk = [&](const nlohmann::json& a,

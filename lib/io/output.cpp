@@ -164,8 +164,8 @@ OutputLock::OutputLock(const std::string& path, const std::string& what) : path_
                                 n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "",
                                 what));
     }
-    struct stat held {
-    }, named{};
+    struct stat held = {};
+    struct stat named = {};
     if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
         held.st_dev == named.st_dev)
       break;
