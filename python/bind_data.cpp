@@ -25,18 +25,18 @@ void bind_data(py::module_& m) {
       "regimes", [] { return regime_names(); }, "The regime names");
   m.def(
       "draw_regime",
-      [](const std::string& name, arma::uword d, arma::uword L, double sigma, std::uint64_t seed,
-         std::uint64_t pair_index, const std::string& data_dir, const std::string& preprocess,
-         const std::string& spectrum, arma::uword clusters, double cluster_radius, const std::string& x_file,
-         const std::string& y_file) {
+      [](const Str<"name">& name, Int<"d"> d, Int<"L"> L, Real<"sigma"> sigma, Int<"seed"> seed,
+         Int<"pair_index"> pair_index, const Str<"data_dir">& data_dir, const Str<"preprocess">& preprocess,
+         const Str<"spectrum">& spectrum, Int<"clusters"> clusters, Real<"cluster_radius"> cluster_radius,
+         const Str<"x_file">& x_file, const Str<"y_file">& y_file) {
         validate_regime(name);
-        require(std::isfinite(sigma) && sigma > 0, "sigma must be > 0, got {}", sigma);
+        require(std::isfinite(sigma.value) && sigma > 0, "sigma must be > 0, got {}", sigma.value);
         const RegimeOptions o =
             regime_options(data_dir, preprocess, spectrum, clusters, cluster_radius, x_file, y_file);
         SetPair sp;
         {
           py::gil_scoped_release nogil;
-          sp = draw_regime({.name = name,
+          sp = draw_regime({.name = name.value,
                             .dim = d,
                             .points = L,
                             .sigma = sigma,
@@ -51,12 +51,13 @@ void bind_data(py::module_& m) {
       py::arg("clusters") = 2, py::arg("cluster_radius") = 1.0, py::arg("x_file") = "", py::arg("y_file") = "",
       kRegimeDoc);
   m.def(
-      "load_points_file", [](const std::string& path) { return mat_out(load_points_file(path)); }, py::arg("path"),
+      "load_points_file", [](const Str<"path">& path) { return mat_out(load_points_file(path)); }, py::arg("path"),
       "Points from a numeric text file (one point per row, comma or whitespace separated): d x n");
   m.def(
       "load_uci",
-      [](const std::string& name, const std::string& encoding, const std::string& data_dir) {
-        const UciData u = load_uci(data_dir.empty() ? default_data_dir() : data_dir, name, parse_encoding(encoding));
+      [](const Str<"name">& name, const Str<"encoding">& encoding, const Str<"data_dir">& data_dir) {
+        const UciData u =
+            load_uci(data_dir.value.empty() ? default_data_dir() : data_dir.value, name, parse_encoding(encoding));
         py::dict r;
         r["data"] = mat_out(arma::mat(u.X.t()));  // n x d: rows are samples, as scikit-learn's loaders
         r["feature_names"] = u.feature_names;

@@ -106,9 +106,8 @@ void bind_estimators(py::module_& m) {
                       }))
       .def(
           "log_var_over_k2",
-          [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
+          [](const Estimator& e, const py::object& X, const py::object& Y, Int<"features", 1> features) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
-            require(features > 0, "number of features M must be > 0, got {}", features);
             check_points(e, *x, "X"), check_points(e, *y, "Y");
             validate_pair(*x, *y, e.dim());
             arma::mat r;
@@ -123,7 +122,7 @@ void bind_estimators(py::module_& m) {
       .def(
           "log_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
-             arma::uword features, const std::string& sampler) {
+             Int<"features", 1> features, const Str<"sampler">& sampler) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
             const Sampler s = parse_sampler(sampler);
@@ -144,12 +143,11 @@ void bind_estimators(py::module_& m) {
       .def(
           "summarize_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
-             arma::uword features) {
+             Int<"features", 1> features) {
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
             check_points(e, *x, "X"), check_points(e, *y, "Y");
             validate_pair(*x, *y, e.dim());
-            require(features > 0, "number of features M must be > 0, got {}", features);
             PairwiseSummary s;
             {
               py::gil_scoped_release nogil;
@@ -162,19 +160,20 @@ void bind_estimators(py::module_& m) {
           "out of the means; when every pair is exact the means are -inf)")
       .def(
           "draw",
-          [](const Estimator& e, arma::uword features, std::uint64_t seed, const std::string& sampler,
-             std::uint64_t index) {
+          [](const Estimator& e, Int<"features", 1> features, Int<"seed"> seed, const Str<"sampler">& sampler,
+             Int<"index"> index) {
             const Sampler s = parse_sampler(sampler);
             py::gil_scoped_release nogil;
             Rng rng(seed, Stream::Features, index);
             return e.draw(features, rng, s);
           },
-          py::arg("features"), py::arg("seed"), py::arg("sampler") = "iid", py::arg("index") = 0,
-          "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, simplex, structured, "
-          "halton")
+          py::arg("features"), py::arg("seed") = 1, py::arg("sampler") = "iid", py::arg("index") = 0,
+          "Draws M random objects from stream (seed, Features, index) (seed 1 unless given, as elsewhere); sampler: "
+          "iid, orthogonal, simplex, structured, halton")
       .def(
           "features",
-          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side) {
+          [](const Estimator& e, const py::object& draw, const py::object& X, const Str<"side">& side) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X");
             const Side s = side_of(side);
             check_draw(e, w, *x, "X");
@@ -189,8 +188,9 @@ void bind_estimators(py::module_& m) {
           "Softmax-kernel features f(w_m, x_i)/sqrt(M): L x M, or L x 2M [Re, Im] for complex estimators")
       .def(
           "feature_map",
-          [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side,
+          [](const Estimator& e, const py::object& draw, const py::object& X, const Str<"side">& side,
              const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X");
             const Side s = side_of(side);
             const Kernel k = kernel_of(kernel);
@@ -206,7 +206,9 @@ void bind_estimators(py::module_& m) {
           "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)")
       .def(
           "approximate_kernel",
-          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& kernel) {
+          [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y,
+             const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
             const Kernel k = kernel_of(kernel);
             check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
@@ -221,8 +223,9 @@ void bind_estimators(py::module_& m) {
           "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
       .def(
           "approximate_kernel_times",
-          [](const Estimator& e, const Draw& w, const py::object& X, const py::object& Y, const py::object& C,
+          [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y, const py::object& C,
              const py::object& kernel) {
+            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
             const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y"), c = mat_in(C, "C");
             const Kernel k = kernel_of(kernel);
             check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
@@ -239,7 +242,7 @@ void bind_estimators(py::module_& m) {
       .def(
           "kc_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
-             const py::object& kernel, arma::uword features, const py::object& rows, std::uint64_t seed) {
+             const py::object& kernel, Int<"features", 1> features, const py::object& rows, Int<"seed"> seed) {
             const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
             const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
             KcMoments m;
@@ -265,7 +268,7 @@ void bind_estimators(py::module_& m) {
       .def(
           "predict_attention",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
-             const py::object& kernel, arma::uword features, const py::object& rows, std::uint64_t seed) {
+             const py::object& kernel, Int<"features", 1> features, const py::object& rows, Int<"seed"> seed) {
             const OperatorInputs in = operator_inputs(e, X, Y, V, "V", kernel, features);
             const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
             AttentionPrediction a;
@@ -317,17 +320,21 @@ void bind_estimators(py::module_& m) {
       py::arg("state"), "The estimator whose Estimator.state() this is (bit for bit the same estimator)");
   m.def("default_estimator", &default_feature_estimator,
         "The family feature maps use when none is named (kestrel.sklearn.RandomFeatures): the registry's choice");
-  m.def("draws_for_budget", &draws_for_budget, py::arg("name"), py::arg("features"),
-        "The draws the named family takes for a budget of M real feature columns (M/2 for complex features, M/8 for "
-        "the hybrids, ...)");
+  m.def(
+      "draws_for_budget",
+      [](const Str<"name">& name, Int<"features", 1> features) { return draws_for_budget(name, features); },
+      py::arg("name"), py::arg("features"),
+      "The draws the named family takes for a budget of M real feature columns (M/2 for complex features, M/8 for "
+      "the hybrids, ...)");
   m.def(
       "fit",
-      [](const std::string& name, const py::object& X, const py::object& Y, const py::object& layout) {
-        const std::string how = layout.is_none() ? "" : layout.cast<std::string>();
+      [](const Str<"name">& name, const py::object& X, const py::object& Y, const py::object& layout) {
+        const std::string how = layout.is_none() ? "" : str_arg(layout, "layout");
         require(how.empty() || how == "columns" || how == "rows", "layout must be 'columns' or 'rows', got '{}'", how);
         MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
         find_estimator_family(name);
         if (how == "rows") x.m = arma::mat(x->t()), y.m = arma::mat(y->t());
+        require_points(*x, "X"), require_points(*y, "Y");
         require(x->n_rows == y->n_rows,
                 "X is {} x {} and Y is {} x {}: points are columns (d x L), so X and Y need the same number of rows d; "
                 "if your points are rows (L x d), pass X.T and Y.T",

@@ -30,8 +30,10 @@ void bind_kernels(py::module_& m) {
   // ---- Monte Carlo ------------------------------------------------------------------------------
   m.def(
       "simulate",
-      [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel, std::size_t reps,
-         arma::uword features, std::uint64_t seed, const std::string& sampler, const py::object& C) {
+      [](const py::object& estimator, const py::object& X, const py::object& Y, const py::object& kernel,
+         Int<"reps"> reps, Int<"features", 1> features, Int<"seed"> seed, const Str<"sampler">& sampler,
+         const py::object& C) {
+        const Estimator& e = object_arg<Estimator>(estimator, "estimator", "a kestrel.Estimator (kestrel.fit)");
         const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
         check_points(e, *x, "X"), check_points(e, *y, "Y");
         std::optional<MatIn> c;

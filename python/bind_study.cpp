@@ -175,38 +175,31 @@ void kestrel::python::bind_study(py::module_& m) {
       [](const std::string& out, const py::kwargs& options) {
         // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
         py::kwargs kw = options;
-        const py::object given = kw.contains("progress") ? py::object(kw["progress"]) : py::object(py::bool_(false));
-        require(py::isinstance<py::bool_>(given), "progress must be True or False, got {}",
-                py::repr(given).cast<std::string>());
-        const bool show = given.cast<bool>();
-        if (kw.contains("progress")) PyDict_DelItemString(kw.ptr(), "progress");
+        const bool show = pop_progress(kw), force = pop_flag(kw, "force");
         SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
         o.out = out;
+        o.force = force;
         validate(o);
         const nlohmann::json prov =
             provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
         nlohmann::json rows = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
-          const auto say = [](const std::string& line) {
-            py::gil_scoped_acquire gil;
-            py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
-          };
-          const std::function<void(const std::string&)> progress =
-              show ? std::function<void(const std::string&)>(say) : nullptr;
-          for (const auto& r : run_sweep(o, prov, progress).rows) rows.push_back(sweep_json(r));
+          for (const auto& r : run_sweep(o, prov, stderr_progress(show)).rows) rows.push_back(sweep_json(r));
         }
         return from_json(rows);
       },
       py::arg("out"),
       ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
        "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
-       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
+       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr; force=True (as --force) "
+       "replaces an existing OUT and discards the finished points of a sweep with other options. Options:" +
        options_doc(StudyCommand::Sweep))
           .c_str());
   m.def(
       "advise",
-      [](const py::object& Q, const py::object& K, const py::object& V, const py::kwargs& kw) {
+      [](const py::object& Q, const py::object& K, const py::object& V, py::kwargs kw) {
+        const bool show = pop_progress(kw);
         const AdviseOptions o = advise_options_from(advise_values(kw));
         const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K");
         arma::mat v;
@@ -219,7 +212,7 @@ void kestrel::python::bind_study(py::module_& m) {
         nlohmann::json out;
         {
           py::gil_scoped_release nogil;
-          out = to_json(advise(qt, kt, v, o));
+          out = to_json(advise(qt, kt, v, o, stderr_progress(show)));
         }
         out["provenance"] = provenance(call_text("advise", kw), to_json(o));
         return from_json(out);
@@ -228,7 +221,8 @@ void kestrel::python::bind_study(py::module_& m) {
       ("`kestrel advise` as a function: Q (Lq x d), K (Lk x d) and V (Lk x dv, or None) with one token per row; "
        "options as keywords (same names with '_' for '-'). Returns the report of `kestrel advise --json` as a dict: "
        "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
-       "number format and, with validate=R, the measured error; the cost and the recommendation. Options:" +
+       "number format and, with validate=R, the measured error; the cost and the recommendation. progress=True "
+       "prints the command line's progress lines on sys.stderr. Options:" +
        advise_doc())
           .c_str());
 }

@@ -27,19 +27,24 @@ py::array vec_out(const arma::vec& v) { return mat_out(arma::mat(v)).attr("ravel
 void bind_tasks(py::module_& m) {
   m.def(
       "classify",
-      [](const std::string& set, const py::object& estimator, const py::object& sigmas, std::size_t seeds,
-         arma::uword features, const std::string& sampler, std::uint64_t seed, const std::string& data_dir) {
-        require(seeds > 0, "seeds must be > 0, got 0");
-        require(features > 0, "features must be > 0, got 0");
+      [](const Str<"set">& set, const py::object& estimator, const py::object& sigmas, Int<"seeds", 1> seeds,
+         Int<"features", 1> features, const Str<"sampler">& sampler, Int<"seed"> seed,
+         const Str<"data_dir">& data_dir) {
         NwOptions o;
-        if (!sigmas.is_none()) o.sigmas = sigmas.cast<std::vector<double>>();
+        if (!sigmas.is_none()) {
+          o.sigmas.clear();
+          const bool sequence = py::isinstance<py::list>(sigmas) || py::isinstance<py::tuple>(sigmas) ||
+                                (py::isinstance<py::array>(sigmas) && sigmas.attr("ndim").cast<int>() == 1);
+          require(sequence, "sigmas must be a list of numbers > 0, got {}", py::repr(sigmas).cast<std::string>());
+          for (const auto& s : sigmas) o.sigmas.push_back(real_arg(s, "sigmas"));
+        }
         for (double s : o.sigmas) require(std::isfinite(s) && s > 0, "sigma must be > 0, got {}", s);
         require(!o.sigmas.empty(), "sigmas must not be empty");
         o.seeds = seeds, o.M = features, o.sampler = parse_sampler(sampler), o.seed = seed;
-        const std::string name = estimator.is_none() ? "" : estimator.cast<std::string>();
+        const std::string name = estimator.is_none() ? "" : str_arg(estimator, "estimator");
         if (!name.empty()) find_estimator_family(name);
-        const UciData d = load_uci(data_dir.empty() ? default_data_dir() : data_dir, set);
-        require(!d.classes.empty(), "'{}' is a regression set; classify needs a classification set", set);
+        const UciData d = load_uci(data_dir.value.empty() ? default_data_dir() : data_dir.value, set);
+        require(!d.classes.empty(), "'{}' is a regression set; classify needs a classification set", set.value);
         NwResult r;
         {
           py::gil_scoped_release nogil;
@@ -68,11 +73,11 @@ void bind_tasks(py::module_& m) {
       "the exact kernel. Returns a dict of arrays (sigmas, validation_accuracy seeds x sigmas, test_accuracy, ...).");
   m.def(
       "attention_error",
-      [](const py::object& Q, const py::object& K, const py::object& V, const std::string& estimator,
-         arma::uword features, std::size_t reps, std::uint64_t seed, const std::string& sampler, bool stabilise) {
+      [](const py::object& Q, const py::object& K, const py::object& V, const Str<"estimator">& estimator,
+         Int<"features", 1> features, Int<"reps", 1> reps, Int<"seed"> seed, const Str<"sampler">& sampler,
+         Bool<"stabilise"> stabilise) {
         const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K"), v = mat_in(V, "V");
         validate_attention(*q, *k, *v);
-        require(features > 0 && reps > 0, "features and reps must be > 0, got {} and {}", features, reps);
         const Sampler s = parse_sampler(sampler);
         find_estimator_family(estimator);
         arma::vec rel(reps), rel_norm(reps);
@@ -88,7 +93,8 @@ void bind_tasks(py::module_& m) {
           for (std::size_t r = 0; r < reps; ++r) {
             Rng rng(seed, Stream::Features, r);
             try {
-              const ApproxAttention a = approximate_attention(*e, e->draw(draws, rng, s), Qs, Ks, *v, {stabilise});
+              const ApproxAttention a =
+                  approximate_attention(*e, e->draw(draws, rng, s), Qs, Ks, *v, {stabilise.value});
               rel(ok) = relative_error(a.Y, exact.Y), rel_norm(ok) = normaliser_relative_error(a, exact), ++ok;
             } catch (const NumericalError& err) {
               if (failed++ == 0) why = err.what();

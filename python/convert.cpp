@@ -12,7 +12,23 @@ namespace kestrel::python {
 MatIn mat_in(const py::handle& obj, const char* name) {
   MatIn r;
   py::array a;
-  if (py::isinstance<py::array_t<double>>(obj)) a = py::reinterpret_borrow<py::array>(obj);
+  if (py::isinstance<py::array_t<double>>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+  } else {
+    // Complex values are refused as the command line refuses a complex .npy (casting would drop the imaginary part
+    // with only a NumPy warning); so are strings and objects, which would not convert.
+    const py::array probe =
+        py::isinstance<py::array>(obj) ? py::reinterpret_borrow<py::array>(obj) : py::array::ensure(obj);
+    if (probe) {
+      const char kind = probe.dtype().kind();
+      require(kind != 'c',
+              "{} holds complex numbers (dtype {}): kestrel takes real points; pass {}.real, or the "
+              "real and imaginary parts as separate coordinates",
+              name, py::str(probe.dtype()).cast<std::string>(), name);
+      require(kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b' || kind == 'O',
+              "{} must be an array of numbers, got dtype {}", name, py::str(probe.dtype()).cast<std::string>());
+    }
+  }
   constexpr int kAligned = 0x0100;  // NPY_ARRAY_ALIGNED
   if (!a || !(a.flags() & py::array::f_style) || !(a.flags() & kAligned) || a.ndim() != 2) a = FArray::ensure(obj);
   if (!a) throw InvalidArgument(fmt::format("{} must be convertible to a float64 array", name));
@@ -93,6 +109,7 @@ Side side_of(const std::string& s) {
 
 // The binding is a public boundary: the library's feature maps check only the dimension of X.
 void check_points(const FeatureMap& e, const arma::mat& X, const char* name) {
+  require_points(X, name);
   validate_points(X, name);
   // A fitted estimator knows d: an L x d array (points as rows) is recognised and named as such.
   require(X.n_rows == e.dim() || X.n_cols != e.dim(),
@@ -101,6 +118,28 @@ void check_points(const FeatureMap& e, const arma::mat& X, const char* name) {
           name, X.n_rows, X.n_cols, e.info().name, e.dim(), name);
   require(X.n_rows == e.dim(), "{} is {} x {}: estimator '{}' was fitted for d = {} (points are columns, d x L)", name,
           X.n_rows, X.n_cols, e.info().name, e.dim());
+}
+
+std::function<void(const std::string&)> stderr_progress(bool show) {
+  if (!show) return nullptr;
+  return [](const std::string& line) {
+    py::gil_scoped_acquire gil;
+    py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
+  };
+}
+
+bool pop_progress(py::kwargs& kw) { return pop_flag(kw, "progress"); }
+
+bool pop_flag(py::kwargs& kw, const char* name) {
+  if (!kw.contains(name)) return false;
+  const bool value = bool_arg(kw[name], name);
+  PyDict_DelItemString(kw.ptr(), name);
+  return value;
+}
+
+void require_points(const arma::mat& X, const char* name) {
+  require(X.n_cols > 0 && X.n_rows > 0, "{} is {} x {}: {} (points are columns, d x L)", name, X.n_rows, X.n_cols,
+          X.n_cols == 0 ? "no points" : "points of dimension 0");
 }
 
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
@@ -162,6 +201,81 @@ py::dict summary_dict(const PairwiseSummary& s) {
   d["n_pairs"] = s.log_kernel.n;
   d["n_exact"] = s.n_exact;
   return d;
+}
+
+}  // namespace kestrel::python
+
+namespace kestrel::python {
+
+namespace {
+
+std::string shown(py::handle v) {
+  std::string r = py::repr(v).cast<std::string>();
+  return r.size() > 60 ? r.substr(0, 57) + "..." : r;
+}
+
+// The dtype kind of a NumPy scalar or 0-d array ('i', 'u', 'f', 'b', 'c', ...), or 0 for anything else.
+char numpy_kind(py::handle v) {
+  if (!py::hasattr(v, "dtype") || !py::hasattr(v, "ndim")) return 0;
+  try {
+    if (v.attr("ndim").cast<int>() != 0) return 0;
+    return v.attr("dtype").attr("kind").cast<std::string>().at(0);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::uint64_t int_arg(py::handle v, const char* name, std::uint64_t lo, std::uint64_t hi) {
+  const auto fail = [&] {
+    return InvalidArgument(hi == UINT64_MAX
+                               ? fmt::format("{} must be an integer >= {}, got {}", name, lo, shown(v))
+                               : fmt::format("{} must be an integer in [{}, {}], got {}", name, lo, hi, shown(v)));
+  };
+  const char kind = numpy_kind(v);
+  if (PyBool_Check(v.ptr()) || !(PyLong_Check(v.ptr()) || kind == 'i' || kind == 'u')) throw fail();
+  const auto i = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!i) {
+    PyErr_Clear();
+    throw fail();
+  }
+  int overflow = 0;
+  const long long s = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow < 0 || (overflow == 0 && s < 0)) throw fail();
+  std::uint64_t u = static_cast<std::uint64_t>(s);
+  if (overflow > 0) {
+    u = PyLong_AsUnsignedLongLong(i.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw fail();
+    }
+  }
+  if (u < lo || u > hi) throw fail();
+  return u;
+}
+
+double real_arg(py::handle v, const char* name) {
+  const char kind = numpy_kind(v);
+  const bool number = !PyBool_Check(v.ptr()) &&
+                      (PyFloat_Check(v.ptr()) || PyLong_Check(v.ptr()) || kind == 'f' || kind == 'i' || kind == 'u');
+  if (number) {
+    const double d = PyFloat_AsDouble(v.ptr());
+    if (!PyErr_Occurred()) return d;
+    PyErr_Clear();
+  }
+  throw InvalidArgument(fmt::format("{} must be a number, got {}", name, shown(v)));
+}
+
+std::string str_arg(py::handle v, const char* name) {
+  if (!PyUnicode_Check(v.ptr())) throw InvalidArgument(fmt::format("{} must be a string, got {}", name, shown(v)));
+  return v.cast<std::string>();
+}
+
+bool bool_arg(py::handle v, const char* name) {
+  if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  if (numpy_kind(v) == 'b') return v.attr("item")().ptr() == Py_True;
+  throw InvalidArgument(fmt::format("{} must be True or False, got {}", name, shown(v)));
 }
 
 }  // namespace kestrel::python

@@ -4,6 +4,7 @@
 // the base of the returned array (no copy).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "analysis/montecarlo.hpp"
 #include "analysis/pairwise.hpp"
+#include "args.hpp"
 #include "data/regimes.hpp"
 #include "estimators/estimator.hpp"
 #include "kernels/kernel.hpp"
@@ -44,6 +46,8 @@ Side side_of(const std::string& s);
 // The binding is a public boundary: checks X and the draw against the estimator.
 // X (d x L) for a fitted estimator: finite, with d rows; an L x d array gets an error saying to pass X.T.
 void check_points(const FeatureMap& e, const arma::mat& X, const char* name);
+// X has at least one point (column) and one dimension (row): "X is 4 x 0: no points (points are columns, d x L)".
+void require_points(const arma::mat& X, const char* name);
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name);
 py::object from_json(const nlohmann::json& j);
 py::dict moments_dict(EntryMoments&& m);
@@ -62,6 +66,13 @@ py::array member_view(const arma::rowvec& v, py::handle owner);
 // log Var of pairs where the estimator is exact is -inf: a summary over pairs that are all exact has mean -inf
 // (and n_exact = n_pairs), never the 0.0 of an empty mean.
 py::dict summary_dict(const PairwiseSummary& s);
+
+// progress=True of the long-running functions (sweep, advise, reproduce): a callback writing each progress line to
+// sys.stderr (taking the GIL); empty (nothing printed) unless show. pop_progress takes the keyword out of kwargs.
+std::function<void(const std::string&)> stderr_progress(bool show);
+bool pop_progress(py::kwargs& kw);
+// A flag keyword taken out of kwargs (False when absent): force= of kestrel.sweep.
+bool pop_flag(py::kwargs& kw, const char* name);
 
 // The binding of each area (bind_*.cpp), called by PYBIND11_MODULE in kestrel_py.cpp.
 void bind_estimators(py::module_& m);

@@ -32,9 +32,21 @@ PYBIND11_MODULE(_kestrel, m) {
   // the OpenBLAS library; OPENBLAS_NUM_THREADS set before the import keeps its value.
   kestrel::single_threaded_blas();
 
+  // A points file or config that cannot be read or is malformed is the caller's invalid input (the command line exits
+  // 2) and an I/O failure at once: kestrel.InputFileError is both a ValueError and an OSError.
+  static py::handle input_file_error =
+      py::module_::import("builtins")
+          .attr("type")("InputFileError", py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_OSError)),
+                        py::dict(py::arg("__module__") = "kestrel",
+                                 py::arg("__doc__") = "A named input file cannot be read or is malformed: a "
+                                                      "ValueError (invalid input) and an OSError (I/O)"))
+          .release();
+  m.attr("InputFileError") = input_file_error;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const InputFileError& e) {
+      PyErr_SetString(input_file_error.ptr(), e.what());
     } catch (const InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const NumericalError& e) {
@@ -56,6 +68,7 @@ PYBIND11_MODULE(_kestrel, m) {
     if (kind == "invalid") throw InvalidArgument(message);
     if (kind == "numerical") throw NumericalError(message);
     if (kind == "io") throw IoError(message);
+    if (kind == "input-file") throw InputFileError(message);
     throw InvalidArgument(fmt::format("unknown error kind '{}'", kind));
   });
 
@@ -69,15 +82,15 @@ PYBIND11_MODULE(_kestrel, m) {
       "The kestrel version, the git revision it was built from and the versions of the libraries it was built with");
   m.def(
       "set_threads",
-      [](long n) {
+      [](Int<"n", 0, 4096> n) {
         // One limit for the whole process, as the CLI's --threads; results do not depend on it (fixed blocks).
         static std::unique_ptr<tbb::global_control> limit;
-        require(n >= 0 && n <= 4096, "threads must be an integer in [0, 4096] (0: all cores), got {}", n);
         limit.reset();
-        if (n > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
+        if (n > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n.value);
       },
       py::arg("n"),
-      "Limits kestrel to n threads (0: all cores, the default), as the command line's --threads. Results are "
+      "Limits kestrel to n threads (an integer in [0, 4096]; 0: all cores, the default), as the command line's "
+      "--threads. Results are "
       "identical for any thread count.");
   m.def(
       "threads", [] { return tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism); },

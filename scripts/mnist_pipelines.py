@@ -37,8 +37,10 @@ def name(pre, rs, scale):
 
 
 def run(kestrel, data_dir, regime, extra, pre, rs, scale):
-    cmd = [kestrel, "variance", "--regime", regime, *COMMON, *extra, "--preprocess", pre, "--resize", rs,
-           "--pixel-scale", scale, "--data-dir", data_dir, "--json"]
+    # --pixel-scale is refused where nothing reads it (the standardising forms), as every out-of-context option.
+    scaled = ["--pixel-scale", scale] if pre in ("raw", "center") else []
+    cmd = [kestrel, "variance", "--regime", regime, *COMMON, *extra, "--preprocess", pre, "--resize", rs, *scaled,
+           "--data-dir", data_dir, "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = {}
     for r in json.loads(out)["results"]:

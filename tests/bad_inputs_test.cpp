@@ -1,9 +1,14 @@
 // Bad inputs, round two (issue 37): every entry point that writes refuses to replace a file that appeared while it
 // computed, unwritable or empty outputs fail before computing with the system's reason, every flag refuses a value
-// that is not a boolean, and configs are read strictly. Each test drives every CLI subcommand it applies to.
+// that is not a boolean, configs are read strictly, points files say what they look like, sweeps name the options
+// that differ, out-of-context options are refused alike and SIGINT says how to resume. Each test drives every CLI
+// subcommand it applies to; python/tests/test_bad_inputs.py drives the Python functions through the same inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,9 +16,17 @@
 #include <set>
 #include <thread>
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
 #include "cli_run.hpp"
 #include "core/error.hpp"
 #include "io/output.hpp"
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 using kestrel::test::CliRun;
@@ -117,9 +130,14 @@ TEST(BadInputs, TwoWritersOfOneOutputStartedTogether) {
       if (o.code != 0) {
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << name << ": " << o.err;
         const bool locked = name == "sweep" && o.err.find("another kestrel process") != std::string::npos;
+        // A sweep that starts after the other finished meets a finished sweep with another --seed (item 7).
+        const bool finished =
+            name == "sweep" && o.err.find("holds a finished sweep with other options") != std::string::npos;
         if (!locked) {
           EXPECT_EQ(o.code, 2) << name << ": " << o.err;
-          EXPECT_NE(o.err.find("exists; pass --force to replace it"), std::string::npos) << name << ": " << o.err;
+          EXPECT_NE(o.err.find(finished ? "pass --force to replace it" : "exists; pass --force to replace it"),
+                    std::string::npos)
+              << name << ": " << o.err;
         }
       }
     const fs::path where = name == "reproduce" ? fs::path(out) : dir.path;
@@ -244,4 +262,217 @@ TEST(BadInputs, VarianceNamesRowsWithDegenerateFeatures) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   const CliRun ok = run("variance --sigma 0.5 --dim 8 --points 32 --pairs 1 --estimators pos,oprf --quiet");
   EXPECT_EQ(ok.err.find("degenerate"), std::string::npos) << ok.err;
+}
+
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// n points of dimension d as CSV rows (sep between fields, dec as the decimal separator), small values.
+std::string points_text(int n, int d, const std::string& sep = ",", char dec = '.') {
+  std::string s;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) {
+      std::string v = fmt::format("{:.6f}", 0.3 * std::sin(1.0 + 7.0 * i + j));
+      std::replace(v.begin(), v.end(), '.', dec);
+      s += v + (j + 1 == d ? "\n" : sep);
+    }
+  return s;
+}
+
+// Expects exit code 2, one line on stderr holding every word, none of `absent`, and no file in `dir` named `out`.
+void expect_refused(const CliRun& r, const std::string& what, const std::vector<std::string>& words,
+                    const std::vector<std::string>& absent = {}) {
+  EXPECT_EQ(r.code, 2) << what << ": " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+  for (const auto& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << what << ": '" << w << "' in " << r.err;
+  for (const auto& w : absent) EXPECT_EQ(r.err.find(w), std::string::npos) << what << ": '" << w << "' in " << r.err;
+}
+
+}  // namespace
+
+// Item 6 (and item 9's "N fields, expected M"): a CSV with a UTF-8 byte-order mark is read as without it; files with
+// decimal commas or binary files are named as what they look like, through every command that reads points files
+// (variance and sweep --x-file/--y-file, advise --queries/--keys/--values), with exit 2 and no output.
+TEST(BadInputs, PointsFilesSayWhatTheyLookLike) {
+  TempDir dir("kestrel_points_files");
+  const std::string plain = "x1,x2,x3\n" + points_text(40, 3);
+  write(dir / "plain.csv", plain);
+  write(dir / "bom.csv", "\xEF\xBB\xBF" + plain);
+  const std::string var = "variance --regime file --sigma 0.5 --estimators oprf --json --quiet --x-file ";
+  const CliRun a = run(var + (dir / "plain.csv")), b = run(var + (dir / "bom.csv"));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["results"], nlohmann::json::parse(b.out)["results"]);
+  const std::string adv = " --budget 16 --draws 8 --rows 8 --estimators pos --samplers iid --quiet --json";
+  EXPECT_EQ(run("advise --queries " + (dir / "bom.csv") + " --keys " + (dir / "bom.csv") + adv).code, 0);
+
+  write(dir / "semicolon.csv", points_text(40, 3, ";", ','));
+  write(dir / "spaces.txt", points_text(40, 3, " ", ','));
+  std::string bytes;
+  for (int i = 0; i < 1024; ++i) bytes += static_cast<char>((i * 37 + 11) % 256);
+  write(dir / "binary.csv", bytes);
+  write(dir / "array.csv", std::string("\x93NUMPY\x01\x00", 8) + "{'descr': '<f8'}");
+  write(dir / "hdf5.csv", std::string("\x89HDF\r\n\x1a\n", 8) + std::string(64, '\0'));
+  write(dir / "utf16.csv", std::string("\xff\xfe", 2) + std::string("1\0,\0002\0", 8));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
+      {"semicolon.csv", {"semicolon.csv: line 1", "decimal commas", "'.' as the decimal separator"}},
+      {"spaces.txt", {"spaces.txt: line 1", "decimal commas"}},
+      {"binary.csv", {"binary.csv: not a text points file", "a binary file (byte"}},
+      {"array.csv", {"array.csv", "NumPy .npy array", "name ending in .npy"}},
+      {"hdf5.csv", {"hdf5.csv", "an HDF5 file", "hdf5.csv:/path/to/dataset"}},
+      {"utf16.csv", {"utf16.csv", "UTF-16"}}};
+  const std::string good = dir / "plain.csv";
+  for (const auto& [file, words] : bad) {
+    const std::string f = dir / file, out = dir / "out.h5";
+    const std::vector<std::pair<std::string, std::string>> entry_points = {
+        {"variance --x-file", "variance --regime file --sigma 0.5 --quiet --x-file " + f + " --out " + out},
+        {"variance --y-file",
+         "variance --regime file --sigma 0.5 --quiet --x-file " + good + " --y-file " + f + " --out " + out},
+        {"sweep", "sweep --regime file --sigma 0.5 --quiet --x-file " + f + " --out " + out},
+        {"advise --queries", "advise --queries " + f + " --keys " + good + adv + " --out " + out},
+        {"advise --values", "advise --queries " + good + " --keys " + good + " --values " + f + adv + " --out " + out}};
+    for (const auto& [where, args] : entry_points) {
+      expect_refused(run(args), where + " " + file, words, {"fields, expected"});
+      EXPECT_FALSE(fs::exists(out)) << where << " " << file;
+    }
+  }
+}
+
+// Item 7: a finished sweep that other options cannot extend, and an interrupted one they cannot resume, are refused
+// naming each differing option with both values and saying what --force discards; the file and the parts are kept.
+// With --force the other options' points are discarded and the run completes.
+TEST(BadInputs, SweepsThatCannotBeExtendedOrResumedNameTheDifferences) {
+  TempDir dir("kestrel_sweep_differs");
+  const std::string out = dir / "s.h5";
+  const std::string sweep = "sweep --sigma 0.5,1 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " + out;
+  ASSERT_EQ(run(sweep).code, 0);
+  const std::string before = slurp(out);
+  expect_refused(run(sweep + " --seed 2 --kernel gaussian"), "extend",
+                 {"holds a finished sweep with other options", "--kernel 'gaussian' here, 'softmax' there",
+                  "--seed 2 here, 1 there", "pass --force to replace it (discarding its 2 finished grid points)"});
+  EXPECT_EQ(slurp(out), before);
+  // More grid values with the same options extend it, as before.
+  EXPECT_EQ(run("sweep --sigma 0.5,1,2 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " + out).code, 0);
+
+  const std::string out2 = dir / "t.h5";
+  const std::string sweep2 = "sweep --sigma 0.5,1,2 --dim 4 --points 32 --pairs 1 --quiet --out " + out2;
+  EXPECT_NE(run(sweep2 + " --estimators oprf --stop-after 1").code, 0);  // interrupted after one grid point
+  ASSERT_TRUE(fs::exists(out2 + ".parts"));
+  expect_refused(run(sweep2 + " --estimators pos"), "resume",
+                 {"holds 1 finished grid points of an interrupted sweep with other options",
+                  "--estimators 'pos' here, 'oprf' there", "pass --force to discard them"});
+  EXPECT_TRUE(fs::exists(out2 + ".parts"));
+  EXPECT_FALSE(fs::exists(out2));
+  const CliRun forced = run(sweep2 + " --estimators pos --force");
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_FALSE(fs::exists(out2 + ".parts"));
+}
+
+// Item 9: the memory limit says where it came from, the file regime's room is a number, and options that nothing
+// reads in the given context are refused alike (command line and config file, variance, sweep and advise).
+TEST(BadInputs, OutOfContextOptionsAndOtherUnclearMessages) {
+  TempDir dir("kestrel_context");
+  const CliRun mem = run("variance --sigma 0.5 --dim 4 --points 16 --quiet", "KESTREL_MEMORY_LIMIT=1000 ");
+  expect_refused(mem, "memory", {"more than the limit of 1.0 kB set by KESTREL_MEMORY_LIMIT=1000"}, {"this machine"});
+  write(dir / "x.csv", points_text(40, 3));
+  expect_refused(run("variance --regime file --x-file " + (dir / "x.csv") + " --points 30 --quiet"), "room",
+                 {"has room for 20 disjoint points per set"}, {"  "});
+
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"--pixel-scale 255", {"--pixel-scale", "an image regime", "the regime is 'normal'"}},
+      {"--preprocess center", {"--preprocess", "an image regime", "the regime is 'normal'"}},
+      {"--resize bilinear", {"--resize", "the regime is 'normal'"}},
+      {"--data-dir " + dir.path.string(), {"--data-dir", "the regime is 'normal'"}},
+      {"--regime mnist --preprocess standardize --pixel-scale 255",
+       {"--pixel-scale", "--preprocess raw or center", "the preprocessing is 'standardize'"}},
+      {"--spectrum rank:2", {"--spectrum", "--regime aniso"}},
+      {"--clusters 3", {"--clusters", "--regime clustered"}},
+      {"--cluster-radius 2", {"--cluster-radius", "--regime clustered"}},
+      {"--regime clustered --clusters 100", {"--clusters: 100 clusters is more than --points 32"}},
+      {"--x-file " + (dir / "x.csv"), {"--x-file", "--regime file"}},
+      {"--values ones", {"--values", "--quantity kc or attention"}},
+      {"--value-dim 3", {"--value-dim", "--quantity kc or attention"}},
+      {"--estimators oprf --sampler orthogonal", {"--sampler", "Monte Carlo", "--mc is 0"}},
+      {"--estimators oprf --mc-points 4", {"--mc-points", "Monte Carlo", "--mc is 0"}}};
+  for (const std::string cmd : {"variance", "sweep"})
+    for (const auto& [args, words] : cases) {
+      const std::string out = dir / "o.h5";
+      expect_refused(run(cmd + " --sigma 0.5 --dim 4 --points 32 --pairs 1 --quiet " + args + " --out " + out),
+                     cmd + " " + args, words);
+      EXPECT_FALSE(fs::exists(out)) << cmd << " " << args;
+    }
+  write(dir / "c.toml", "[sweep]\nsigma = [0.5]\npreprocess = \"center\"\n");
+  expect_refused(run("sweep --dim 4 --points 32 --quiet --config " + (dir / "c.toml") + " --out " + (dir / "o.h5")),
+                 "config", {"c.toml:3:1: preprocess", "an image regime"});
+  // advise: options of the other quantity.
+  const std::string adv = advise_inputs(dir);
+  for (const auto& [args, words] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"--pairs 100", {"--pairs '100'", "quantity kernel", "the quantity is 'attention'"}},
+           {"--kernel gaussian", {"--kernel 'gaussian'", "quantity kernel"}},
+           {"--quantity kernel --metric tv", {"--metric 'tv'", "quantity attention", "the quantity is 'kernel'"}},
+           {"--quantity kernel --draws 8", {"--draws '8'", "quantity attention"}},
+           {"--quantity kernel --full-curve", {"--full-curve", "quantity attention"}}})
+    expect_refused(run(std::regex_replace(adv, std::regex(" --values \\S+| --draws \\d+"), "") + " " + args),
+                   "advise " + args, words);
+}
+
+// Item 10: SIGINT during a sweep says how to resume and leaves no lock file; the same command then resumes (computing
+// only the unfinished points) and writes the file.
+TEST(BadInputs, SigintDuringASweepSaysHowToResume) {
+  TempDir dir("kestrel_sweep_sigint");
+  const std::string out = dir / "s.h5", err = dir / "err";
+  const std::vector<std::string> args = {KESTREL_CLI, "sweep", "--sigma", "0.5,1,1.5,2", "--dim",        "16,32",
+                                         "--points",  "4096",  "--pairs", "2",           "--estimators", "oprf,geom",
+                                         "--out",     out};
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Interrupt once the first grid point is finished (its part file exists).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto parts_done = [&] {
+    std::error_code ec;
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(out + ".parts", ec))
+      n += e.path().filename().string().rfind('d', 0) == 0 && e.path().extension() == ".json";
+    return n;
+  };
+  while (parts_done() == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "the sweep finished before the signal";
+  const std::string said = slurp(err);
+  EXPECT_NE(said.find("sweep interrupted: its finished grid points are kept in '" + out +
+                      ".parts'; run the same command again to resume"),
+            std::string::npos)
+      << said;
+  EXPECT_FALSE(fs::exists(out + ".parts/lock"));
+  const int finished = parts_done();
+  EXPECT_GE(finished, 1);
+  std::string line;
+  for (std::size_t i = 1; i < args.size(); ++i) line += " " + args[i];
+  const CliRun again = run(line);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.err.find(fmt::format("{} resumed", finished)), std::string::npos) << again.err;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".parts"));
+}
+
+// Item 10 (the lock): a lock's file goes when the lock ends, and the next writer takes a fresh one.
+TEST(BadInputs, ALockLeavesNoFileBehind) {
+  TempDir dir("kestrel_lock_file");
+  const std::string path = dir / "lock";
+  { kestrel::OutputLock lock(path, "the sweep 'x.h5'"); }
+  EXPECT_FALSE(fs::exists(path));
+  kestrel::OutputLock again(path, "the sweep 'x.h5'");
+  EXPECT_EQ(slurp(path), std::to_string(::getpid()));
+  EXPECT_THROW(kestrel::OutputLock(path, "the sweep 'x.h5'"), kestrel::IoError);
 }

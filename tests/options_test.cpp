@@ -119,7 +119,7 @@ TEST(StudyOptions, TomlIsReadStrictly) {
   const fs::path dir = temp_dir("kestrel_toml");
   write(dir / "ok.toml",
         "[sweep]\nsigma = [0.5, 1]\ndim = [4, 8]\nhalve-real = true\nestimators = [\"oprf\", \"trig\"]\n"
-        "mc-points = 8\n[variance]\nsigma = 0.25\n");
+        "mc = 8\nmc-points = 8\n[variance]\nsigma = 0.25\n");
   const auto v = read_study_toml((dir / "ok.toml").string(), StudyCommand::Sweep);
   EXPECT_EQ(v.at("sigma").text, "0.5,1");
   EXPECT_EQ(v.at("dim").text, "4,8");

@@ -26,7 +26,8 @@ Action add_sweep(CLI::App& app, const Global& g) {
   app.add_option("--out", a->out, "HDF5 output file, required (parts of an unfinished sweep are kept in FILE.parts/)");
   auto& o = a->opt;  // the run controls; sweep_options() fills the rest
   app.add_flag("--force", o.force,
-               "Replace an existing --out file (not needed to extend a finished sweep by grid values)");
+               "Replace an existing --out file (not needed to extend a finished sweep by grid values); discards the "
+               "finished points of a sweep with other options");
   app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");                                                                                  // hidden

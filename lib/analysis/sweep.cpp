@@ -1,10 +1,13 @@
 // Resumable parameter sweeps (see sweep.hpp).
 #include "analysis/sweep.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -20,8 +23,13 @@ namespace kestrel {
 
 namespace fs = std::filesystem;
 
+namespace {
+void check_extension(const SweepOptions& opt);
+}  // namespace
+
 void validate(const SweepOptions& opt) {
   require(!opt.out.empty(), "a sweep needs --out FILE.h5 (missing, or an empty path)");
+  if (!opt.force) check_extension(opt);
   check_output(opt.out, opt.force || sweep_extends(opt));  // extending a finished sweep needs no --force
   require(!opt.sigmas.empty() && !opt.dims.empty() && !opt.points.empty() && !opt.features.empty(),
           "every sweep axis needs at least one value");
@@ -98,6 +106,59 @@ nlohmann::json resume_key(const nlohmann::json& options) {
   return k;
 }
 
+// The command-line name of a key of to_json(SweepOptions) ("sweep_sigmas" -> "--sigma", "regime_options.x_file" ->
+// "--x-file"); "" for keys that only repeat another one (kernel_alpha, image_conversion).
+std::string option_name(const std::string& key) {
+  static const std::map<std::string, std::string> names = {
+      {"sweep_sigmas", "sigma"},      {"sigmas", "sigma"}, {"sweep_dims", "dim"}, {"sweep_points", "points"},
+      {"sweep_features", "features"}, {"mc_reps", "mc"},   {"kernel_alpha", ""},  {"image_conversion", ""}};
+  if (const auto it = names.find(key); it != names.end()) return it->second.empty() ? "" : "--" + it->second;
+  if (key == "halve_real_rule") return "the --halve-real rule (another kestrel version)";
+  if (key.size() > 7 && key.compare(key.size() - 7, 7, "_sha256") == 0) {
+    std::string f = key.substr(0, key.size() - 7);
+    std::replace(f.begin(), f.end(), '_', '-');
+    return "the contents of --" + f + " (sha256)";
+  }
+  std::string n = key;
+  std::replace(n.begin(), n.end(), '_', '-');
+  return "--" + n;
+}
+
+// Each option that differs between this run's options and those recorded with finished points, as
+// "--seed 2 here, 1 there; --kernel 'gaussian' here, 'softmax' there" (nested objects flattened, lists comma-joined).
+std::string option_differences(const nlohmann::json& here, const nlohmann::json& there) {
+  std::vector<std::string> out;
+  std::function<void(const nlohmann::json&, const nlohmann::json&)> walk = [&](const nlohmann::json& a,
+                                                                               const nlohmann::json& b) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const nlohmann::json x = a.value(k, nlohmann::json()), y = b.value(k, nlohmann::json());
+      if (x == y) continue;
+      if (x.is_object() && y.is_object()) {
+        walk(x, y);
+        continue;
+      }
+      const std::string name = option_name(k);
+      if (name.empty()) continue;
+      const auto show = [](const nlohmann::json& j) {
+        if (j.is_null()) return std::string("(none)");
+        if (j.is_string()) return "'" + j.get<std::string>() + "'";
+        if (!j.is_array()) return j.dump();
+        std::string list;
+        for (const auto& item : j)
+          list += (list.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
+        return "'" + list + "'";
+      };
+      out.push_back(fmt::format("{} {} here, {} there", name, show(x), show(y)));
+    }
+  };
+  walk(here, there);
+  if (out.empty()) return "the options recorded by another kestrel version";
+  return fmt::format("{}", fmt::join(out, "; "));
+}
+
 // The /sweep/resume record of a finished sweep in `out` ({"options", "points": {part file: rows}}), or null
 // when `out` is not a finished sweep's file.
 nlohmann::json finished_record(const std::string& out) {
@@ -110,6 +171,19 @@ nlohmann::json finished_record(const std::string& out) {
   } catch (const std::exception&) {
     return nullptr;  // not HDF5 or not ours: the caller's overwrite rules apply
   }
+}
+
+// A finished sweep in opt.out with other options (but the grid axes) cannot be extended by this run: the error names
+// each option that differs with both values and says what --force discards.
+void check_extension(const SweepOptions& opt) {
+  const nlohmann::json rec = finished_record(opt.out);
+  if (rec.is_null()) return;
+  const nlohmann::json here = resume_key(to_json(opt)), there = rec.value("options", nlohmann::json());
+  if (here == there) return;
+  throw InvalidArgument(fmt::format(
+      "output '{}' exists and holds a finished sweep with other options, so this run cannot extend it: {}; rerun "
+      "with its options to extend it, or pass --force to replace it (discarding its {} finished grid points)",
+      opt.out, option_differences(here, there), rec.value("points", nlohmann::json::object()).size()));
 }
 
 // Copies the rows of grid points that a finished sweep in `out` already holds into the parts directory,
@@ -131,7 +205,7 @@ std::size_t reuse_finished(const std::string& out, const fs::path& parts, const 
 // grid points a finished sweep in OUT already holds; the other ranks then check that they see it (a sweep
 // over several machines needs OUT on a shared filesystem).
 std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::string& out, const nlohmann::json& options,
-                                          SweepGroup& group, const std::function<void()>& seed_parts) {
+                                          bool force, SweepGroup& group, const std::function<void()>& seed_parts) {
   const fs::path opt_file = parts / "options.json";
   std::unique_ptr<OutputLock> lock;
   std::string err;
@@ -142,16 +216,22 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::stri
       fs::create_directories(parts, ec);
       if (!fs::is_directory(parts)) throw IoError(fmt::format("cannot create '{}'", parts.string()));
       lock = std::make_unique<OutputLock>((parts / "lock").string(), fmt::format("the sweep '{}'", out));
-      if (fs::exists(opt_file)) {
-        // Parts from another sweep must not be mixed into this one.
-        if (nlohmann::json::parse(read_text(opt_file)) != options)
-          throw InvalidArgument(
-              fmt::format("'{}' holds parts of a sweep with other options; remove it or rerun "
-                          "with the same options to resume",
-                          parts.string()));
-      } else {
-        write_atomic(opt_file, options.dump(2));
+      // Parts from another sweep must not be mixed into this one: refused naming the differences, or with --force
+      // discarded (every file but the lock this run holds).
+      const nlohmann::json recorded = fs::exists(opt_file) ? nlohmann::json::parse(read_text(opt_file)) : options;
+      if (recorded != options) {
+        std::size_t finished = 0;
+        for (const auto& e : fs::directory_iterator(parts))
+          finished += e.path().extension() == ".json" && e.path().filename() != "options.json";
+        if (!force)
+          throw InvalidArgument(fmt::format(
+              "'{}' holds {} finished grid points of an interrupted sweep with other options, so this run cannot "
+              "resume it: {}; rerun with those options to resume it, or pass --force to discard them",
+              parts.string(), finished, option_differences(options, recorded)));
+        for (const auto& e : fs::directory_iterator(parts))
+          if (e.path().filename() != "lock") fs::remove_all(e.path());
       }
+      if (!fs::exists(opt_file)) write_atomic(opt_file, options.dump(2));
       seed_parts();
     } catch (const std::exception& e) {
       failure = std::current_exception();
@@ -297,10 +377,18 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   std::vector<std::string> files;
   for (const auto& p : points) files.push_back(p.file());
   std::size_t reused = 0;
-  const auto lock =
-      prepare_parts(parts, opt.out, options, group, [&] { reused = reuse_finished(opt.out, parts, options, files); });
+  const auto lock = prepare_parts(parts, opt.out, options, opt.force, group,
+                                  [&] { reused = reuse_finished(opt.out, parts, options, files); });
   if (progress && reused)
     progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
+  // Said if SIGINT or SIGTERM stops the command line from here on (the parts are written atomically).
+  struct Note {
+    explicit Note(const std::string& text) { set_interrupt_note(text); }
+    ~Note() { set_interrupt_note(""); }
+  } note(group.rank() != 0 ? ""
+                           : fmt::format("sweep interrupted: its finished grid points are kept in '{}'; run the same "
+                                         "command again to resume (only the unfinished points are computed)",
+                                         parts.string()));
 
   // An error stops this rank only: the others finish their shares, so a rerun has as little as possible left to do.
   SweepReport report;

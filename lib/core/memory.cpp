@@ -26,9 +26,12 @@ std::string format_bytes(double bytes) {
 
 void require_memory(double bytes, const std::string& what) {
   const double limit = memory_limit_bytes();
+  const char* env = std::getenv("KESTREL_MEMORY_LIMIT");
   if (bytes > limit)
-    throw InvalidArgument(fmt::format("{} needs about {} of memory ({:.0f} bytes), more than the {} of this machine",
-                                      what, format_bytes(bytes), bytes, format_bytes(limit)));
+    throw InvalidArgument(fmt::format(
+        "{} needs about {} of memory ({:.0f} bytes), more than {}", what, format_bytes(bytes), bytes,
+        env && *env ? fmt::format("the limit of {} set by KESTREL_MEMORY_LIMIT={}", format_bytes(limit), env)
+                    : fmt::format("the {} of this machine", format_bytes(limit))));
 }
 
 }  // namespace kestrel

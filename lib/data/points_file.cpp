@@ -2,6 +2,8 @@
 // 1-3, little-endian integer or float arrays, C or Fortran order), HDF5 datasets through the C API.
 #include "data/points_file.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <hdf5.h>
@@ -37,9 +40,84 @@ bool is_number(const std::string& s) {
   return !s.empty() && end == s.c_str() + s.size();
 }
 
-// Comma or whitespace separated rows; a first line without any number is a header and skipped.
+// What a file that is not text looks like, from its first bytes ("" when it looks like text): known binary formats by
+// their magic numbers, anything else with a NUL byte or a control character by the first such byte.
+std::string binary_kind(const std::string& path, const std::string& bytes) {
+  const auto starts = [&](std::string_view magic) { return bytes.compare(0, magic.size(), magic) == 0; };
+  const std::string_view h5("\x89HDF\r\n\x1a\n", 8), npy("\x93NUMPY", 6), gz("\x1f\x8b", 2), zip("PK\x03\x04", 4);
+  if (starts(h5)) return fmt::format("an HDF5 file: name one of its datasets as {}:/path/to/dataset", path);
+  if (starts(npy)) return "a NumPy .npy array: give it a name ending in .npy";
+  if (starts(gz)) return "a gzip-compressed file: decompress it first";
+  if (starts(std::string_view("\xff\xfe", 2)) || starts(std::string_view("\xfe\xff", 2)))
+    return "UTF-16 text (a byte-order mark 0xff 0xfe or 0xfe 0xff): save it as UTF-8 or ASCII CSV";
+  if (starts(zip)) return "a zip archive (an .npz or a spreadsheet?): save the points as CSV or .npy";
+  const std::size_t n = std::min<std::size_t>(bytes.size(), 4096);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == 0 || (c < 32 && c != '\n' && c != '\r' && c != '\t' && c != '\f' && c != '\v'))
+      return fmt::format("a binary file (byte {} is 0x{:02x}); points files are CSV/text, .npy or FILE.h5:/dataset",
+                         i + 1, c);
+  }
+  return "";
+}
+
+// Whether a token is a number written with a decimal comma ("-1,5", "2,25e-3") or a plain integer; comma says which.
+bool comma_number(const std::string& t, bool& comma) {
+  const auto digit = [&](std::size_t i) { return std::isdigit(static_cast<unsigned char>(t[i])) != 0; };
+  std::size_t i = t[0] == '-' || t[0] == '+' ? 1 : 0;
+  const std::size_t m0 = i;
+  while (i < t.size() && (digit(i) || t[i] == ',')) ++i;
+  const std::string mantissa = t.substr(m0, i - m0);
+  const auto commas = std::count(mantissa.begin(), mantissa.end(), ',');
+  if (mantissa.empty() || commas > 1 || mantissa.front() == ',' || mantissa.back() == ',') return false;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    i += i + 1 < t.size() && (t[i + 1] == '-' || t[i + 1] == '+') ? 2 : 1;
+    const std::size_t e0 = i;
+    while (i < t.size() && digit(i)) ++i;
+    if (i == e0) return false;
+  }
+  comma = commas == 1;
+  return i == t.size();
+}
+
+// The first line whose fields, separated by ';' or whitespace, are all numbers and some have decimal commas
+// ("1,5;2,25" or "1,5 2,25", as European spreadsheets export), as 'line N: "..."'; "" when there is none. Only
+// called once parsing failed, to say what the file looks like.
+std::string decimal_comma_line(const std::string& text) {
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1, ++line_no;
+    std::vector<std::string> tokens;
+    std::string tok;
+    for (const char c : line + ";") {
+      if (c == ';' || c == ' ' || c == '\t' || c == '\r') {
+        if (!tok.empty()) tokens.push_back(tok), tok.clear();
+      } else {
+        tok += c;
+      }
+    }
+    bool all = !tokens.empty(), some = false;
+    for (const auto& t : tokens) {
+      bool comma = false;
+      all = all && comma_number(t, comma);
+      some = some || comma;
+    }
+    if (all && some)
+      return fmt::format("line {}: \"{}\"", line_no, line.size() > 40 ? line.substr(0, 40) + "..." : line);
+  }
+  return "";
+}
+
+// Comma or whitespace separated rows; a first line without any number is a header and skipped. A UTF-8 byte-order
+// mark (as spreadsheet programs write) is skipped; a binary file or one with decimal commas is named as such.
 arma::mat load_text(const std::string& path) {
   std::string text = read_all(path);
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  if (const std::string kind = binary_kind(path, text); !kind.empty())
+    throw InputFileError(fmt::format("{}: not a text points file: it looks like {}", path, kind));
   const std::string first = text.substr(0, text.find('\n'));
   const char delim = first.find(',') != std::string::npos ? ',' : ' ';
   std::vector<std::string> fields;
@@ -63,6 +141,12 @@ arma::mat load_text(const std::string& path) {
   try {
     return parse_uci(text, spec, Encoding::Ordinal, path).X;
   } catch (const IoError& e) {
+    if (const std::string at = decimal_comma_line(text); !at.empty())
+      throw InputFileError(
+          fmt::format("{}: {} looks like numbers with decimal commas ('1,5' for 1.5); kestrel reads "
+                      "decimal points, with ',' or whitespace between fields: export the file with "
+                      "'.' as the decimal separator",
+                      path, at));
     throw InputFileError(e.what());
   }
 }

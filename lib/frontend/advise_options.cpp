@@ -143,10 +143,18 @@ AdviseOptions advise_options_from(const StudyValues& values) {
       throw InvalidArgument(fmt::format("{}: unknown option '{}'{}", v.where, name, did_you_mean(name, names)));
     it->set(o, v.where, v.text);
   }
-  if (o.kernel.alpha != 0 && o.quantity != AdviseQuantity::Kernel)
-    throw InvalidArgument(
-        fmt::format("{}: kernel {} is only used with quantity kernel (attention is softmax attention)",
-                    values.count("kernel") ? values.at("kernel").where : "kernel", o.kernel.name()));
+  // Options that one quantity only reads are refused with the other, naming what is set (issue 37 item 9): kernel
+  // and pairs are for kernel entries; metric, draws and full-curve for simulated attention rows (kernel entries are
+  // exact).
+  const bool kernel = o.quantity == AdviseQuantity::Kernel;
+  for (const char* name : {"kernel", "pairs", "metric", "draws", "full-curve"}) {
+    const bool for_kernel = std::string(name) == "kernel" || std::string(name) == "pairs";
+    if (values.count(name) && for_kernel != kernel)
+      throw InvalidArgument(fmt::format("{} '{}': only used with quantity {} (the quantity is '{}'{})",
+                                        values.at(name).where, values.at(name).text,
+                                        for_kernel ? "kernel" : "attention", to_string(o.quantity),
+                                        std::string(name) == "kernel" ? ": attention is softmax attention" : ""));
+  }
   return o;
 }
 

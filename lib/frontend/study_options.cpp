@@ -203,6 +203,7 @@ std::vector<StudyOption> make_table() {
         x.regime_options.pixel_scale = text == "1" ? 1.0 : 255.0;
       },
       [](const O& x) { return fmt::format("{}", x.regime_options.pixel_scale); }));
+  t.back().kind = OptionKind::Integer;  // 1 or 255 is a number in TOML and Python (pixel_scale=255 was refused)
   t.push_back(text_opt(
       "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
       [](O& x, W, W text) { x.regime_options.spectrum = text; },  // checked against d in check_regime
@@ -247,6 +248,46 @@ std::string where_of(const StudyValues& v, const std::string& name) {
   return given(v, name) ? v.at(name).where : "--" + name;
 }
 
+// Options that only some regimes or quantities read. Given where nothing reads them they would be ignored without a
+// word, so each is refused alike, naming the option, what it needs and what is set (issue 37 item 9).
+void check_context(const VarianceStudyOptions& o, const StudyValues& v) {
+  const bool image =
+      o.regime == "mnist" || o.regime == "fashion-mnist" || o.regime == "cifar10" || o.regime == "mnist/cifar10";
+  const std::string regime = fmt::format("the regime is '{}'", o.regime);
+  // The simulator runs with --mc, and for the rows of families without a closed form for the quantity (variance_study).
+  bool simulated = o.mc_reps > 0;
+  for (const auto& name : o.estimators) {
+    const Family& f = find_family(name);
+    simulated = simulated || (o.quantity == Quantity::Pair ? !f.exact_variance : !f.has_three_point_form);
+  }
+  struct Rule {
+    std::vector<const char*> options;
+    bool used;
+    std::string needs, actual;
+  };
+  const std::vector<Rule> rules = {
+      {{"x-file", "y-file"}, o.regime == "file", "--regime file", regime},
+      {{"data-dir", "preprocess", "resize"},
+       image,
+       "an image regime (mnist, fashion-mnist, cifar10, mnist/cifar10)",
+       regime},
+      {{"pixel-scale"},
+       image && (o.regime_options.preprocess == Preprocess::Raw || o.regime_options.preprocess == Preprocess::Center),
+       "an image regime and --preprocess raw or center",
+       image ? fmt::format("the preprocessing is '{}'", to_string(o.regime_options.preprocess)) : regime},
+      {{"spectrum"}, o.regime == "aniso", "--regime aniso", regime},
+      {{"clusters", "cluster-radius"}, o.regime == "clustered", "--regime clustered", regime},
+      {{"values", "value-dim"}, o.quantity != Quantity::Pair, "--quantity kc or attention", "the quantity is 'pair'"},
+      {{"sampler", "mc-points"},
+       simulated,
+       "Monte Carlo: --mc R, or an estimator without a closed form",
+       "--mc is 0 and every estimator's column is exact, for iid projections"},
+  };
+  for (const auto& r : rules)
+    for (const char* f : r.options)
+      require(r.used || !given(v, f), "{}: only used with {} ({})", where_of(v, f), r.needs, r.actual);
+}
+
 // Sets every given option except the sweep axes (those are handled by the sweep builder).
 VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
   VarianceStudyOptions o;
@@ -260,12 +301,7 @@ VarianceStudyOptions apply_values(const StudyValues& v, StudyCommand c) {
               opt.sweep_axis ? " (lists of d, L and M are for `kestrel sweep`)" : "");
     opt.set(o, val.where, val.text);
   }
-  if (o.regime != "file")
-    for (const char* f : {"x-file", "y-file"})
-      require(!given(v, f), "{}: only used with --regime file (the regime is '{}')", where_of(v, f), o.regime);
-  if (o.quantity == Quantity::Pair)
-    for (const char* f : {"values", "value-dim"})
-      require(!given(v, f), "{}: only used with --quantity kc or attention (the quantity is 'pair')", where_of(v, f));
+  check_context(o, v);
   if (o.regime == "file")
     require(given(v, "x-file"),
             "--regime file needs --x-file (points, one per row: CSV/text, .npy or FILE.h5:/dataset)");
@@ -278,12 +314,16 @@ void check_combination(const VarianceStudyOptions& o, const StudyValues& v, cons
     require(o.dim == shape->dim, "{}: {} does not match the points of {} (d = {})", where_of(v, "dim"), o.dim,
             o.regime_options.x_file, shape->dim);
     require(o.points <= shape->max_points,
-            "{}: {} is more than the file regime can draw: {} ({} disjoint points per set)", where_of(v, "points"),
-            o.points,
-            o.regime_options.y_file.empty() ? o.regime_options.x_file + " has room for " : "the files have room for ",
-            shape->max_points);
+            "{}: {} is more than the file regime can draw: {} room for {} disjoint points per set",
+            where_of(v, "points"), o.points,
+            o.regime_options.y_file.empty() ? o.regime_options.x_file + " has" : "the files have", shape->max_points);
   }
   if (o.regime == "aniso") named(where_of(v, "spectrum"), [&] { parse_spectrum(o.regime_options.spectrum, o.dim); });
+  if (o.regime == "clustered")
+    require(o.regime_options.clusters <= o.points,
+            "{}: {} clusters is more than {} {}: some clusters would have no point (each set has L points, given "
+            "to the clusters in turn)",
+            where_of(v, "clusters"), o.regime_options.clusters, where_of(v, "points"), o.points);
   if (o.mc_reps > 0 && o.mc_points > 0)
     require(o.mc_points <= o.points,
             "{}: {} is more than --points {} (Monte Carlo runs on the first N points of each set)",

@@ -100,9 +100,15 @@ std::array<std::array<char, kPathMax>, kSlots> g_paths{};
 std::array<std::atomic<bool>, kSlots> g_used{};
 std::mutex g_mutex;
 
+std::array<char, kPathMax> g_note{};
+std::atomic<std::size_t> g_note_size{0};
+
 extern "C" void cleanup_and_reraise(int sig) {
   for (std::size_t i = 0; i < kSlots; ++i)
     if (g_used[i].load()) ::unlink(g_paths[i].data());
+  if (const std::size_t n = g_note_size.load(); n > 0) {
+    [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, g_note.data(), n);
+  }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -129,23 +135,45 @@ void unregister_temp_file(const std::string& path) {
     }
 }
 
+void set_interrupt_note(const std::string& note) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_note_size.store(0);
+  if (note.empty()) return;
+  const std::string line = note.substr(0, kPathMax - 2) + "\n";
+  std::memcpy(g_note.data(), line.data(), line.size());
+  g_note_size.store(line.size());
+}
+
 void install_cleanup_on_signals() {
   std::signal(SIGINT, cleanup_and_reraise);
   std::signal(SIGTERM, cleanup_and_reraise);
 }
 
-OutputLock::OutputLock(const std::string& path, const std::string& what) {
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw IoError(fmt::format("cannot create lock file '{}': {}", path, std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    char buf[32] = {};
-    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+OutputLock::OutputLock(const std::string& path, const std::string& what) : path_(path) {
+  // The holder unlinks the lock file when it ends (also on SIGINT/SIGTERM), so no stale lock file stays behind. A
+  // file locked after its holder unlinked it is not the lock any more: then try again with the file at the path.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(fmt::format("cannot create lock file '{}': {}", path, std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError(fmt::format("another kestrel process{} is writing {}; wait for it to finish or stop it",
+                                n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "",
+                                what));
+    }
+    struct stat held = {};
+    struct stat named = {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+        held.st_dev == named.st_dev)
+      break;
     ::close(fd_);
     fd_ = -1;
-    throw IoError(fmt::format("another kestrel process{} is writing {}; wait for it to finish or stop it",
-                              n > 0 ? fmt::format(" (pid {})", std::string(buf, static_cast<std::size_t>(n))) : "",
-                              what));
+    if (attempt == 100) throw IoError(fmt::format("cannot lock '{}': it keeps being replaced", path));
   }
+  register_temp_file(path_);
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
     // The lock holds without the pid; only the message of a second writer is less specific.
@@ -153,7 +181,10 @@ OutputLock::OutputLock(const std::string& path, const std::string& what) {
 }
 
 OutputLock::~OutputLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  if (fd_ < 0) return;
+  unregister_temp_file(path_);
+  ::unlink(path_.c_str());  // while still held: a process that opened the old file sees it is gone and retries
+  ::close(fd_);             // releases the flock
 }
 
 int run_program(const std::vector<std::string>& argv) {

@@ -34,9 +34,13 @@ std::string temp_beside(const std::string& path);
 void register_temp_file(const std::string& path);
 void unregister_temp_file(const std::string& path);
 void install_cleanup_on_signals();
+// One line the signal handler writes to stderr after removing the temporary files (how to resume an interrupted
+// sweep, say); "" clears it. Copied into fixed storage: the handler neither allocates nor locks.
+void set_interrupt_note(const std::string& note);
 
 // An exclusive advisory lock (flock) on `path` (created if missing) for this object's lifetime;
-// throws IoError naming `what` and the holder's pid if another process holds it.
+// throws IoError naming `what` and the holder's pid if another process holds it. The lock file is removed when the
+// lock ends, also when SIGINT or SIGTERM ends the process (it is registered as a temporary file).
 class OutputLock {
  public:
   OutputLock(const std::string& path, const std::string& what);
@@ -45,6 +49,7 @@ class OutputLock {
   OutputLock& operator=(const OutputLock&) = delete;
 
  private:
+  std::string path_;
   int fd_ = -1;
 };
 

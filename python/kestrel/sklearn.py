@@ -84,13 +84,14 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             raise ValueError(f"sampler must be one of {', '.join(_SAMPLERS)}; got {self.sampler!r}")
 
     def _points(self, X):
-        # kestrel's points are columns: d x n, scaled so that kestrel's kernel is the one with this gamma.
-        return np.asfortranarray(X.T * np.sqrt(2.0 * self.gamma))
+        # kestrel's points are columns: d x n, scaled so that kestrel's kernel is the one with this gamma. kestrel
+        # computes in float64 whatever the input's precision.
+        return np.asfortranarray(X.T.astype(np.float64) * np.sqrt(2.0 * self.gamma))
 
     def fit(self, X, y=None):
         """Fits the estimator's parameters on the rows of X and draws its random objects."""
         self._check_params()
-        X = self._validate_data(X, dtype=np.float64)
+        X = self._validate_data(X, dtype=[np.float64, np.float32])
         P = self._points(X)
         estimator = _kestrel.fit(self._name(), P, P, layout="columns")
         draws = max(1, _kestrel.draws_for_budget(self._name(), int(self.n_features)))
@@ -131,13 +132,15 @@ class RandomFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 UserWarning, stacklevel=3)
 
     def transform(self, X):
-        """Phi(X): n_samples x n_features_out_, with Phi(X) Phi(Y)^T an unbiased estimate of the kernel matrix."""
+        """Phi(X): n_samples x n_features_out_, with Phi(X) Phi(Y)^T an unbiased estimate of the kernel matrix; of X's
+        dtype when that is float32 (computed in float64), else float64."""
         check_is_fitted(self, ("estimator_", "draw_"))
-        X = self._validate_data(X, dtype=np.float64, reset=False)
-        return self.estimator_.feature_map(self.draw_, self._points(X), "query", self.kernel)
+        X = self._validate_data(X, dtype=[np.float64, np.float32], reset=False)
+        Z = self.estimator_.feature_map(self.draw_, self._points(X), "query", self.kernel)
+        return Z.astype(X.dtype, copy=False)  # float32 in, float32 out (computed in float64), as RBFSampler
 
     def _more_tags(self):
-        return {"preserves_dtype": [np.float64]}
+        return {"preserves_dtype": [np.float64, np.float32]}
 
 
 def _expected_relative_error(estimator, S, draws):

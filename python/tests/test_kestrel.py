@@ -170,7 +170,7 @@ def test_bad_input():
         e.features(kestrel.Draw(np.ones((3, 4))), X)  # draw of the wrong dimension
     with pytest.raises(ValueError, match="phases"):
         kestrel.fit("trig-real", X, Y).features(e.draw(4, seed=1), X)  # cos form needs phases
-    with pytest.raises(ValueError, match="M must be > 0"):
+    with pytest.raises(ValueError, match="features must be an integer >= 1, got 0"):
         e.draw(0, seed=1)
     with pytest.raises(ValueError, match="at least 4 repetitions"):
         kestrel.simulate(e, X, Y, reps=2)

@@ -1,0 +1,233 @@
+"""Bad inputs, round two (issue 37), through the Python functions: the inputs that tests/bad_inputs_test.cpp gives the
+command line (points files with a byte-order mark, decimal commas or binary content, sweeps whose options differ,
+out-of-context options) and the Python-only ones (item 8: every invalid scalar argument is a ValueError naming the
+value, never a pybind TypeError listing the signatures; complex arrays, empty d x 0 arrays, a bad points file given to
+sweep), item 13 (float32 preserved by RandomFeatures, progress printed only with progress=True)."""
+import os
+
+import numpy as np
+import pytest
+
+import kestrel
+
+X, Y = kestrel.draw_regime("normal", 4, 6, 0.5, seed=1)
+E = kestrel.fit("oprf", X, Y)
+W = E.draw(4, seed=1)
+V = np.ones((6, 2))
+
+
+def bad_scalar_calls():
+    """(call, argument name, value shown): one invalid value of each scalar argument of every Python function."""
+    e, w = E, W
+    return [
+        (lambda: e.log_var_over_k2(X, Y, features=-1), "features", "-1"),
+        (lambda: e.log_var_over_k2(X, Y, features=1.5), "features", "1.5"),
+        (lambda: e.log_variance(X, Y, features=True), "features", "True"),
+        (lambda: e.log_variance(X, Y, sampler=3), "sampler", "3"),
+        (lambda: e.summarize_variance(X, Y, features="2"), "features", "'2'"),
+        (lambda: e.draw(-1), "features", "-1"),
+        (lambda: e.draw(1.5), "features", "1.5"),
+        (lambda: e.draw(4, seed=-1), "seed", "-1"),
+        (lambda: e.draw(4, seed=2 ** 70), "seed", str(2 ** 70)),
+        (lambda: e.draw(4, index=-2), "index", "-2"),
+        (lambda: e.draw(4, sampler=None), "sampler", "None"),
+        (lambda: e.features(w, X, side=0), "side", "0"),
+        (lambda: e.features("w", X), "draw", "'w'"),
+        (lambda: e.approximate_kernel(None, X, Y), "draw", "None"),
+        (lambda: kestrel.simulate("oprf", X, Y), "estimator", "'oprf'"),
+        (lambda: e.feature_map(w, X, side=b"query"), "side", "b'query'"),
+        (lambda: e.kc_variance(X, Y, V, features=-3), "features", "-3"),
+        (lambda: e.kc_variance(X, Y, V, seed=-1), "seed", "-1"),
+        (lambda: e.predict_attention(X, Y, V, features=0.5), "features", "0.5"),
+        (lambda: e.predict_attention(X, Y, V, rows=4, seed=1.0), "seed", "1.0"),
+        (lambda: kestrel.simulate(e, X, Y, reps=-8), "reps", "-8"),
+        (lambda: kestrel.simulate(e, X, Y, reps=8, features=-1), "features", "-1"),
+        (lambda: kestrel.simulate(e, X, Y, reps=8, seed=-1), "seed", "-1"),
+        (lambda: kestrel.draw_regime("normal", -4, 6, 0.5), "d", "-4"),
+        (lambda: kestrel.draw_regime("normal", 4, 6.5, 0.5), "L", "6.5"),
+        (lambda: kestrel.draw_regime("normal", 4, 6, "big"), "sigma", "'big'"),
+        (lambda: kestrel.draw_regime("normal", 4, 6, 0.5, seed=-1), "seed", "-1"),
+        (lambda: kestrel.draw_regime("clustered", 4, 6, 0.5, clusters=1.5), "clusters", "1.5"),
+        (lambda: kestrel.draw_regime(7, 4, 6, 0.5), "name", "7"),
+        (lambda: kestrel.draws_for_budget("oprf", -1), "features", "-1"),
+        (lambda: kestrel.fit("oprf", X, Y, layout=1), "layout", "1"),
+        (lambda: kestrel.load_points_file(3), "path", "3"),
+        (lambda: kestrel.load_uci("wine", encoding=0), "encoding", "0"),
+        (lambda: kestrel.classify("wine", "oprf", seeds=-1), "seeds", "-1"),
+        (lambda: kestrel.classify("wine", "oprf", features=2.5), "features", "2.5"),
+        (lambda: kestrel.classify("wine", "oprf", sigmas=["a"]), "sigmas", "'a'"),
+        (lambda: kestrel.classify("wine", 3), "estimator", "3"),
+        (lambda: kestrel.attention_error(X, Y, V, "oprf", features=-16), "features", "-16"),
+        (lambda: kestrel.attention_error(X, Y, V, "oprf", reps=0), "reps", "0"),
+        (lambda: kestrel.attention_error(X, Y, V, "oprf", stabilise="yes"), "stabilise", "'yes'"),
+        (lambda: kestrel.reproduce("crt-fig1", "/nonexistent", quick="yes"), "quick", "'yes'"),
+        (lambda: kestrel.reproduce("crt-fig1", "/nonexistent", seed=-1), "seed", "-1"),
+        (lambda: kestrel.reproduce("crt-fig1", "/nonexistent", progress=1), "progress", "1"),
+        (lambda: kestrel.set_threads(-1), "n", "-1"),
+        (lambda: kestrel.set_threads(1.5), "n", "1.5"),
+        (lambda: kestrel.variance_study(features=-1, dim=4, points=8), "features", "'-1'"),
+        (lambda: kestrel.variance_study(features=1.5, dim=4, points=8), "features", "1.5"),
+        (lambda: kestrel.sweep("/nonexistent/s.h5", features=[1, -1]), "features", "'-1'"),
+        (lambda: kestrel.sweep("/nonexistent/s.h5", progress="yes"), "progress", "'yes'"),
+        (lambda: kestrel.advise(X.T, Y.T, budget=-1), "budget", "'-1'"),
+        (lambda: kestrel.advise(X.T, Y.T, progress=2), "progress", "2"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(bad_scalar_calls())))
+def test_every_invalid_scalar_is_a_value_error_naming_it(case):
+    call, name, shown = bad_scalar_calls()[case]
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    assert name in message and shown in message, message
+    assert "incompatible function arguments" not in message and "\n" not in message, message
+
+
+def test_complex_and_empty_arrays_are_refused_as_the_command_line_refuses_them():
+    Z = X.astype(complex)
+    for call in (lambda: kestrel.fit("oprf", Z, Y), lambda: E.log_variance(X, Z), lambda: E.features(W, Z),
+                 lambda: kestrel.simulate(E, Z, Y, reps=8), lambda: kestrel.attention_error(Z, Y, V, "oprf"),
+                 lambda: kestrel.advise(Z.T, Y.T), lambda: kestrel.Draw(W.omega.astype(complex))):
+        with pytest.raises(ValueError, match="complex numbers"):
+            call()
+    with pytest.raises(ValueError, match="must be an array of numbers, got dtype <U"):
+        kestrel.fit("oprf", np.array([["a", "b"]] * 4), Y)
+    with pytest.raises(ValueError, match=r"X is 4 x 0: no points"):
+        kestrel.fit("oprf", np.zeros((4, 0)), Y)
+    with pytest.raises(ValueError, match=r"Y is 4 x 0: no points"):
+        kestrel.fit("oprf", X, np.zeros((4, 0)), layout="columns")
+    with pytest.raises(ValueError, match=r"X is 4 x 0: no points"):
+        E.log_variance(np.zeros((4, 0)), Y)
+    with pytest.raises(ValueError, match=r"X is 4 x 0: no points"):
+        kestrel.fit("oprf", np.zeros((0, 4)), Y.T, layout="rows")
+
+
+def write_points(path, sep=",", dec=".", bom=False):
+    rows = [[0.3 * np.sin(1.0 + 7 * i + j) for j in range(3)] for i in range(40)]
+    text = "x1,x2,x3\n" if sep == "," else ""
+    text += "".join(sep.join(f"{v:.6f}".replace(".", dec) for v in r) + "\n" for r in rows)
+    with open(path, "wb") as f:
+        f.write((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+
+
+def test_points_files_say_what_they_look_like(tmp_path):
+    write_points(tmp_path / "plain.csv")
+    write_points(tmp_path / "bom.csv", bom=True)
+    assert np.array_equal(kestrel.load_points_file(str(tmp_path / "bom.csv")),
+                          kestrel.load_points_file(str(tmp_path / "plain.csv")))
+    study = dict(regime="file", sigma=[0.5], estimators=["oprf"])
+    assert kestrel.variance_study(x_file=str(tmp_path / "bom.csv"), **study) == \
+        kestrel.variance_study(x_file=str(tmp_path / "plain.csv"), **study)
+    write_points(tmp_path / "comma.csv", sep=";", dec=",")
+    (tmp_path / "binary.csv").write_bytes(bytes(range(256)) * 4)
+    for name, words in [("comma.csv", "decimal commas"), ("binary.csv", "a binary file"),
+                        ("missing.csv", "no such file")]:
+        path = str(tmp_path / name)
+        for call in (lambda: kestrel.sweep(str(tmp_path / "s.h5"), x_file=path, **study),
+                     lambda: kestrel.variance_study(x_file=path, **study),
+                     lambda: kestrel.load_points_file(path)):
+            with pytest.raises(ValueError, match=words) as info:  # a ValueError as the README promises ...
+                call()
+            assert isinstance(info.value, OSError) and isinstance(info.value, kestrel.InputFileError)  # ... and I/O
+            assert "fields, expected" not in str(info.value)
+    assert not (tmp_path / "s.h5").exists() and not (tmp_path / "s.h5.parts").exists()
+
+
+def test_sweeps_name_the_options_that_differ(tmp_path):
+    out = str(tmp_path / "s.h5")
+    grid = dict(sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf"])
+    kestrel.sweep(out, **grid)
+    with pytest.raises(ValueError, match=r"--seed 2 here, 1 there.*--force to replace it \(discarding its 2"):
+        kestrel.sweep(out, seed=2, **grid)
+    assert len(kestrel.sweep(out, **dict(grid, sigma=[0.5, 1.0, 2.0]))) == 3  # more grid values still extend it
+    with pytest.raises(ValueError, match="force must be True or False, got 'yes'"):
+        kestrel.sweep(out, seed=2, force="yes", **grid)
+    assert len(kestrel.sweep(out, seed=2, force=True, **grid)) == 2  # as --force: replaced
+    assert len(kestrel.sweep(out, seed=2, **grid)) == 2  # the file is now the seed-2 sweep, which this extends
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(pixel_scale=255), "pixel_scale: only used with an image regime"),
+    (dict(preprocess="center"), "preprocess.*the regime is 'normal'"),
+    (dict(spectrum="rank:2"), "spectrum.*--regime aniso"),
+    (dict(clusters=3), "clusters.*--regime clustered"),
+    (dict(regime="clustered", clusters=100), "100 clusters is more than points 32"),
+    (dict(values="ones"), "values.*--quantity kc or attention"),
+    (dict(sampler="orthogonal", estimators=["oprf"]), "sampler: only used with Monte Carlo"),
+])
+def test_out_of_context_options_are_refused(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        kestrel.variance_study(sigma=[0.5], dim=4, points=32, pairs=1, **kwargs)
+    if "sampler" in kwargs:  # with Monte Carlo it is read
+        assert kestrel.variance_study(sigma=[0.5], dim=4, points=32, pairs=1, mc=8, **kwargs)
+
+
+def test_out_of_context_advise_options_are_refused():
+    with pytest.raises(ValueError, match="pairs '100': only used with quantity kernel"):
+        kestrel.advise(X.T, Y.T, pairs=100)
+    with pytest.raises(ValueError, match="draws '8': only used with quantity attention"):
+        kestrel.advise(X.T, Y.T, quantity="kernel", draws=8)
+
+
+def test_random_features_preserve_float32():
+    from kestrel.sklearn import RandomFeatures
+    rows = np.random.default_rng(0).normal(size=(40, 4))
+    rf = RandomFeatures(n_features=16, random_state=0)
+    assert rf._get_tags()["preserves_dtype"] == [np.float64, np.float32]  # as RBFSampler's
+    z32 = rf.fit(rows.astype(np.float32)).transform(rows.astype(np.float32))
+    z64 = rf.transform(rows)
+    assert z32.dtype == np.float32 and z64.dtype == np.float64
+    assert np.allclose(z32, z64, rtol=1e-6, atol=1e-7)  # computed in float64 either way
+
+
+def test_progress_is_printed_only_when_asked(tmp_path, capfd):
+    rng = np.random.default_rng(0)
+    Q, K = 0.3 * rng.normal(size=(16, 4)), 0.3 * rng.normal(size=(16, 4))
+    small = dict(estimators=["pos"], samplers=["iid"], budget=8, draws=4, rows=4)
+    grid = dict(sigma=[0.5], dim=4, points=8, pairs=1, estimators=["oprf"])
+    runs = [(lambda p: kestrel.advise(Q, K, progress=p, **small), "fitting pos"),
+            (lambda p: kestrel.sweep(str(tmp_path / f"s{p}.h5"), progress=p, **grid), "grid point 1/1"),
+            (lambda p: kestrel.reproduce("crt-fig1", str(tmp_path / f"r{p}"), quick=True, progress=p), "plotting")]
+    for call, line in runs:
+        call(False)
+        quiet = capfd.readouterr()
+        assert quiet.out == "" and quiet.err == "", (line, quiet)
+        call(True)
+        assert line in capfd.readouterr().err, line
+    for f in (kestrel.classify, kestrel.variance_study):  # no progress option: never a word
+        f("wine", "oprf", seeds=1, features=8) if f is kestrel.classify else f(**grid)
+        assert capfd.readouterr() == ("", "")
+
+
+@pytest.mark.skipif(not os.environ.get("KESTREL_CLI"), reason="KESTREL_CLI not given")
+def test_the_same_bad_file_gives_the_same_message_on_the_command_line(tmp_path):
+    import subprocess
+    write_points(tmp_path / "comma.csv", sep=";", dec=",")
+    path = str(tmp_path / "comma.csv")
+    with pytest.raises(ValueError) as info:
+        kestrel.variance_study(regime="file", x_file=path)
+    cli = subprocess.run([os.environ["KESTREL_CLI"], "variance", "--regime", "file", "--x-file", path],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and cli.stderr.strip() == f"kestrel: error: {info.value}"
+
+
+def test_unwritable_outputs_are_refused_before_computing(tmp_path):
+    """Items 1, 4, 5 through the Python functions that write: the command line's errors, at once, nothing written."""
+    import time
+    (tmp_path / "file").write_text("x")
+    grid = dict(sigma=[0.5], dim=4, points=8192, pairs=1, estimators=["oprf"])  # minutes if it computed first
+    file = str(tmp_path / "file")
+    bad = [("/proc/x.h5", "No such file or directory", "No such file or directory"),
+           (file + "/x.h5", "Not a directory", "Not a directory"),
+           (str(tmp_path / "missing" / "x.h5"), "does not exist", "does not exist"),
+           ("", "empty path", "must not be empty"),
+           (file, "exists; pass --force to replace it", "exists and is not a directory")]
+    for out, sweep_says, reproduce_says in bad:
+        for call, says in ((lambda: kestrel.sweep(out, **grid), sweep_says),
+                           (lambda: kestrel.reproduce("crt-fig1", out, quick=True), reproduce_says)):
+            t0 = time.monotonic()
+            with pytest.raises(ValueError, match=says):
+                call()
+            assert time.monotonic() - t0 < 5, (out, "computed before failing?")
+    assert (tmp_path / "file").read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
