@@ -125,20 +125,6 @@ py::dict moments_dict(EntryMoments&& m) {
   return d;
 }
 
-RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
-                             arma::uword clusters, double cluster_radius, const std::string& x_file,
-                             const std::string& y_file) {
-  RegimeOptions o;
-  o.data_dir = data_dir;
-  o.preprocess = parse_preprocess(preprocess);
-  o.spectrum = spectrum;
-  o.clusters = clusters;
-  o.cluster_radius = cluster_radius;
-  o.x_file = x_file;
-  o.y_file = y_file;
-  return o;
-}
-
 // A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).
 py::array member_view(const arma::mat& m, py::handle owner) {
   const auto r = static_cast<py::ssize_t>(m.n_rows), c = static_cast<py::ssize_t>(m.n_cols);

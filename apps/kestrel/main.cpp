@@ -101,6 +101,29 @@ void strict_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) strict_flags(*sub);
 }
 
+// `kestrel options --json` (hidden): what every subcommand offers, read back from the registered options themselves
+// (name, default as shown by --help, flag or not, required), for the parity test of the command line, TOML and Python
+// (tests/option_parity_test.py).
+void print_options(const CLI::App& app) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue;  // hidden (this one)
+    nlohmann::json opts = nlohmann::json::array();
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o == sub->get_help_ptr() || o == sub->get_help_all_ptr()) continue;
+      const bool positional = o->get_lnames().empty();
+      opts.push_back({{"name", positional ? o->get_name() : o->get_lnames().front()},
+                      {"positional", positional},
+                      {"flag", o->get_expected_min() == 0},
+                      {"required", o->get_required()},
+                      {"hidden", o->get_group().empty()},
+                      {"default", o->get_default_str()}});
+    }
+    out[sub->get_name()] = opts;
+  }
+  std::cout << out.dump(2) << '\n';
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +165,12 @@ int main(int argc, char** argv) {
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
   add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
 
+  // Hidden: not in --help nor among the subcommands named in errors.
+  CLI::App* options = app.add_subcommand("options", "Print every subcommand's options as JSON (for tests)")->group("");
+  bool options_json = false;
+  options->add_flag("--json", options_json, "JSON (the only format)");
+  actions[options] = [&app] { print_options(app); };
+
   strict_flags(app);
 
   if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
@@ -156,7 +185,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (w.rfind("-", 0) == 0) continue;
-    if (std::find(names.begin(), names.end(), w) == names.end()) {
+    if (std::find(names.begin(), names.end(), w) == names.end() && w != "options") {
       // `kestrel --config FILE sweep`: the word after a subcommand's option is its value, not a subcommand.
       const std::string prev = i > 1 ? argv[i - 1] : "";
       if (prev.rfind("--", 0) == 0 && prev != "--version" && prev != "--help")
