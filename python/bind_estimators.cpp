@@ -47,9 +47,7 @@ void row_fields(py::dict& out, const py::object& rows, const arma::uvec& r, std:
   out["seed"] = sampled ? py::object(py::int_(seed)) : py::object(py::none());
 }
 
-}  // namespace
-
-void bind_estimators(py::module_& m) {
+void bind_draw(py::module_& m) {
   py::class_<Draw>(m, "Draw", "M random objects omega_1..omega_M (d x M) and, for the cos form, phases (M)")
       .def(py::init([](const py::object& omega, const py::object& phase) {
              Draw w;
@@ -85,10 +83,11 @@ void bind_estimators(py::module_& m) {
           }))
       .def("__repr__",
            [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
+}
 
-  py::class_<Estimator>(m, "Estimator",
-                        "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)")
-      .def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
+// Estimator: what it is and its state (name, kind, fitted parameters, pickling).
+void bind_state(py::class_<Estimator>& c) {
+  c.def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
       .def_property_readonly(
           "complex", [](const Estimator& e) { return e.info().complex; },
           "a feature is Re(f1 f2) of complex f: two real columns per omega")
@@ -103,23 +102,27 @@ void bind_estimators(py::module_& m) {
                       [](const py::tuple& t) {
                         require(t.size() == 1, "a pickled Estimator is (state,), got {} items", t.size());
                         return restore_estimator(nlohmann::json::parse(t[0].cast<std::string>()));
-                      }))
-      .def(
-          "log_var_over_k2",
-          [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
-            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
-            require(features > 0, "number of features M must be > 0, got {}", features);
-            check_points(e, *x, "X"), check_points(e, *y, "Y");
-            validate_pair(*x, *y, e.dim());
-            arma::mat r;
-            {
-              py::gil_scoped_release nogil;
-              r = features == 1 ? e.log_var_over_k2(*x, *y) : e.log_var_over_k2_m(*x, *y, features);
-            }
-            return mat_out(std::move(r));
-          },
-          py::arg("X"), py::arg("Y"), py::arg("features") = 1,
-          "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
+                      }));
+}
+
+// Estimator: the exact variance of single kernel entries (log Var, log Var/K^2, their summary over pairs).
+void bind_variance(py::class_<Estimator>& c) {
+  c.def(
+       "log_var_over_k2",
+       [](const Estimator& e, const py::object& X, const py::object& Y, arma::uword features) {
+         const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+         require(features > 0, "number of features M must be > 0, got {}", features);
+         check_points(e, *x, "X"), check_points(e, *y, "Y");
+         validate_pair(*x, *y, e.dim());
+         arma::mat r;
+         {
+           py::gil_scoped_release nogil;
+           r = features == 1 ? e.log_var_over_k2(*x, *y) : e.log_var_over_k2_m(*x, *y, features);
+         }
+         return mat_out(std::move(r));
+       },
+       py::arg("X"), py::arg("Y"), py::arg("features") = 1,
+       "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
       .def(
           "log_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
@@ -159,19 +162,23 @@ void bind_estimators(py::module_& m) {
           },
           py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
           "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact and left "
-          "out of the means; when every pair is exact the means are -inf)")
-      .def(
-          "draw",
-          [](const Estimator& e, arma::uword features, std::uint64_t seed, const std::string& sampler,
-             std::uint64_t index) {
-            const Sampler s = parse_sampler(sampler);
-            py::gil_scoped_release nogil;
-            Rng rng(seed, Stream::Features, index);
-            return e.draw(features, rng, s);
-          },
-          py::arg("features"), py::arg("seed"), py::arg("sampler") = "iid", py::arg("index") = 0,
-          "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, simplex, structured, "
-          "halton")
+          "out of the means; when every pair is exact the means are -inf)");
+}
+
+// Estimator: draws, features and the random-feature estimates of K and K C.
+void bind_features(py::class_<Estimator>& c) {
+  c.def(
+       "draw",
+       [](const Estimator& e, arma::uword features, std::uint64_t seed, const std::string& sampler,
+          std::uint64_t index) {
+         const Sampler s = parse_sampler(sampler);
+         py::gil_scoped_release nogil;
+         Rng rng(seed, Stream::Features, index);
+         return e.draw(features, rng, s);
+       },
+       py::arg("features"), py::arg("seed"), py::arg("sampler") = "iid", py::arg("index") = 0,
+       "Draws M random objects from stream (seed, Features, index); sampler: iid, orthogonal, simplex, structured, "
+       "halton")
       .def(
           "features",
           [](const Estimator& e, const Draw& w, const py::object& X, const std::string& side) {
@@ -235,33 +242,37 @@ void bind_estimators(py::module_& m) {
             return mat_out(std::move(r));
           },
           py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
-          "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n")
-      .def(
-          "kc_variance",
-          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
-             const py::object& kernel, arma::uword features, const py::object& rows, std::uint64_t seed) {
-            const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
-            const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
-            KcMoments m;
-            {
-              py::gil_scoped_release nogil;
-              m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features, r);
-            }
-            py::dict out;
-            out["log_var"] = mat_out(m.log_var());
-            out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
-            out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
-            row_fields(out, rows, r, seed, in.x->n_cols);
-            return out;
-          },
-          py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          py::arg("rows") = py::none(), py::arg("seed") = 1,
-          "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
-          "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
-          "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
-          "(every query), an integer n (n distinct queries sampled with seed, sorted) or an array of distinct "
-          "indices; each row is computed exactly as in the full computation, O(Ly^2 n) work and O(Ly) memory per row. "
-          "ValueError for a family without a closed form or invalid rows")
+          "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n");
+}
+
+// Estimator: the exact moments of K-hat C and the predicted attention error, per query row.
+void bind_operators(py::class_<Estimator>& c) {
+  c.def(
+       "kc_variance",
+       [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C, const py::object& kernel,
+          arma::uword features, const py::object& rows, std::uint64_t seed) {
+         const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
+         const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
+         KcMoments m;
+         {
+           py::gil_scoped_release nogil;
+           m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features, r);
+         }
+         py::dict out;
+         out["log_var"] = mat_out(m.log_var());
+         out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
+         out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
+         row_fields(out, rows, r, seed, in.x->n_cols);
+         return out;
+       },
+       py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+       py::arg("rows") = py::none(), py::arg("seed") = 1,
+       "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
+       "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
+       "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
+       "(every query), an integer n (n distinct queries sampled with seed, sorted) or an array of distinct "
+       "indices; each row is computed exactly as in the full computation, O(Ly^2 n) work and O(Ly) memory per row. "
+       "ValueError for a family without a closed form or invalid rows")
       .def(
           "predict_attention",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
@@ -291,10 +302,11 @@ void bind_estimators(py::module_& m) {
           "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
           "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range), "
           "the exact output Y (rows x dv), rows (the query indices) and seed (None unless sampled). rows as in "
-          "kc_variance; O(Ly^2) work per row whatever dv is")
-      .def("__repr__",
-           [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+          "kc_variance; O(Ly^2) work per row whatever dv is");
+}
 
+// The module functions over the registry: kestrel.estimators, restore, default_estimator, draws_for_budget, fit.
+void bind_registry_functions(py::module_& m) {
   m.def(
       "estimators",
       [] {
@@ -343,6 +355,21 @@ void bind_estimators(py::module_& m) {
       py::arg("name"), py::arg("X"), py::arg("Y"), py::arg("layout") = py::none(),
       "Fits the named estimator's parameters on the pair of sets X, Y (d x L each, points are columns) and returns "
       "it. layout='rows' takes L x d arrays; an array with more rows than columns needs layout= to say which it is");
+}
+
+}  // namespace
+
+void bind_estimators(py::module_& m) {
+  bind_draw(m);
+  py::class_<Estimator> c(m, "Estimator",
+                          "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)");
+  bind_state(c);
+  bind_variance(c);
+  bind_features(c);
+  bind_operators(c);
+  c.def("__repr__",
+        [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+  bind_registry_functions(m);
 }
 
 }  // namespace kestrel::python
