@@ -30,9 +30,36 @@ std::function<bool(const StudyOption&)> lists_of(StudyCommand c) {
 
 std::vector<OptionInfo> study_infos(StudyCommand c) { return describe(study_options(), lists_of(c)); }
 
-}  // namespace
+// kestrel.sweep(out, **options); progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line
+// prints them.
+py::object sweep_py(const std::string& out, const py::kwargs& options) {
+  py::kwargs kw = options;
+  const py::object given = kw.contains("progress") ? py::object(kw["progress"]) : py::object(py::bool_(false));
+  require(py::isinstance<py::bool_>(given), "progress must be True or False, got {}",
+          py::repr(given).cast<std::string>());
+  const bool show = given.cast<bool>();
+  if (kw.contains("progress")) PyDict_DelItemString(kw.ptr(), "progress");
+  SweepOptions o = sweep_options(values_from_kwargs(kw, study_options(), "sweep", lists_of(StudyCommand::Sweep)));
+  o.out = out;
+  validate(o);
+  const nlohmann::json prov =
+      provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
+  nlohmann::json rows = nlohmann::json::array();
+  {
+    py::gil_scoped_release nogil;
+    const auto say = [](const std::string& line) {
+      py::gil_scoped_acquire gil;
+      py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
+    };
+    const std::function<void(const std::string&)> progress =
+        show ? std::function<void(const std::string&)>(say) : nullptr;
+    for (const auto& r : run_sweep(o, prov, progress).rows) rows.push_back(sweep_json(r));
+  }
+  return from_json(rows);
+}
 
-void kestrel::python::bind_study(py::module_& m) {
+// kestrel._study_options(): the tables the Python signatures are generated from.
+void bind_study_tables(py::module_& m) {
   m.def(
       "_study_options",
       [] {
@@ -43,6 +70,12 @@ void kestrel::python::bind_study(py::module_& m) {
         return d;
       },
       "The option tables of variance_study, sweep and advise (name, kind, list, default, help), for the signatures");
+}
+
+}  // namespace
+
+void kestrel::python::bind_study(py::module_& m) {
+  bind_study_tables(m);
   m.def(
       "variance_study",
       [](const py::kwargs& kw) {
@@ -60,40 +93,12 @@ void kestrel::python::bind_study(py::module_& m) {
        "Options:" +
        options_doc(study_infos(StudyCommand::Variance)))
           .c_str());
-  m.def(
-      "sweep",
-      [](const std::string& out, const py::kwargs& options) {
-        // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
-        py::kwargs kw = options;
-        const py::object given = kw.contains("progress") ? py::object(kw["progress"]) : py::object(py::bool_(false));
-        require(py::isinstance<py::bool_>(given), "progress must be True or False, got {}",
-                py::repr(given).cast<std::string>());
-        const bool show = given.cast<bool>();
-        if (kw.contains("progress")) PyDict_DelItemString(kw.ptr(), "progress");
-        SweepOptions o = sweep_options(values_from_kwargs(kw, study_options(), "sweep", lists_of(StudyCommand::Sweep)));
-        o.out = out;
-        validate(o);
-        const nlohmann::json prov =
-            provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
-        nlohmann::json rows = nlohmann::json::array();
-        {
-          py::gil_scoped_release nogil;
-          const auto say = [](const std::string& line) {
-            py::gil_scoped_acquire gil;
-            py::module_::import("sys").attr("stderr").attr("write")(line + "\n");
-          };
-          const std::function<void(const std::string&)> progress =
-              show ? std::function<void(const std::string&)>(say) : nullptr;
-          for (const auto& r : run_sweep(o, prov, progress).rows) rows.push_back(sweep_json(r));
-        }
-        return from_json(rows);
-      },
-      py::arg("out"),
-      ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
-       "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
-       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
-       options_doc(study_infos(StudyCommand::Sweep)))
-          .c_str());
+  m.def("sweep", &sweep_py, py::arg("out"),
+        ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
+         "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
+         "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr. Options:" +
+         options_doc(study_infos(StudyCommand::Sweep)))
+            .c_str());
   m.def(
       "advise",
       [](const py::object& Q, const py::object& K, const py::object& V, const py::kwargs& kw) {
