@@ -47,12 +47,26 @@ void row_fields(py::dict& out, const py::object& rows, const arma::uvec& r, std:
   out["seed"] = sampled ? py::object(py::int_(seed)) : py::object(py::none());
 }
 
+// A matrix field of a draw from Python (None: empty), checked finite.
+arma::mat draw_field(const py::object& v, const char* name) {
+  if (v.is_none()) return {};
+  arma::mat m = *mat_in(v, name);
+  validate_points(m, name);
+  return m;
+}
+
 void bind_draw(py::module_& m) {
-  py::class_<Draw>(m, "Draw", "M random objects omega_1..omega_M (d x M) and, for the cos form, phases (M)")
-      .def(py::init([](const py::object& omega, const py::object& phase) {
+  py::class_<Draw>(m, "Draw",
+                   "M random objects: projections omega (d x M) and, for the cos form, phases (M); the discrete "
+                   "families' counts (d x M); the hybrids' omega_trig (d x M) and tau (d x n). One meaning per field")
+      .def(py::init([](const py::object& omega, const py::object& phase, const py::object& counts,
+                       const py::object& omega_trig, const py::object& tau) {
              Draw w;
-             w.omega = *mat_in(omega, "omega");
-             validate_points(w.omega, "omega");
+             w.omega = draw_field(omega, "omega");
+             w.counts = draw_field(counts, "counts");
+             w.omega_trig = draw_field(omega_trig, "omega_trig");
+             w.tau = draw_field(tau, "tau");
+             require(w.omega.is_empty() != w.counts.is_empty(), "a Draw has projections omega or counts (one of them)");
              if (!phase.is_none()) {
                const auto ph = py::array_t<double, py::array::forcecast>::ensure(phase);
                require(ph && ph.ndim() == 1 && ph.size() == static_cast<py::ssize_t>(w.count()),
@@ -63,26 +77,42 @@ void bind_draw(py::module_& m) {
              }
              return w;
            }),
-           py::arg("omega"), py::arg("phase") = py::none(), "A draw from given projections (copied)")
+           py::arg("omega") = py::none(), py::arg("phase") = py::none(), py::kw_only(), py::arg("counts") = py::none(),
+           py::arg("omega_trig") = py::none(), py::arg("tau") = py::none(), "A draw from given arrays (copied)")
       .def_property_readonly(
           "omega", [](py::object self) { return member_view(self.cast<Draw&>().omega, self); },
-          "d x M projections (a view into the draw, no copy)")
+          "d x M projections, empty for the discrete families (a view into the draw, no copy)")
       .def_property_readonly(
           "phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
           "M phases (TrigRF cos form), else empty (a view, no copy)")
+      .def_property_readonly(
+          "counts", [](py::object self) { return member_view(self.cast<Draw&>().counts, self); },
+          "d x M per-coordinate counts of the discrete families (PoisRF, GeomRF), else empty (a view, no copy)")
+      .def_property_readonly(
+          "omega_trig", [](py::object self) { return member_view(self.cast<Draw&>().omega_trig, self); },
+          "a hybrid's d x M projections of its trigonometric part (empty when shared with omega; a view, no copy)")
+      .def_property_readonly(
+          "tau", [](py::object self) { return member_view(self.cast<Draw&>().tau, self); },
+          "a hybrid's d x n projections of its lambda features, else empty (a view, no copy)")
       .def_property_readonly("count", &Draw::count)
       .def(py::pickle(
-          [](const Draw& w) { return py::make_tuple(mat_out(arma::mat(w.omega)), mat_out(arma::mat(w.phase))); },
+          [](const Draw& w) {
+            return py::make_tuple(mat_out(arma::mat(w.omega)), mat_out(arma::mat(w.phase)),
+                                  mat_out(arma::mat(w.counts)), mat_out(arma::mat(w.omega_trig)),
+                                  mat_out(arma::mat(w.tau)));
+          },
           [](const py::tuple& t) {
-            require(t.size() == 2, "a pickled Draw is (omega, phase), got {} items", t.size());
+            require(t.size() == 5, "a pickled Draw is (omega, phase, counts, omega_trig, tau), got {} items", t.size());
             Draw w;
             w.omega = *mat_in(t[0], "omega");
             const arma::mat phase = *mat_in(t[1], "phase");
             if (phase.n_elem) w.phase = arma::rowvec(phase.memptr(), phase.n_elem);
+            w.counts = *mat_in(t[2], "counts");
+            w.omega_trig = *mat_in(t[3], "omega_trig");
+            w.tau = *mat_in(t[4], "tau");
             return w;
           }))
-      .def("__repr__",
-           [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
+      .def("__repr__", [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.dim(), w.count()); });
 }
 
 // Estimator: what it is and its state (name, kind, fitted parameters, pickling).

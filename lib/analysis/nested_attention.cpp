@@ -31,13 +31,6 @@ struct RowErrors {
   arma::vec sq, abs, tv;
 };
 
-// Columns [a, b) of a draw, as a draw of their own.
-Draw columns(const Draw& w, arma::uword a, arma::uword b) {
-  Draw s{w.omega.cols(a, b - 1), {}};
-  if (!w.phase.is_empty()) s.phase = w.phase.cols(a, b - 1);
-  return s;
-}
-
 // log f(w_m, x_i) without features()'s 1/sqrt(count): a block's features are those of the whole draw.
 arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side) {
   arma::mat L = e.log_features(w, X, side);
@@ -145,7 +138,7 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1) {
   const bool values = !p.V.is_empty();
   const arma::uword dv = values ? p.V.n_cols : 0;
   if (m1 > s.m0) {
-    const Draw b = columns(s.w, s.m0, m1);
+    const Draw b = s.w.columns(s.m0, m1);
     arma::rowvec a;
     arma::mat S;  // B x n: S~^T C, or Ly x B features when the total variation needs them
     if (p.tv) {
@@ -258,7 +251,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
       const arma::mat P = e.features(v, X.cols(0, 0), Side::Query), S = e.features(v, Y.cols(0, 0), Side::Key);
       return static_cast<double>(v.count()) * arma::accu(P % S);
     };
-    const double whole = k(w), parts = k(columns(w, 0, 1)) + k(columns(w, 1, 2));
+    const double whole = k(w), parts = k(w.columns(0, 1)) + k(w.columns(1, 2));
     if (!(std::abs(whole - parts) <= 1e-9 * std::abs(whole)))
       throw Undefined(
           fmt::format("'{}' is not a sum over its draws (2 K-hat = {} but the draws' terms add to {}): "
