@@ -954,79 +954,90 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   return a;
 }
 
+namespace {
+
+// The feature range of one row: its extremes and, per number format, whether they hold without and with the
+// stabiliser.
+nlohmann::json range_json(const FeatureRange& range) {
+  nlohmann::json v;
+  const auto& f = number_formats();
+  for (std::size_t k = 0; k < f.size(); ++k)
+    v[f[k].name] = {{"raw", range.verdict[k].first}, {"stabilised", range.verdict[k].second}};
+  return {{"stabilisable", range.stabilisable},
+          {"query_max", range.query_max},
+          {"query_min", range.query_min},
+          {"key_max", range.key_max},
+          {"key_min", range.key_min},
+          {"key_sum_max", range.key_sum_max},
+          {"row_max_min", range.row_max_min},
+          {"stabilised_query_min", range.s_query_min},
+          {"stabilised_key_min", range.s_key_min},
+          {"stabilised_key_sum_max", range.s_key_sum_max},
+          {"formats", v}};
+}
+
+nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options) {
+  nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
+  if (r.status != "ok") {
+    j["reason"] = r.reason;
+    return j;
+  }
+  if (!r.note.empty()) j["note"] = r.note;
+  // A simulated curve ends past the answer unless --full-curve: no error at the budget then.
+  const bool at_budget = !r.curve_m.empty() && r.curve_m.back() == static_cast<double>(options.budget);
+  j.update({{"method", r.method},
+            {"log_rel_var_median", r.log_rel_var_median},
+            {"log_rel_var_p95", r.log_rel_var_p95},
+            {"error_at_1_median", r.err1_median},
+            {"error_at_1_p95", r.err1_p95},
+            {"m_for_target_median", r.m_median ? nlohmann::json(r.m_median) : nlohmann::json(nullptr)},
+            {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
+            {"error_at_m_median", r.at_m_median},
+            {"error_at_m_p95", r.at_m_p95},
+            {"error_at_budget_median", at_budget ? nlohmann::json(r.err_budget_median) : nlohmann::json(nullptr)},
+            {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
+            {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
+            {"error_at_m_p95_se", r.at_m_p95_se},
+            {"m_for_target_p95_interval",
+             {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
+              r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
+            {"curve",
+             {{"m", r.curve_m},
+              {"median", r.curve_median},
+              {"p95", r.curve_p95},
+              {"median_se", r.curve_median_se},
+              {"p95_se", r.curve_p95_se},
+              {"draws", r.curve_draws}}}});
+  if (r.range) j["range"] = range_json(*r.range);
+  if (r.validate_reps)
+    j["validation"] = {{"draws", r.validate_reps},
+                       {"m", r.validate_m},
+                       {"measured_median", r.measured_median},
+                       {"measured_p95", r.measured_p95},
+                       {"measured_p95_se", r.measured_p95_se},
+                       {"within_target", r.within_target(options.target)}};
+  return j;
+}
+
+nlohmann::json cost_json(const AdviceCost& c) {
+  nlohmann::json cost = {
+      {"exact_flops", c.exact_flops}, {"exact_bytes", c.exact_bytes}, {"m", c.m},
+      {"rf_flops", c.rf_flops},       {"rf_bytes", c.rf_bytes},       {"crossover_length", c.crossover_length}};
+  if (c.exact_seconds >= 0)
+    cost["measured_on_this_machine"] = {{"exact_seconds", c.exact_seconds},
+                                        {"rf_seconds", c.rf_seconds},
+                                        {"rf_estimator", c.timed_estimator},
+                                        {"rf_m", c.timed_m},
+                                        {"exact_timed_rows", c.exact_timed_rows}};
+  return cost;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Advice& a) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : a.rows) {
-    nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
-    if (r.status != "ok") {
-      j["reason"] = r.reason;
-      rows.push_back(j);
-      continue;
-    }
-    if (!r.note.empty()) j["note"] = r.note;
-    // A simulated curve ends past the answer unless --full-curve: no error at the budget then.
-    const bool at_budget = !r.curve_m.empty() && r.curve_m.back() == static_cast<double>(a.options.budget);
-    j.update({{"method", r.method},
-              {"log_rel_var_median", r.log_rel_var_median},
-              {"log_rel_var_p95", r.log_rel_var_p95},
-              {"error_at_1_median", r.err1_median},
-              {"error_at_1_p95", r.err1_p95},
-              {"m_for_target_median", r.m_median ? nlohmann::json(r.m_median) : nlohmann::json(nullptr)},
-              {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
-              {"error_at_m_median", r.at_m_median},
-              {"error_at_m_p95", r.at_m_p95},
-              {"error_at_budget_median", at_budget ? nlohmann::json(r.err_budget_median) : nlohmann::json(nullptr)},
-              {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
-              {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
-              {"error_at_m_p95_se", r.at_m_p95_se},
-              {"m_for_target_p95_interval",
-               {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
-                r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
-              {"curve",
-               {{"m", r.curve_m},
-                {"median", r.curve_median},
-                {"p95", r.curve_p95},
-                {"median_se", r.curve_median_se},
-                {"p95_se", r.curve_p95_se},
-                {"draws", r.curve_draws}}}});
-    if (r.range) {
-      nlohmann::json v;
-      const auto& f = number_formats();
-      for (std::size_t k = 0; k < f.size(); ++k)
-        v[f[k].name] = {{"raw", r.range->verdict[k].first}, {"stabilised", r.range->verdict[k].second}};
-      j["range"] = {{"stabilisable", r.range->stabilisable},
-                    {"query_max", r.range->query_max},
-                    {"query_min", r.range->query_min},
-                    {"key_max", r.range->key_max},
-                    {"key_min", r.range->key_min},
-                    {"key_sum_max", r.range->key_sum_max},
-                    {"row_max_min", r.range->row_max_min},
-                    {"stabilised_query_min", r.range->s_query_min},
-                    {"stabilised_key_min", r.range->s_key_min},
-                    {"stabilised_key_sum_max", r.range->s_key_sum_max},
-                    {"formats", v}};
-    }
-    if (r.validate_reps)
-      j["validation"] = {{"draws", r.validate_reps},
-                         {"m", r.validate_m},
-                         {"measured_median", r.measured_median},
-                         {"measured_p95", r.measured_p95},
-                         {"measured_p95_se", r.measured_p95_se},
-                         {"within_target", r.within_target(a.options.target)}};
-    rows.push_back(j);
-  }
-  nlohmann::json cost = {{"exact_flops", a.cost.exact_flops},
-                         {"exact_bytes", a.cost.exact_bytes},
-                         {"m", a.cost.m},
-                         {"rf_flops", a.cost.rf_flops},
-                         {"rf_bytes", a.cost.rf_bytes},
-                         {"crossover_length", a.cost.crossover_length}};
-  if (a.cost.exact_seconds >= 0)
-    cost["measured_on_this_machine"] = {{"exact_seconds", a.cost.exact_seconds},
-                                        {"rf_seconds", a.cost.rf_seconds},
-                                        {"rf_estimator", a.cost.timed_estimator},
-                                        {"rf_m", a.cost.timed_m},
-                                        {"exact_timed_rows", a.cost.exact_timed_rows}};
+  for (const auto& r : a.rows) rows.push_back(row_json(r, a.options));
+  const nlohmann::json cost = cost_json(a.cost);
   return {{"options", to_json(a.options)},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
           {"values_offset_share", a.offset_share},
