@@ -105,8 +105,8 @@ void check_points(const FeatureMap& e, const arma::mat& X, const char* name) {
 
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
   check_points(e, X, name);
-  require(w.dim() == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0",
-          w.dim(), w.count(), e.info().name, e.dim());
+  require(w.dim() == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0", w.dim(),
+          w.count(), e.info().name, e.dim());
   Rng probe(0);
   const bool phased = e.draw(1, probe, Sampler::Iid).phase.n_elem > 0;
   require(w.phase.n_elem == (phased ? w.count() : 0), "estimator '{}' needs {} phases in its draw, got {}",
