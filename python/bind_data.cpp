@@ -5,12 +5,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bind_options.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "data/catalog.hpp"
 #include "data/points_file.hpp"
 #include "data/regimes.hpp"
 #include "data/uci.hpp"
+#include "frontend/regime_options.hpp"
 
 namespace kestrel::python {
 
@@ -24,32 +26,25 @@ void bind_data(py::module_& m) {
   m.def(
       "regimes", [] { return regime_names(); }, "The regime names");
   m.def(
+      "_draw_regime_options", [] { return options_list(describe(draw_regime_option_table(), {})); },
+      "The option table of draw_regime (name, kind, list, default, help), for the signature");
+  m.def(
       "draw_regime",
-      [](const Str<"name">& name, Int<"d"> d, Int<"L"> L, Real<"sigma"> sigma, Int<"seed"> seed,
-         Int<"pair_index"> pair_index, const Str<"data_dir">& data_dir, const Str<"preprocess">& preprocess,
-         const Str<"spectrum">& spectrum, Int<"clusters"> clusters, Real<"cluster_radius"> cluster_radius,
-         const Str<"x_file">& x_file, const Str<"y_file">& y_file) {
+      [](const Str<"name">& name, Int<"d"> d, Int<"L"> L, Real<"sigma"> sigma, const py::kwargs& kw) {
         validate_regime(name);
         require(std::isfinite(sigma.value) && sigma > 0, "sigma must be > 0, got {}", sigma.value);
-        const RegimeOptions o =
-            regime_options(data_dir, preprocess, spectrum, clusters, cluster_radius, x_file, y_file);
+        RegimeSpec spec{.name = name.value, .dim = d, .points = L, .sigma = sigma};
+        apply_given(draw_regime_option_table(), values_from_kwargs(kw, draw_regime_option_table(), "draw_regime"),
+                    spec);
         SetPair sp;
         {
           py::gil_scoped_release nogil;
-          sp = draw_regime({.name = name.value,
-                            .dim = d,
-                            .points = L,
-                            .sigma = sigma,
-                            .seed = seed,
-                            .pair_index = pair_index,
-                            .options = o});
+          sp = draw_regime(spec);
         }
         return py::make_tuple(mat_out(std::move(sp.X)), mat_out(std::move(sp.Y)));
       },
-      py::arg("name"), py::arg("d"), py::arg("L"), py::arg("sigma"), py::arg("seed") = 1, py::arg("pair_index") = 0,
-      py::arg("data_dir") = "", py::arg("preprocess") = "raw", py::arg("spectrum") = "geometric:100",
-      py::arg("clusters") = 2, py::arg("cluster_radius") = 1.0, py::arg("x_file") = "", py::arg("y_file") = "",
-      kRegimeDoc);
+      py::arg("name"), py::arg("d"), py::arg("L"), py::arg("sigma"),
+      (std::string(kRegimeDoc) + " Options:" + options_doc(describe(draw_regime_option_table(), {}))).c_str());
   m.def(
       "load_points_file", [](const Str<"path">& path) { return mat_out(load_points_file(path)); }, py::arg("path"),
       "Points from a numeric text file (one point per row, comma or whitespace separated): d x n");

@@ -47,14 +47,26 @@ void row_fields(py::dict& out, const py::object& rows, const arma::uvec& r, std:
   out["seed"] = sampled ? py::object(py::int_(seed)) : py::object(py::none());
 }
 
-}  // namespace
+// A matrix field of a draw from Python (None: empty), checked finite.
+arma::mat draw_field(const py::object& v, const char* name) {
+  if (v.is_none()) return {};
+  arma::mat m = *mat_in(v, name);
+  validate_points(m, name);
+  return m;
+}
 
-void bind_estimators(py::module_& m) {
-  py::class_<Draw>(m, "Draw", "M random objects omega_1..omega_M (d x M) and, for the cos form, phases (M)")
-      .def(py::init([](const py::object& omega, const py::object& phase) {
+void bind_draw(py::module_& m) {
+  py::class_<Draw>(m, "Draw",
+                   "M random objects: projections omega (d x M) and, for the cos form, phases (M); the discrete "
+                   "families' counts (d x M); the hybrids' omega_trig (d x M) and tau (d x n). One meaning per field")
+      .def(py::init([](const py::object& omega, const py::object& phase, const py::object& counts,
+                       const py::object& omega_trig, const py::object& tau) {
              Draw w;
-             w.omega = *mat_in(omega, "omega");
-             validate_points(w.omega, "omega");
+             w.omega = draw_field(omega, "omega");
+             w.counts = draw_field(counts, "counts");
+             w.omega_trig = draw_field(omega_trig, "omega_trig");
+             w.tau = draw_field(tau, "tau");
+             require(w.omega.is_empty() != w.counts.is_empty(), "a Draw has projections omega or counts (one of them)");
              if (!phase.is_none()) {
                const auto ph = py::array_t<double, py::array::forcecast>::ensure(phase);
                require(ph && ph.ndim() == 1 && ph.size() == static_cast<py::ssize_t>(w.count()),
@@ -65,30 +77,47 @@ void bind_estimators(py::module_& m) {
              }
              return w;
            }),
-           py::arg("omega"), py::arg("phase") = py::none(), "A draw from given projections (copied)")
+           py::arg("omega") = py::none(), py::arg("phase") = py::none(), py::kw_only(), py::arg("counts") = py::none(),
+           py::arg("omega_trig") = py::none(), py::arg("tau") = py::none(), "A draw from given arrays (copied)")
       .def_property_readonly(
           "omega", [](py::object self) { return member_view(self.cast<Draw&>().omega, self); },
-          "d x M projections (a view into the draw, no copy)")
+          "d x M projections, empty for the discrete families (a view into the draw, no copy)")
       .def_property_readonly(
           "phase", [](py::object self) { return member_view(self.cast<Draw&>().phase, self); },
           "M phases (TrigRF cos form), else empty (a view, no copy)")
+      .def_property_readonly(
+          "counts", [](py::object self) { return member_view(self.cast<Draw&>().counts, self); },
+          "d x M per-coordinate counts of the discrete families (PoisRF, GeomRF), else empty (a view, no copy)")
+      .def_property_readonly(
+          "omega_trig", [](py::object self) { return member_view(self.cast<Draw&>().omega_trig, self); },
+          "a hybrid's d x M projections of its trigonometric part (empty when shared with omega; a view, no copy)")
+      .def_property_readonly(
+          "tau", [](py::object self) { return member_view(self.cast<Draw&>().tau, self); },
+          "a hybrid's d x n projections of its lambda features, else empty (a view, no copy)")
       .def_property_readonly("count", &Draw::count)
       .def(py::pickle(
-          [](const Draw& w) { return py::make_tuple(mat_out(arma::mat(w.omega)), mat_out(arma::mat(w.phase))); },
+          [](const Draw& w) {
+            return py::make_tuple(mat_out(arma::mat(w.omega)), mat_out(arma::mat(w.phase)),
+                                  mat_out(arma::mat(w.counts)), mat_out(arma::mat(w.omega_trig)),
+                                  mat_out(arma::mat(w.tau)));
+          },
           [](const py::tuple& t) {
-            require(t.size() == 2, "a pickled Draw is (omega, phase), got {} items", t.size());
+            require(t.size() == 5, "a pickled Draw is (omega, phase, counts, omega_trig, tau), got {} items", t.size());
             Draw w;
             w.omega = *mat_in(t[0], "omega");
             const arma::mat phase = *mat_in(t[1], "phase");
             if (phase.n_elem) w.phase = arma::rowvec(phase.memptr(), phase.n_elem);
+            w.counts = *mat_in(t[2], "counts");
+            w.omega_trig = *mat_in(t[3], "omega_trig");
+            w.tau = *mat_in(t[4], "tau");
             return w;
           }))
-      .def("__repr__",
-           [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.omega.n_rows, w.count()); });
+      .def("__repr__", [](const Draw& w) { return fmt::format("<kestrel.Draw d={} M={}>", w.dim(), w.count()); });
+}
 
-  py::class_<Estimator>(m, "Estimator",
-                        "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)")
-      .def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
+// Estimator: what it is and its state (name, kind, fitted parameters, pickling).
+void bind_state(py::class_<Estimator>& c) {
+  c.def_property_readonly("name", [](const Estimator& e) { return e.info().name; })
       .def_property_readonly(
           "complex", [](const Estimator& e) { return e.info().complex; },
           "a feature is Re(f1 f2) of complex f: two real columns per omega")
@@ -103,22 +132,26 @@ void bind_estimators(py::module_& m) {
                       [](const py::tuple& t) {
                         require(t.size() == 1, "a pickled Estimator is (state,), got {} items", t.size());
                         return restore_estimator(nlohmann::json::parse(t[0].cast<std::string>()));
-                      }))
-      .def(
-          "log_var_over_k2",
-          [](const Estimator& e, const py::object& X, const py::object& Y, Int<"features", 1> features) {
-            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
-            check_points(e, *x, "X"), check_points(e, *y, "Y");
-            validate_pair(*x, *y, e.dim());
-            arma::mat r;
-            {
-              py::gil_scoped_release nogil;
-              r = features == 1 ? e.log_var_over_k2(*x, *y) : e.log_var_over_k2_m(*x, *y, features);
-            }
-            return mat_out(std::move(r));
-          },
-          py::arg("X"), py::arg("Y"), py::arg("features") = 1,
-          "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
+                      }));
+}
+
+// Estimator: the exact variance of single kernel entries (log Var, log Var/K^2, their summary over pairs).
+void bind_variance(py::class_<Estimator>& c) {
+  c.def(
+       "log_var_over_k2",
+       [](const Estimator& e, const py::object& X, const py::object& Y, Int<"features", 1> features) {
+         const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+         check_points(e, *x, "X"), check_points(e, *y, "Y");
+         validate_pair(*x, *y, e.dim());
+         arma::mat r;
+         {
+           py::gil_scoped_release nogil;
+           r = features == 1 ? e.log_var_over_k2(*x, *y) : e.log_var_over_k2_m(*x, *y, features);
+         }
+         return mat_out(std::move(r));
+       },
+       py::arg("X"), py::arg("Y"), py::arg("features") = 1,
+       "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
       .def(
           "log_variance",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& kernel,
@@ -157,19 +190,23 @@ void bind_estimators(py::module_& m) {
           },
           py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
           "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact and left "
-          "out of the means; when every pair is exact the means are -inf)")
-      .def(
-          "draw",
-          [](const Estimator& e, Int<"features", 1> features, Int<"seed"> seed, const Str<"sampler">& sampler,
-             Int<"index"> index) {
-            const Sampler s = parse_sampler(sampler);
-            py::gil_scoped_release nogil;
-            Rng rng(seed, Stream::Features, index);
-            return e.draw(features, rng, s);
-          },
-          py::arg("features"), py::arg("seed") = 1, py::arg("sampler") = "iid", py::arg("index") = 0,
-          "Draws M random objects from stream (seed, Features, index) (seed 1 unless given, as elsewhere); sampler: "
-          "iid, orthogonal, simplex, structured, halton")
+          "out of the means; when every pair is exact the means are -inf)");
+}
+
+// Estimator: draws, features and the random-feature estimates of K and K C.
+void bind_features(py::class_<Estimator>& c) {
+  c.def(
+       "draw",
+       [](const Estimator& e, Int<"features", 1> features, Int<"seed"> seed, const Str<"sampler">& sampler,
+          Int<"index"> index) {
+         const Sampler s = parse_sampler(sampler);
+         py::gil_scoped_release nogil;
+         Rng rng(seed, Stream::Features, index);
+         return e.draw(features, rng, s);
+       },
+       py::arg("features"), py::arg("seed") = 1, py::arg("sampler") = "iid", py::arg("index") = 0,
+       "Draws M random objects from stream (seed, Features, index) (seed 1 unless given, as elsewhere); sampler: "
+       "iid, orthogonal, simplex, structured, halton")
       .def(
           "features",
           [](const Estimator& e, const py::object& draw, const py::object& X, const Str<"side">& side) {
@@ -238,33 +275,37 @@ void bind_estimators(py::module_& m) {
             return mat_out(std::move(r));
           },
           py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
-          "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n")
-      .def(
-          "kc_variance",
-          [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C,
-             const py::object& kernel, Int<"features", 1> features, const py::object& rows, Int<"seed"> seed) {
-            const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
-            const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
-            KcMoments m;
-            {
-              py::gil_scoped_release nogil;
-              m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features, r);
-            }
-            py::dict out;
-            out["log_var"] = mat_out(m.log_var());
-            out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
-            out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
-            row_fields(out, rows, r, seed, in.x->n_cols);
-            return out;
-          },
-          py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          py::arg("rows") = py::none(), py::arg("seed") = 1,
-          "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
-          "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
-          "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
-          "(every query), an integer n (n distinct queries sampled with seed, sorted) or an array of distinct "
-          "indices; each row is computed exactly as in the full computation, O(Ly^2 n) work and O(Ly) memory per row. "
-          "ValueError for a family without a closed form or invalid rows")
+          "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n");
+}
+
+// Estimator: the exact moments of K-hat C and the predicted attention error, per query row.
+void bind_operators(py::class_<Estimator>& c) {
+  c.def(
+       "kc_variance",
+       [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& C, const py::object& kernel,
+          Int<"features", 1> features, const py::object& rows, Int<"seed"> seed) {
+         const OperatorInputs in = operator_inputs(e, X, Y, C, "C", kernel, features);
+         const arma::uvec r = rows_in(rows, seed, in.x->n_cols);
+         KcMoments m;
+         {
+           py::gil_scoped_release nogil;
+           m = kc_moments(in.form, in.k, *in.x, *in.y, *in.c, features, r);
+         }
+         py::dict out;
+         out["log_var"] = mat_out(m.log_var());
+         out["log_abs_kc"] = mat_out(std::move(m.log_abs_kc));
+         out["sign_kc"] = mat_out(arma::conv_to<arma::mat>::from(m.sign_kc));
+         row_fields(out, rows, r, seed, in.x->n_cols);
+         return out;
+       },
+       py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+       py::arg("rows") = py::none(), py::arg("seed") = 1,
+       "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
+       "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
+       "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
+       "(every query), an integer n (n distinct queries sampled with seed, sorted) or an array of distinct "
+       "indices; each row is computed exactly as in the full computation, O(Ly^2 n) work and O(Ly) memory per row. "
+       "ValueError for a family without a closed form or invalid rows")
       .def(
           "predict_attention",
           [](const Estimator& e, const py::object& X, const py::object& Y, const py::object& V,
@@ -294,10 +335,11 @@ void bind_estimators(py::module_& m) {
           "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
           "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range), "
           "the exact output Y (rows x dv), rows (the query indices) and seed (None unless sampled). rows as in "
-          "kc_variance; O(Ly^2) work per row whatever dv is")
-      .def("__repr__",
-           [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+          "kc_variance; O(Ly^2) work per row whatever dv is");
+}
 
+// The module functions over the registry: kestrel.estimators, restore, default_estimator, draws_for_budget, fit.
+void bind_registry_functions(py::module_& m) {
   m.def(
       "estimators",
       [] {
@@ -350,6 +392,21 @@ void bind_estimators(py::module_& m) {
       py::arg("name"), py::arg("X"), py::arg("Y"), py::arg("layout") = py::none(),
       "Fits the named estimator's parameters on the pair of sets X, Y (d x L each, points are columns) and returns "
       "it. layout='rows' takes L x d arrays; an array with more rows than columns needs layout= to say which it is");
+}
+
+}  // namespace
+
+void bind_estimators(py::module_& m) {
+  bind_draw(m);
+  py::class_<Estimator> c(m, "Estimator",
+                          "A random-feature estimator with its parameters fitted on a pair of sets (kestrel.fit)");
+  bind_state(c);
+  bind_variance(c);
+  bind_features(c);
+  bind_operators(c);
+  c.def("__repr__",
+        [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });
+  bind_registry_functions(m);
 }
 
 }  // namespace kestrel::python

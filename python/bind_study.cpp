@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include "analysis/sweep.hpp"
+#include "bind_options.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -19,145 +20,59 @@
 
 namespace py = pybind11;
 using namespace kestrel;
+using namespace kestrel::python;
 
 namespace {
 
-std::string py_name(std::string n) {
-  std::replace(n.begin(), n.end(), '-', '_');
-  return n;
+std::function<bool(const StudyOption&)> lists_of(StudyCommand c) {
+  return [c](const StudyOption& o) { return takes_list(o, c); };
 }
 
-// One Python value as the text the command line would carry (an option of either table: StudyOption, AdviseOption).
-template <typename Option>
-std::string scalar_text(const py::handle& v, const Option& o, const std::string& where) {
-  const char* want = o.kind == OptionKind::Integer ? "an integer"
-                     : o.kind == OptionKind::Real  ? "a number"
-                     : o.kind == OptionKind::Flag  ? "True or False"
-                                                   : "a string";
-  const std::string got = py::repr(v).cast<std::string>();
-  if (py::isinstance<py::bool_>(v)) {
-    require(o.kind == OptionKind::Flag, "{}: expected {}, got {}", where, want, got);
-    return v.cast<bool>() ? "true" : "false";
+std::vector<OptionInfo> study_infos(StudyCommand c) { return describe(study_options(), lists_of(c)); }
+
+// kestrel.sweep(out, **options); progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line
+// prints them.
+py::object sweep_py(const Str<"out">& out, const py::kwargs& options) {
+  // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
+  py::kwargs kw = options;
+  const bool show = pop_progress(kw), force = pop_flag(kw, "force");
+  SweepOptions o = sweep_options(values_from_kwargs(kw, study_options(), "sweep", lists_of(StudyCommand::Sweep)));
+  o.out = out.value;
+  o.force = force;
+  validate(o);
+  const nlohmann::json prov =
+      provenance(call_text("sweep", kw, py::repr(py::str(out.value)).cast<std::string>()), to_json(o));
+  nlohmann::json rows = nlohmann::json::array();
+  {
+    py::gil_scoped_release nogil;
+    for (const auto& r : run_sweep(o, prov, stderr_progress(show)).rows) rows.push_back(sweep_json(r));
   }
-  if (py::isinstance<py::str>(v)) {
-    require(o.kind == OptionKind::Text, "{}: expected {}, got the string {}", where, want, got);
-    return v.cast<std::string>();
-  }
-  if (py::hasattr(v, "__index__") && o.kind != OptionKind::Flag) {  // int, numpy integers
-    if (o.name == "kernel") return "scaled:" + py::str(v.attr("__index__")()).cast<std::string>();
-    require(o.kind != OptionKind::Text, "{}: expected {}, got {}", where, want, got);
-    return py::str(v.attr("__index__")()).cast<std::string>();
-  }
-  if (py::hasattr(v, "__float__") && o.kind != OptionKind::Flag) {  // float, numpy floats
-    const std::string r = py::repr(py::float_(py::reinterpret_borrow<py::object>(v))).cast<std::string>();
-    if (o.name == "kernel") return "scaled:" + r;
-    require(o.kind == OptionKind::Real, "{}: expected {}, got {}", where, want, got);
-    return r;
-  }
-  throw InvalidArgument(fmt::format("{}: expected {}, got {}", where, want, got));
+  return from_json(rows);
 }
 
-StudyValues values_from_kwargs(const py::kwargs& kw, StudyCommand c, const char* function) {
-  StudyValues v;
-  std::vector<std::string> names;
-  for (const auto& n : study_option_names()) names.push_back(py_name(n));
-  for (const auto& [key, value] : kw) {
-    const std::string k = key.cast<std::string>();
-    std::string name = k;
-    std::replace(name.begin(), name.end(), '_', '-');
-    const StudyOption* opt = nullptr;
-    for (const auto& o : study_options())
-      if (o.name == name) opt = &o;
-    if (!opt || k.find('-') != std::string::npos)
-      throw py::type_error(
-          fmt::format("{}() got an unexpected keyword argument '{}'{}", function, k, did_you_mean(k, names)));
-    const std::string where = k;
-    std::string text;
-    const bool sequence =
-        py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) ||
-        (py::hasattr(value, "ndim") && py::hasattr(value, "tolist") && py::getattr(value, "ndim").cast<int>() > 0);
-    if (sequence) {
-      require(takes_list(*opt, c), "{}: takes one value in kestrel.{}(), got a list", where, function);
-      const py::object obj = py::reinterpret_borrow<py::object>(value);
-      const py::list items =
-          py::hasattr(obj, "tolist") && !py::isinstance<py::list>(obj) ? py::list(obj.attr("tolist")()) : py::list(obj);
-      require(!items.empty(), "{}: the list is empty", where);
-      for (const auto& item : items) {
-        const std::string s = scalar_text(item, *opt, where);
-        require(s.find(',') == std::string::npos, "{}: list items must not contain ',', got '{}'", where, s);
-        text += (text.empty() ? "" : ",") + s;
-      }
-    } else {
-      text = scalar_text(value, *opt, where);
-    }
-    v[name] = {text, where};
-  }
-  return v;
-}
-
-// kestrel.advise's keywords through `kestrel advise`'s table (frontend/advise_options.hpp); lists for estimators,
-// samplers.
-StudyValues advise_values(const py::kwargs& kw) {
-  StudyValues v;
-  std::vector<std::string> names;
-  for (const auto& o : advise_options()) names.push_back(py_name(o.name));
-  for (const auto& [key, value] : kw) {
-    const std::string k = key.cast<std::string>();
-    std::string name = k;
-    std::replace(name.begin(), name.end(), '_', '-');
-    const AdviseOption* opt = nullptr;
-    for (const auto& o : advise_options())
-      if (o.name == name) opt = &o;
-    if (!opt || k.find('-') != std::string::npos)
-      throw py::type_error(
-          fmt::format("advise() got an unexpected keyword argument '{}'{}", k, did_you_mean(k, names)));
-    std::string text;
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      require(name == "estimators" || name == "samplers", "{}: takes one value, got a list", k);
-      for (const auto& item : value.cast<py::list>()) text += (text.empty() ? "" : ",") + scalar_text(item, *opt, k);
-      require(!text.empty(), "{}: the list is empty", k);
-    } else {
-      text = scalar_text(value, *opt, k);
-    }
-    v[name] = {text, k};
-  }
-  return v;
-}
-
-std::string advise_doc() {
-  std::string s;
-  const AdviseOptions d;
-  for (const auto& o : advise_options())
-    s += fmt::format("\n  {} (default {}): {}", py_name(o.name), o.show(d), o.help);
-  return s;
-}
-
-std::string call_text(const char* function, const py::kwargs& kw, const std::string& first = "") {
-  std::string s = fmt::format("python: kestrel.{}({}", function, first);
-  for (const auto& [k, v] : kw)
-    s += fmt::format("{}{}={}", s.back() == '(' ? "" : ", ", k.cast<std::string>(), py::repr(v).cast<std::string>());
-  return s + ")";
-}
-
-std::string options_doc(StudyCommand c) {
-  std::string s;
-  const VarianceStudyOptions defaults;
-  for (const auto& o : study_options()) {
-    const std::string d = o.show(defaults);
-    s += fmt::format("\n  {}: {}{}{}", py_name(o.name), o.help, takes_list(o, c) ? " (a list)" : "",
-                     d.empty() ? "" : fmt::format(" [default {}]", d));
-  }
-  return s;
+// kestrel._study_options(): the tables the Python signatures are generated from.
+void bind_study_tables(py::module_& m) {
+  m.def(
+      "_study_options",
+      [] {
+        py::dict d;
+        d["variance"] = options_list(study_infos(StudyCommand::Variance));
+        d["sweep"] = options_list(study_infos(StudyCommand::Sweep));
+        d["advise"] = options_list(describe(advise_options(), std::function<bool(const AdviseOption&)>()));
+        return d;
+      },
+      "The option tables of variance_study, sweep and advise (name, kind, list, default, help), for the signatures");
 }
 
 }  // namespace
 
 void kestrel::python::bind_study(py::module_& m) {
+  bind_study_tables(m);
   m.def(
       "variance_study",
       [](const py::kwargs& kw) {
-        const VarianceStudyOptions o =
-            variance_options(values_from_kwargs(kw, StudyCommand::Variance, "variance_study"));
+        const VarianceStudyOptions o = variance_options(
+            values_from_kwargs(kw, study_options(), "variance_study", lists_of(StudyCommand::Variance)));
         nlohmann::json results = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
@@ -168,39 +83,20 @@ void kestrel::python::bind_study(py::module_& m) {
       ("`kestrel variance` as a function, with its options as keywords (same names with '_' for '-', same "
        "defaults): a list with one dict per (sigma, estimator), the `results` entries of `kestrel variance --json`. "
        "Options:" +
-       options_doc(StudyCommand::Variance))
+       options_doc(study_infos(StudyCommand::Variance)))
           .c_str());
-  m.def(
-      "sweep",
-      [](const std::string& out, const py::kwargs& options) {
-        // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
-        py::kwargs kw = options;
-        const bool show = pop_progress(kw), force = pop_flag(kw, "force");
-        SweepOptions o = sweep_options(values_from_kwargs(kw, StudyCommand::Sweep, "sweep"));
-        o.out = out;
-        o.force = force;
-        validate(o);
-        const nlohmann::json prov =
-            provenance(call_text("sweep", kw, py::repr(py::str(out)).cast<std::string>()), to_json(o));
-        nlohmann::json rows = nlohmann::json::array();
-        {
-          py::gil_scoped_release nogil;
-          for (const auto& r : run_sweep(o, prov, stderr_progress(show)).rows) rows.push_back(sweep_json(r));
-        }
-        return from_json(rows);
-      },
-      py::arg("out"),
-      ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
-       "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
-       "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr; force=True (as --force) "
-       "replaces an existing OUT and discards the finished points of a sweep with other options. Options:" +
-       options_doc(StudyCommand::Sweep))
-          .c_str());
+  m.def("sweep", &sweep_py, py::arg("out"),
+        ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
+         "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
+         "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr; force=True (as --force) "
+         "replaces an existing OUT and discards the finished points of a sweep with other options. Options:" +
+         options_doc(study_infos(StudyCommand::Sweep)))
+            .c_str());
   m.def(
       "advise",
       [](const py::object& Q, const py::object& K, const py::object& V, py::kwargs kw) {
         const bool show = pop_progress(kw);
-        const AdviseOptions o = advise_options_from(advise_values(kw));
+        const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
         const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K");
         arma::mat v;
         if (!V.is_none()) v = *mat_in(V, "V");
@@ -223,6 +119,6 @@ void kestrel::python::bind_study(py::module_& m) {
        "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
        "number format and, with validate=R, the measured error; the cost and the recommendation. progress=True "
        "prints the command line's progress lines on sys.stderr. Options:" +
-       advise_doc())
+       options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())))
           .c_str());
 }

@@ -144,8 +144,8 @@ void require_points(const arma::mat& X, const char* name) {
 
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name) {
   check_points(e, X, name);
-  require(w.omega.n_rows == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0",
-          w.omega.n_rows, w.count(), e.info().name, e.dim());
+  require(w.dim() == e.dim() && w.count() > 0, "the draw is {} x {}, estimator '{}' needs {} x M with M > 0", w.dim(),
+          w.count(), e.info().name, e.dim());
   Rng probe(0);
   const bool phased = e.draw(1, probe, Sampler::Iid).phase.n_elem > 0;
   require(w.phase.n_elem == (phased ? w.count() : 0), "estimator '{}' needs {} phases in its draw, got {}",
@@ -162,20 +162,6 @@ py::dict moments_dict(EntryMoments&& m) {
   d["se_mean"] = mat_out(std::move(m.se_mean));
   d["se_variance"] = mat_out(std::move(m.se_variance));
   return d;
-}
-
-RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
-                             arma::uword clusters, double cluster_radius, const std::string& x_file,
-                             const std::string& y_file) {
-  RegimeOptions o;
-  o.data_dir = data_dir;
-  o.preprocess = parse_preprocess(preprocess);
-  o.spectrum = spectrum;
-  o.clusters = clusters;
-  o.cluster_radius = cluster_radius;
-  o.x_file = x_file;
-  o.y_file = y_file;
-  return o;
 }
 
 // A zero-copy read/write view of a member matrix of a Python-owned object (the object is the base).

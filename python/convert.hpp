@@ -51,9 +51,6 @@ void require_points(const arma::mat& X, const char* name);
 void check_draw(const FeatureMap& e, const Draw& w, const arma::mat& X, const char* name);
 py::object from_json(const nlohmann::json& j);
 py::dict moments_dict(EntryMoments&& m);
-RegimeOptions regime_options(const std::string& data_dir, const std::string& preprocess, const std::string& spectrum,
-                             arma::uword clusters, double cluster_radius, const std::string& x_file,
-                             const std::string& y_file);
 // rows= of the per-row exact quantities (Estimator.kc_variance, predict_attention) for L query rows: None or 'all'
 // (every row: empty result), an integer n (n rows sampled with seed, analysis/row_sample.hpp), or a 1-D array of
 // distinct integer indices. A ValueError names any other value (0, negative, > L, non-integer, repeated index).

@@ -435,11 +435,12 @@ TEST(Discrete, BadInput) {
     const Draw w = e->draw(3, rng, Sampler::Iid);
     EXPECT_THROW(e->features(w, arma::ones(3, 2), Side::Query), InvalidArgument) << n;
     Draw neg = w;
-    neg.omega(0, 0) = -1;
+    neg.counts(0, 0) = -1;
     EXPECT_THROW(e->features(neg, arma::ones(2, 2), Side::Query), InvalidArgument) << n;
-    neg.omega(0, 0) = 0.5;
+    neg.counts(0, 0) = 0.5;
     EXPECT_THROW(e->features(neg, arma::ones(2, 2), Side::Query), InvalidArgument) << n;
-    Draw wrong_d{arma::ones(3, 2), {}};
+    Draw wrong_d;
+    wrong_d.counts = arma::ones(3, 2);
     EXPECT_THROW(e->features(wrong_d, arma::ones(2, 2), Side::Query), InvalidArgument) << n;
   }
 }

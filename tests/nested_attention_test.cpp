@@ -190,7 +190,7 @@ TEST(NestedAttention, BlocksOfADrawAddUpToItForEveryPositiveFamily) {
     Rng rng(9, Stream::User, 0);
     const Draw w = e->draw_nested(6, rng, Sampler::Iid);
     auto part = [&](arma::uword a, arma::uword b) {
-      const Draw v{w.omega.cols(a, b - 1), w.phase.is_empty() ? arma::rowvec() : arma::rowvec(w.phase.cols(a, b - 1))};
+      const Draw v = w.columns(a, b);
       return arma::mat(static_cast<double>(b - a) * approximate_kernel(*e, v, X, Y, Kernel::softmax()));
     };
     const arma::mat whole = part(0, 6), sum = part(0, 2) + part(2, 6);

@@ -16,6 +16,7 @@
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
+#include "option_cli.hpp"
 #include "tasks/advise.hpp"
 
 namespace kestrel::cli {
@@ -23,11 +24,10 @@ namespace kestrel::cli {
 namespace {
 
 struct Args {
-  std::string queries, keys, values, out;
-  bool json = false, force = false, values_given = false, out_given = false;
-  std::map<std::string, std::string> text;
-  std::map<std::string, bool> flag;
-  std::map<std::string, CLI::Option*> option;
+  std::string queries, keys, values;
+  bool values_given = false;
+  std::shared_ptr<TableArgs> table;
+  std::shared_ptr<OutputArgs> io;
 };
 
 std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
@@ -167,6 +167,79 @@ void write_plot(const std::string& out, const std::string& png, bool force) {
   publish_output(tmp, png, force);
 }
 
+// Refuses an --out that cannot be written, does not end in .h5 or is one of the inputs, before computing; returns the
+// path of the plot beside it.
+std::string check_out(const Args& a) {
+  const std::string& out = a.io->out;
+  check_output(out, a.io->force);  // refuses an empty path
+  require(std::filesystem::path(out).extension() == ".h5",
+          "--out: expected a path ending in .h5 (the plot goes beside it as .png), got '{}'", out);
+  const std::string png = std::filesystem::path(out).replace_extension(".png").string();
+  check_output(png, a.io->force);
+  for (const std::string& in : {a.queries, a.keys, a.values}) {
+    const std::string file = in.substr(0, in.find(".h5:") == std::string::npos ? in.size() : in.find(".h5:") + 3);
+    std::error_code ec;
+    require(in.empty() || !std::filesystem::equivalent(file, out, ec),
+            "--out '{}' is one of the input files: write the report elsewhere", out);
+  }
+  return png;
+}
+
+struct Inputs {
+  std::shared_ptr<const PointsFile> q, k;
+  arma::mat V;
+};
+
+Inputs load_inputs(const Args& a) {
+  Inputs in{load_points(a.queries), load_points(a.keys), {}};
+  if (!a.values.empty()) {
+    const auto vf = load_points(a.values);
+    in.V = vf->points.t();
+    require(in.V.n_rows == in.k->points.n_cols, "--values: {} has {} rows, one per key expected ({} keys in {})",
+            a.values, in.V.n_rows, in.k->points.n_cols, a.keys);
+  }
+  require(in.q->points.n_rows == in.k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
+          in.q->points.n_rows, in.k->points.n_rows);
+  return in;
+}
+
+// The options with the inputs' paths and sha256, as the report's provenance records them.
+nlohmann::json options_with_files(const AdviseOptions& opt, const Args& a, const Inputs& in) {
+  nlohmann::json files = {{"queries", {{"spec", in.q->spec}, {"sha256", in.q->sha256}}},
+                          {"keys", {{"spec", in.k->spec}, {"sha256", in.k->sha256}}}};
+  if (!a.values.empty()) {
+    const auto vf = load_points(a.values);
+    files["values"] = {{"spec", vf->spec}, {"sha256", vf->sha256}};
+  }
+  nlohmann::json options = to_json(opt);
+  options["files"] = files;
+  return options;
+}
+
+void run_advise(Args& a, CLI::Option* values, const Global& g) {
+  a.values_given = values->count() > 0;
+  const AdviseOptions opt = advise_options_from(given_values(*a.table));
+  require(!a.values_given || !a.values.empty(), "--values: the path is empty");
+  const bool out = a.io->out_option->count() > 0;
+  const std::string png = out ? check_out(a) : "";
+  const Inputs in = load_inputs(a);
+  std::unique_ptr<H5Writer> h5;
+  if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);  // fails early on a bad path
+  const Advice adv = advise(in.q->points, in.k->points, in.V, opt, [&](const std::string& m) { progress(g, m); });
+  const nlohmann::json prov = provenance(g.command_line, options_with_files(opt, a, in));
+  if (h5) {
+    write_report(*h5, adv, prov);
+    h5->commit();
+    progress(g, "wrote " + a.io->out);
+    write_plot(a.io->out, png, a.io->force);
+    progress(g, "wrote " + png);
+  }
+  if (a.io->json)
+    std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv)}}.dump(2) << '\n';
+  else
+    print_report(adv);
+}
+
 }  // namespace
 
 Action add_advise(CLI::App& app, const Global& g) {
@@ -175,79 +248,11 @@ Action add_advise(CLI::App& app, const Global& g) {
   app.add_option("--keys", a->keys, "Keys, as --queries (the same d)")->required();
   CLI::Option* values = app.add_option("--values", a->values,
                                        "Values, one row per key (attention output rows; without: the normalisers)");
-  const AdviseOptions defaults;
-  for (const auto& o : advise_options()) {
-    CLI::Option* opt = nullptr;
-    if (o.kind == OptionKind::Flag) {
-      opt = app.add_flag("--" + o.name, a->flag[o.name], o.help);
-    } else {
-      opt = app.add_option("--" + o.name, a->text[o.name], o.help)->default_str(o.show(defaults));
-      opt->multi_option_policy(CLI::MultiOptionPolicy::Throw);
-    }
-    a->option[o.name] = opt;
-  }
-  CLI::Option* out =
-      app.add_option("--out", a->out, "Write the report to this HDF5 file (.h5) and the plot beside it (.png)");
-  app.add_flag("--force", a->force, "Replace an existing --out file (and its .png)");
-  app.add_flag("--json", a->json, "Print the report as JSON on stdout");
-  return [a, &g, values, out] {
-    a->values_given = values->count() > 0;
-    a->out_given = out->count() > 0;
-    StudyValues v;
-    for (const auto& [name, opt] : a->option)
-      if (opt->count())
-        v[name] = {a->flag.count(name) ? (a->flag.at(name) ? "true" : "false") : a->text.at(name), "--" + name};
-    const AdviseOptions opt = advise_options_from(v);
-    require(!a->values_given || !a->values.empty(), "--values: the path is empty");
-    const bool out = a->out_given;
-    std::string png;
-    std::unique_ptr<H5Writer> h5;
-    if (out) {
-      check_output(a->out, a->force);  // refuses an empty path
-      require(std::filesystem::path(a->out).extension() == ".h5",
-              "--out: expected a path ending in .h5 (the plot goes beside it as .png), got '{}'", a->out);
-      png = std::filesystem::path(a->out).replace_extension(".png").string();
-      check_output(png, a->force);
-      for (const std::string& in : {a->queries, a->keys, a->values}) {
-        const std::string file = in.substr(0, in.find(".h5:") == std::string::npos ? in.size() : in.find(".h5:") + 3);
-        std::error_code ec;
-        require(in.empty() || !std::filesystem::equivalent(file, a->out, ec),
-                "--out '{}' is one of the input files: write the report elsewhere", a->out);
-      }
-    }
-    const auto q = load_points(a->queries), k = load_points(a->keys);
-    arma::mat V;
-    if (!a->values.empty()) {
-      const auto vf = load_points(a->values);
-      V = vf->points.t();
-      require(V.n_rows == k->points.n_cols, "--values: {} has {} rows, one per key expected ({} keys in {})", a->values,
-              V.n_rows, k->points.n_cols, a->keys);
-    }
-    require(q->points.n_rows == k->points.n_rows, "--queries has d = {} columns but --keys has d = {}",
-            q->points.n_rows, k->points.n_rows);
-    if (out) h5 = std::make_unique<H5Writer>(a->out, a->force);  // fails early on a bad path
-    const Advice adv = advise(q->points, k->points, V, opt, [&](const std::string& m) { progress(g, m); });
-    nlohmann::json files = {{"queries", {{"spec", q->spec}, {"sha256", q->sha256}}},
-                            {"keys", {{"spec", k->spec}, {"sha256", k->sha256}}}};
-    if (!a->values.empty()) {
-      const auto vf = load_points(a->values);
-      files["values"] = {{"spec", vf->spec}, {"sha256", vf->sha256}};
-    }
-    nlohmann::json options = to_json(opt);
-    options["files"] = files;
-    const nlohmann::json prov = provenance(g.command_line, options);
-    if (h5) {
-      write_report(*h5, adv, prov);
-      h5->commit();
-      progress(g, "wrote " + a->out);
-      write_plot(a->out, png, a->force);
-      progress(g, "wrote " + png);
-    }
-    if (a->json)
-      std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv)}}.dump(2) << '\n';
-    else
-      print_report(adv);
-  };
+  a->table = add_table(app, advise_options());
+  a->io = add_output_options(app, {.out = "Write the report to this HDF5 file (.h5) and the plot beside it (.png)",
+                                   .force = "Replace an existing --out file (and its .png)",
+                                   .json = "Print the report as JSON on stdout"});
+  return [a, &g, values] { run_advise(*a, values, g); };
 }
 
 }  // namespace kestrel::cli

@@ -101,6 +101,79 @@ void strict_flags(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) strict_flags(*sub);
 }
 
+// `kestrel options --json` (hidden): what every subcommand offers, read back from the registered options themselves
+// (name, default as shown by --help, flag or not, required), for the parity test of the command line, TOML and Python
+// (tests/option_parity_test.py).
+void print_options(const CLI::App& app) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue;  // hidden (this one)
+    nlohmann::json opts = nlohmann::json::array();
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o == sub->get_help_ptr() || o == sub->get_help_all_ptr()) continue;
+      const bool positional = o->get_lnames().empty();
+      opts.push_back({{"name", positional ? o->get_name() : o->get_lnames().front()},
+                      {"positional", positional},
+                      {"flag", o->get_expected_min() == 0},
+                      {"required", o->get_required()},
+                      {"hidden", o->get_group().empty()},
+                      {"default", o->get_default_str()}});
+    }
+    out[sub->get_name()] = opts;
+  }
+  std::cout << out.dump(2) << '\n';
+}
+
+// The first word that is not an option (or the value of --threads) must be a subcommand; false (with the error on
+// stderr) when it is not.
+bool subcommand_first(int argc, char** argv, const std::vector<std::string>& names) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w == "--threads") {
+      ++i;
+      continue;
+    }
+    if (w.rfind("-", 0) == 0) continue;
+    if (std::find(names.begin(), names.end(), w) == names.end() && w != "options") {
+      // `kestrel --config FILE sweep`: the word after a subcommand's option is its value, not a subcommand.
+      const std::string prev = i > 1 ? argv[i - 1] : "";
+      if (prev.rfind("--", 0) == 0 && prev != "--version" && prev != "--help")
+        std::cerr << fmt::format(
+            "kestrel: error: '{}' comes before the subcommand: options go after it, as in "
+            "`kestrel SUBCOMMAND {} {}` (subcommands: {})\n",
+            prev, prev, w, fmt::join(names, ", "));
+      else
+        std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
+                                 kestrel::did_you_mean(w, names), fmt::join(names, ", "));
+      return false;
+    }
+    break;
+  }
+  return true;
+}
+
+// Runs the parsed subcommand's action; exit code 2 for invalid input, 1 for any other failure.
+int run(const std::map<CLI::App*, kestrel::cli::Action>& actions, const std::string& threads, kestrel::cli::Global& g) {
+  try {
+    g.threads = threads.empty() ? 0 : static_cast<int>(kestrel::parse_uint("--threads", threads, 0, 4096));
+    std::unique_ptr<tbb::global_control> limit;
+    if (g.threads > 0)
+      limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, g.threads);
+    for (auto& [sub, action] : actions)
+      if (sub->parsed()) action();
+  } catch (const kestrel::InvalidArgument& e) {
+    std::cerr << "kestrel: error: " << e.what() << '\n';
+    return 2;
+  } catch (const kestrel::InputFileError& e) {
+    std::cerr << "kestrel: error: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kestrel: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,35 +215,19 @@ int main(int argc, char** argv) {
   add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
   add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
 
+  // Hidden: not in --help nor among the subcommands named in errors.
+  CLI::App* options = app.add_subcommand("options", "Print every subcommand's options as JSON (for tests)")->group("");
+  bool options_json = false;
+  options->add_flag("--json", options_json, "JSON (the only format)");
+  actions[options] = [&app] { print_options(app); };
+
   strict_flags(app);
 
   if (argc == 1) {  // bare `kestrel`: usage, and an error exit (nothing was asked)
     std::cerr << app.help();
     return 2;
   }
-  // The first word that is not an option (or the value of --threads) must be a subcommand.
-  for (int i = 1; i < argc; ++i) {
-    const std::string w = argv[i];
-    if (w == "--threads") {
-      ++i;
-      continue;
-    }
-    if (w.rfind("-", 0) == 0) continue;
-    if (std::find(names.begin(), names.end(), w) == names.end()) {
-      // `kestrel --config FILE sweep`: the word after a subcommand's option is its value, not a subcommand.
-      const std::string prev = i > 1 ? argv[i - 1] : "";
-      if (prev.rfind("--", 0) == 0 && prev != "--version" && prev != "--help")
-        std::cerr << fmt::format(
-            "kestrel: error: '{}' comes before the subcommand: options go after it, as in "
-            "`kestrel SUBCOMMAND {} {}` (subcommands: {})\n",
-            prev, prev, w, fmt::join(names, ", "));
-      else
-        std::cerr << fmt::format("kestrel: error: unknown subcommand '{}'{} (subcommands: {})\n", w,
-                                 kestrel::did_you_mean(w, names), fmt::join(names, ", "));
-      return 2;
-    }
-    break;
-  }
+  if (!subcommand_first(argc, argv, names)) return 2;
 
   try {
     app.parse(argc, argv);
@@ -179,22 +236,5 @@ int main(int argc, char** argv) {
     std::cerr << "kestrel: error: " << explain(e, app, argc, argv) << " (see --help)\n";
     return 2;
   }
-  try {
-    g.threads = threads.empty() ? 0 : static_cast<int>(kestrel::parse_uint("--threads", threads, 0, 4096));
-    std::unique_ptr<tbb::global_control> limit;
-    if (g.threads > 0)
-      limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, g.threads);
-    for (auto& [sub, action] : actions)
-      if (sub->parsed()) action();
-  } catch (const kestrel::InvalidArgument& e) {
-    std::cerr << "kestrel: error: " << e.what() << '\n';
-    return 2;
-  } catch (const kestrel::InputFileError& e) {
-    std::cerr << "kestrel: error: " << e.what() << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "kestrel: error: " << e.what() << '\n';
-    return 1;
-  }
-  return 0;
+  return run(actions, threads, g);
 }

@@ -17,27 +17,26 @@ namespace kestrel::cli {
 Action add_sweep(CLI::App& app, const Global& g) {
   struct Args {
     SweepOptions opt;
-    std::string out;
-    bool json = false;
   };
   auto a = std::make_shared<Args>();
   auto study = add_study_options(app, StudyCommand::Sweep);
-  // Required, but checked after the config is read (validate): a config's `out` key gets its own error first.
-  app.add_option("--out", a->out, "HDF5 output file, required (parts of an unfinished sweep are kept in FILE.parts/)");
+  // --out is required, but checked after the config is read (validate): a config's `out` key gets its own error first.
+  auto io = add_output_options(
+      app,
+      {.out = "HDF5 output file, required (parts of an unfinished sweep are kept in FILE.parts/)",
+       .force = "Replace an existing --out file (not needed to extend a finished sweep by grid values); discards the "
+                "finished points of a sweep with other options",
+       .json = "Print the summary as JSON on stdout"});
   auto& o = a->opt;  // the run controls; sweep_options() fills the rest
-  app.add_flag("--force", o.force,
-               "Replace an existing --out file (not needed to extend a finished sweep by grid values); discards the "
-               "finished points of a sweep with other options");
-  app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
   app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
       ->group("");                                                                                  // hidden
   app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
   app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");         // hidden
-  return [a, study, &g] {
+  return [a, study, io, &g] {
     const SweepOptions hooks = a->opt;
     a->opt = sweep_options(study_values(*study));
-    a->opt.out = a->out;
-    a->opt.force = hooks.force;
+    a->opt.out = io->out;
+    a->opt.force = io->force;
     a->opt.stop_after = hooks.stop_after, a->opt.stop_rank = hooks.stop_rank, a->opt.stop_killed = hooks.stop_killed;
     validate(a->opt);  // before MPI: every rank fails alike on bad input
     SweepGroup& group = process_group();
@@ -50,7 +49,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
     progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
                             group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
     if (!rep.undefined.empty()) progress(g, rep.undefined);
-    if (a->json) {
+    if (io->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
       for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
       std::cout << j.dump(2) << '\n';

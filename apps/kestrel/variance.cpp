@@ -25,8 +25,6 @@ namespace {
 
 struct Args {
   VarianceStudyOptions opt;
-  std::string out;
-  bool json = false, force = false;
 };
 
 void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
@@ -167,16 +165,16 @@ void warn(const Global& g, const std::vector<VarianceResult>& results, const Var
 Action add_variance(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
   auto study = add_study_options(app, StudyCommand::Variance);
-  CLI::Option* out =
-      app.add_option("--out", a->out, "Write results and provenance to this HDF5 file (new, or replaced with --force)");
-  app.add_flag("--force", a->force, "Replace an existing --out file");
-  app.add_flag("--json", a->json, "Print the summary as JSON on stdout");
-  return [a, study, out, &g] {
+  auto io = add_output_options(app, {.out = "Write results and provenance to this HDF5 file (new, or replaced with "
+                                            "--force)",
+                                     .force = "Replace an existing --out file",
+                                     .json = "Print the summary as JSON on stdout"});
+  return [a, study, io, &g] {
     a->opt = variance_options(study_values(*study));
     std::unique_ptr<H5Writer> h5;
-    if (out->count() > 0) {
-      check_output(a->out, a->force);                     // refuses an empty path
-      h5 = std::make_unique<H5Writer>(a->out, a->force);  // fails early on a bad path
+    if (io->out_option->count() > 0) {
+      check_output(io->out, io->force);                     // refuses an empty path
+      h5 = std::make_unique<H5Writer>(io->out, io->force);  // fails early on a bad path
     }
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });
     const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
@@ -185,9 +183,9 @@ Action add_variance(CLI::App& app, const Global& g) {
     if (h5) {
       write_file(*h5, results, a->opt, prov);
       h5->commit();
-      progress(g, "wrote " + a->out);
+      progress(g, "wrote " + io->out);
     }
-    if (a->json) {
+    if (io->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
       for (const auto& r : results) j["results"].push_back(to_json(r, a->opt));
       std::cout << j.dump(2) << '\n';

@@ -139,136 +139,165 @@ void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   run_advise_on(advise_cases(opt), opt, h5, claims);
 }
 
-void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5,
-                   std::vector<Claim>& claims) {
-  const Setup s = setup_of(opt);
+namespace {
+
+// What the independent simulation found for every (input, estimator, sampler) combination, in order.
+struct Checks {
   std::vector<std::string> labels;
   std::vector<double> named, named_low, named_high, simulated, predicted, measured, measured_se, lower_ok, upper_ok,
       match_ok;
-  std::string input_list;
-  for (const AdviseCase& c : inputs) {
-    input_list += (input_list.empty() ? "" : " ") + c.name;
-    opt.say(fmt::format("advise: {}", c.name));
-    AdviseOptions o;
-    o.budget = c.budget;
-    o.seed = opt.seed;
-    o.rows = s.rows;
-    o.timing = false;
-    o.samplers = {Sampler::Iid, Sampler::Orthogonal, Sampler::Simplex};
-    const Advice a = advise(c.Q, c.K, c.V, o);
-    const std::string g = "/" + c.name;
-    h5.group(g);
-    h5.attr(g, "kind", c.kind);
-    h5.attr(g, "d", static_cast<std::int64_t>(c.Q.n_rows));
-    h5.attr(g, "L", static_cast<std::int64_t>(c.Q.n_cols));
-    h5.attr(g, "dv", static_cast<std::int64_t>(c.V.n_cols));
-    h5.attr(g, "recommendation", a.recommendation);
-    h5.write_text(g + "/report.json", to_json(a).dump(2));
-    h5.describe(g + "/report.json", "the whole advise report (JSON): per estimator and sampler the predicted curve",
-                "text");
-    const arma::mat Qr = c.Q.cols(a.sampled_rows);
-    const ExactAttention exact = exact_attention(Qr, c.K, c.V);
-    struct Tally {
-      int n = 0, m_fail = 0, match_fail = 0;
-      std::string m_note, match_note;
-    };
-    std::map<std::string, Tally> tally;  // per sampler
-    for (const auto& r : a.rows) {
-      if (r.status != "ok") continue;
-      const Sampler sampler = parse_sampler(r.sampler);
-      const auto e = fit_attention_estimator(r.estimator, c.Q, c.K);
-      const std::uint64_t seed = opt.seed + 17;
-      Tally& t = tally[r.sampler];
-      ++t.n;
-      const std::string who = fmt::format("{} ({})", r.estimator, r.sampler);
-      labels.push_back(c.name + " " + r.estimator + " " + r.sampler);
-      bool lower = true, upper = true, match = true;
-      double sim_m = 0, pred = r.at_m_p95, meas = 0, meas_se = 0;
-      if (r.m_p95) {
-        const arma::uword M = r.m_p95, lo = std::max<arma::uword>(1, static_cast<arma::uword>(std::floor(M / 1.25))),
-                          hi = static_cast<arma::uword>(std::ceil(M * 1.25));
-        std::vector<double> ms, ps;
-        for (arma::uword m : {lo, M, hi}) {
-          if (!ms.empty() && static_cast<double>(m) <= ms.back()) continue;
-          const Measured x = measure(*e, Qr, c.K, c.V, exact, m, sampler, s.reps, seed);
-          ms.push_back(static_cast<double>(m));
-          ps.push_back(x.p95);
-          if (m == lo && lo < M) lower = x.p95 >= kTarget - kSe * x.p95_se;
-          if (m == hi) upper = x.p95 <= kTarget + kSe * x.p95_se;
-          if (m == M) meas = x.p95, meas_se = x.p95_se;
-        }
-        sim_m = crossing(ms, ps);
-        match = std::abs(pred - meas) <= kRelTol * meas + kSe * std::hypot(meas_se, r.at_m_p95_se);
-      } else {
-        const Measured x = measure(*e, Qr, c.K, c.V, exact, c.budget, sampler, s.reps, seed);
-        meas = x.p95, meas_se = x.p95_se;
-        lower = x.p95 >= kTarget - kSe * x.p95_se;
-        sim_m = crossing({static_cast<double>(c.budget)}, {x.p95});
-        match = std::abs(r.err_budget_p95 - meas) <= kRelTol * meas + kSe * std::hypot(meas_se, r.curve_p95_se.back());
-        pred = r.err_budget_p95;
-      }
-      named.push_back(static_cast<double>(r.m_p95));
-      named_low.push_back(static_cast<double>(r.m_p95_low));
-      named_high.push_back(static_cast<double>(r.m_p95_high));
-      simulated.push_back(sim_m);
-      predicted.push_back(pred);
-      measured.push_back(meas);
-      measured_se.push_back(meas_se);
-      lower_ok.push_back(lower);
-      upper_ok.push_back(upper);
-      match_ok.push_back(match);
-      if (!(lower && upper)) {
-        ++t.m_fail;
-        t.m_note +=
-            fmt::format(" {}: named {}, simulated {:.0f};", who, r.m_p95 ? std::to_string(r.m_p95) : "none", sim_m);
-      }
-      if (!match) {
-        ++t.match_fail;
-        t.match_note += fmt::format(" {}: predicted {:.4f}, simulated {:.4f} +- {:.4f};", who, pred, meas, meas_se);
-      }
+};
+
+// Per sampler: how many rows were checked and which failed.
+struct Tally {
+  int n = 0, m_fail = 0, match_fail = 0;
+  std::string m_note, match_note;
+};
+
+// advise on one input, its report written under /NAME.
+Advice advise_case(const AdviseCase& c, const Options& opt, const Setup& s, H5Writer& h5) {
+  AdviseOptions o;
+  o.budget = c.budget;
+  o.seed = opt.seed;
+  o.rows = s.rows;
+  o.timing = false;
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal, Sampler::Simplex};
+  const Advice a = advise(c.Q, c.K, c.V, o);
+  const std::string g = "/" + c.name;
+  h5.group(g);
+  h5.attr(g, "kind", c.kind);
+  h5.attr(g, "d", static_cast<std::int64_t>(c.Q.n_rows));
+  h5.attr(g, "L", static_cast<std::int64_t>(c.Q.n_cols));
+  h5.attr(g, "dv", static_cast<std::int64_t>(c.V.n_cols));
+  h5.attr(g, "recommendation", a.recommendation);
+  h5.write_text(g + "/report.json", to_json(a).dump(2));
+  h5.describe(g + "/report.json", "the whole advise report (JSON): per estimator and sampler the predicted curve",
+              "text");
+  return a;
+}
+
+// One row of the report checked against fresh draws at M/1.25, M and 1.25 M (at the budget where unreached).
+void check_row(const AdviceRow& r, const AdviseCase& c, const arma::mat& Qr, const ExactAttention& exact,
+               const Options& opt, const Setup& s, Checks& out, Tally& t) {
+  const Sampler sampler = parse_sampler(r.sampler);
+  const auto e = fit_attention_estimator(r.estimator, c.Q, c.K);
+  const std::uint64_t seed = opt.seed + 17;
+  ++t.n;
+  const std::string who = fmt::format("{} ({})", r.estimator, r.sampler);
+  out.labels.push_back(c.name + " " + r.estimator + " " + r.sampler);
+  bool lower = true, upper = true, match = true;
+  double sim_m = 0, pred = r.at_m_p95, meas = 0, meas_se = 0;
+  if (r.m_p95) {
+    const arma::uword M = r.m_p95, lo = std::max<arma::uword>(1, static_cast<arma::uword>(std::floor(M / 1.25))),
+                      hi = static_cast<arma::uword>(std::ceil(M * 1.25));
+    std::vector<double> ms, ps;
+    for (arma::uword m : {lo, M, hi}) {
+      if (!ms.empty() && static_cast<double>(m) <= ms.back()) continue;
+      const Measured x = measure(*e, Qr, c.K, c.V, exact, m, sampler, s.reps, seed);
+      ms.push_back(static_cast<double>(m));
+      ps.push_back(x.p95);
+      if (m == lo && lo < M) lower = x.p95 >= kTarget - kSe * x.p95_se;
+      if (m == hi) upper = x.p95 <= kTarget + kSe * x.p95_se;
+      if (m == M) meas = x.p95, meas_se = x.p95_se;
     }
-    for (const auto& [sampler, t] : tally) {
-      const std::string at =
-          fmt::format("{} ({}): d = {}, L = {}, dv = {}, {} rows, target 10%, budget {}, {} draws", c.name, c.kind,
-                      c.Q.n_rows, c.Q.n_cols, c.V.n_cols, a.sampled_rows.n_elem, c.budget, s.reps);
-      claims.push_back(
-          {"issue 34 (kestrel advise)",
-           fmt::format("the named M is within 1.25x of the simulated M ({} features)", sampler),
-           fmt::format("estimators (of {}) whose named M is outside 1.25x of the simulated M, {}", t.n, c.name), "~", 0,
-           static_cast<double>(t.m_fail), 0, at,
-           "tested per estimator: simulated p95 at M/1.25 >= target - 4 SE and at 1.25 M <= target + 4 "
-           "SE (independent draws through approximate_attention)." +
-               (t.m_note.empty() ? std::string() : " Outside:" + t.m_note)});
-      claims.push_back({"issue 34 (kestrel advise)",
-                        fmt::format("the predicted error matches simulation within 15% ({} features)", sampler),
-                        fmt::format("estimators (of {}) whose predicted p95 at the named M differs from the simulated "
-                                    "by more than 15% + 4 SE, {}",
-                                    t.n, c.name),
-                        "~", 0, static_cast<double>(t.match_fail), 0, at,
-                        "prediction: nested-draw simulation (advise); reference: independent draws at that M." +
-                            (t.match_note.empty() ? std::string() : " Differ:" + t.match_note)});
-    }
+    sim_m = crossing(ms, ps);
+    match = std::abs(pred - meas) <= kRelTol * meas + kSe * std::hypot(meas_se, r.at_m_p95_se);
+  } else {
+    const Measured x = measure(*e, Qr, c.K, c.V, exact, c.budget, sampler, s.reps, seed);
+    meas = x.p95, meas_se = x.p95_se;
+    lower = x.p95 >= kTarget - kSe * x.p95_se;
+    sim_m = crossing({static_cast<double>(c.budget)}, {x.p95});
+    match = std::abs(r.err_budget_p95 - meas) <= kRelTol * meas + kSe * std::hypot(meas_se, r.curve_p95_se.back());
+    pred = r.err_budget_p95;
   }
+  out.named.push_back(static_cast<double>(r.m_p95));
+  out.named_low.push_back(static_cast<double>(r.m_p95_low));
+  out.named_high.push_back(static_cast<double>(r.m_p95_high));
+  out.simulated.push_back(sim_m);
+  out.predicted.push_back(pred);
+  out.measured.push_back(meas);
+  out.measured_se.push_back(meas_se);
+  out.lower_ok.push_back(lower);
+  out.upper_ok.push_back(upper);
+  out.match_ok.push_back(match);
+  if (!(lower && upper)) {
+    ++t.m_fail;
+    t.m_note += fmt::format(" {}: named {}, simulated {:.0f};", who, r.m_p95 ? std::to_string(r.m_p95) : "none", sim_m);
+  }
+  if (!match) {
+    ++t.match_fail;
+    t.match_note += fmt::format(" {}: predicted {:.4f}, simulated {:.4f} +- {:.4f};", who, pred, meas, meas_se);
+  }
+}
+
+// The two claims per sampler of one input: the named M within 1.25x, the predicted error within 15%.
+void add_case_claims(const std::map<std::string, Tally>& tally, const AdviseCase& c, const Advice& a, const Setup& s,
+                     std::vector<Claim>& claims) {
+  for (const auto& [sampler, t] : tally) {
+    const std::string at =
+        fmt::format("{} ({}): d = {}, L = {}, dv = {}, {} rows, target 10%, budget {}, {} draws", c.name, c.kind,
+                    c.Q.n_rows, c.Q.n_cols, c.V.n_cols, a.sampled_rows.n_elem, c.budget, s.reps);
+    claims.push_back(
+        {"issue 34 (kestrel advise)",
+         fmt::format("the named M is within 1.25x of the simulated M ({} features)", sampler),
+         fmt::format("estimators (of {}) whose named M is outside 1.25x of the simulated M, {}", t.n, c.name), "~", 0,
+         static_cast<double>(t.m_fail), 0, at,
+         "tested per estimator: simulated p95 at M/1.25 >= target - 4 SE and at 1.25 M <= target + 4 "
+         "SE (independent draws through approximate_attention)." +
+             (t.m_note.empty() ? std::string() : " Outside:" + t.m_note)});
+    claims.push_back({"issue 34 (kestrel advise)",
+                      fmt::format("the predicted error matches simulation within 15% ({} features)", sampler),
+                      fmt::format("estimators (of {}) whose predicted p95 at the named M differs from the simulated "
+                                  "by more than 15% + 4 SE, {}",
+                                  t.n, c.name),
+                      "~", 0, static_cast<double>(t.match_fail), 0, at,
+                      "prediction: nested-draw simulation (advise); reference: independent draws at that M." +
+                          (t.match_note.empty() ? std::string() : " Differ:" + t.match_note)});
+  }
+}
+
+void write_checks(H5Writer& h5, const Checks& ch, const std::string& input_list) {
   h5.attr("/", "inputs", input_list);
   h5.attr("/", "target", kTarget);
   auto put = [&](const std::string& name, const std::vector<double>& v, const std::string& what) {
     h5.write("/" + name, v);
     h5.describe("/" + name, what, "combination");
   };
-  put("m_named", named, "the M advise names for the 10% target (0: unreachable within the budget)");
-  put("m_named_low", named_low, "advise's M where its p95 curve - 2 SE reaches the target");
-  put("m_named_high", named_high, "advise's M where its p95 curve + 2 SE reaches the target (0: beyond the budget)");
-  put("m_simulated", simulated, "the M where the independent simulation's p95 reaches the target (interpolated)");
-  put("predicted_p95", predicted, "advise's predicted 95th-percentile error at its M (at the budget if unreached)");
-  put("measured_p95", measured, "independent simulation's 95th-percentile error at that M");
-  put("measured_p95_se", measured_se, "standard error of measured_p95 (the row at the percentile)");
-  put("m_lower_ok", lower_ok, "1 where the simulated p95 at M/1.25 is above the target - 4 SE");
-  put("m_upper_ok", upper_ok, "1 where the simulated p95 at 1.25 M is below the target + 4 SE");
-  put("error_match_ok", match_ok, "1 where |predicted - measured| <= 15% measured + 4 SE");
+  put("m_named", ch.named, "the M advise names for the 10% target (0: unreachable within the budget)");
+  put("m_named_low", ch.named_low, "advise's M where its p95 curve - 2 SE reaches the target");
+  put("m_named_high", ch.named_high, "advise's M where its p95 curve + 2 SE reaches the target (0: beyond the budget)");
+  put("m_simulated", ch.simulated, "the M where the independent simulation's p95 reaches the target (interpolated)");
+  put("predicted_p95", ch.predicted, "advise's predicted 95th-percentile error at its M (at the budget if unreached)");
+  put("measured_p95", ch.measured, "independent simulation's 95th-percentile error at that M");
+  put("measured_p95_se", ch.measured_se, "standard error of measured_p95 (the row at the percentile)");
+  put("m_lower_ok", ch.lower_ok, "1 where the simulated p95 at M/1.25 is above the target - 4 SE");
+  put("m_upper_ok", ch.upper_ok, "1 where the simulated p95 at 1.25 M is below the target + 4 SE");
+  put("error_match_ok", ch.match_ok, "1 where |predicted - measured| <= 15% measured + 4 SE");
   std::string all;
-  for (const auto& l : labels) all += l + "\n";
+  for (const auto& l : ch.labels) all += l + "\n";
   h5.write_text("/combinations", all);
   h5.describe("/combinations", "input, estimator, sampler of each combination (one per line)", "text");
+}
+
+}  // namespace
+
+void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5,
+                   std::vector<Claim>& claims) {
+  const Setup s = setup_of(opt);
+  Checks checks;
+  std::string input_list;
+  for (const AdviseCase& c : inputs) {
+    input_list += (input_list.empty() ? "" : " ") + c.name;
+    opt.say(fmt::format("advise: {}", c.name));
+    const Advice a = advise_case(c, opt, s, h5);
+    const arma::mat Qr = c.Q.cols(a.sampled_rows);
+    const ExactAttention exact = exact_attention(Qr, c.K, c.V);
+    std::map<std::string, Tally> tally;  // per sampler
+    for (const auto& r : a.rows)
+      if (r.status == "ok") check_row(r, c, Qr, exact, opt, s, checks, tally[r.sampler]);
+    add_case_claims(tally, c, a, s, claims);
+  }
+  write_checks(h5, checks, input_list);
 }
 
 }  // namespace kestrel::experiments

@@ -102,6 +102,65 @@ arma::uvec query_rows(const Options& opt, const Setup& s, H5Writer& h5) {
   return rows;
 }
 
+// The curves of one estimator over the budgets M (all M; the simulated M).
+struct Series {
+  std::vector<double> pred_all, pred, outside, meas, meas_se, meas_M, kv_ratio, kv_se, kv_within;
+};
+
+// The simulated error at the M predicted for the target (where it is within the simulation's reach).
+void check_target(Outcome& out, const Options& opt, const Setup& s, const Estimator& e, const ThreePointForm& form,
+                  const arma::mat& Qsub, const arma::mat& Ks, const arma::mat& V) {
+  const Kernel k = Kernel::softmax();
+  const arma::uvec all_rows = arma::regspace<arma::uvec>(0, s.Lq - 1);
+  double& check = out.check;
+  double& check_se = out.check_se;
+  if (out.m_target <= static_cast<double>(s.max_check_M)) {
+    const auto M = static_cast<arma::uword>(out.m_target);
+    const arma::vec log_norm_y = predict_attention_error(form, true, k, Qsub, Ks, V, M).log_norm_y;
+    const AttentionMeasurement am =
+        simulate_attention(e, k, Qsub, Ks, V, {s.check_reps, M, opt.seed + 7, Sampler::Iid});
+    const Measured ms = measure(am, log_norm_y, all_rows);
+    check = std::sqrt(ms.rel_mse), check_se = ms.rel_mse_se / (2 * check);
+  }
+}
+
+// One estimator's group: the predicted and simulated curves, the K-hat V checks and the check at the target's M.
+void write_estimator(H5Writer& h5, const std::string& g, const Setup& s, const Series& v, const Outcome& out,
+                     const Estimator& e) {
+  const double check = out.check, check_se = out.check_se;
+  h5.group(g);
+  h5.write(g + "/features", s.Ms);
+  h5.describe(g + "/features", "feature budget M", "M");
+  h5.write(g + "/predicted_rel_rmse", v.pred);
+  h5.describe(g + "/predicted_rel_rmse",
+              "predicted relative RMSE of the attention rows (delta method), over the checked queries", "M");
+  h5.write(g + "/predicted_rel_rmse_all_queries", v.pred_all);
+  h5.describe(g + "/predicted_rel_rmse_all_queries", "predicted relative RMSE of the attention rows over all queries",
+              "M");
+  h5.write(g + "/frac_rows_outside", v.outside);
+  h5.describe(g + "/frac_rows_outside",
+              "share of rows outside the delta method's range (normaliser relative variance > 0.01)", "M");
+  h5.write(g + "/mc_features", v.meas_M);
+  h5.describe(g + "/mc_features", "feature budgets M of the simulations", "mc_M");
+  h5.write(g + "/measured_rel_rmse", v.meas);
+  h5.describe(g + "/measured_rel_rmse", "simulated relative RMSE of the attention rows", "mc_M");
+  h5.write(g + "/measured_rel_rmse_se", v.meas_se);
+  h5.describe(g + "/measured_rel_rmse_se", "standard error of measured_rel_rmse", "mc_M");
+  h5.write(g + "/kv_ratio", v.kv_ratio);
+  h5.describe(g + "/kv_ratio", "simulated / exact variance of K-hat V entries (mean)", "mc_M");
+  h5.write(g + "/kv_ratio_se", v.kv_se);
+  h5.describe(g + "/kv_ratio_se", "standard error of kv_ratio", "mc_M");
+  h5.write(g + "/kv_frac_within_3se", v.kv_within);
+  h5.describe(g + "/kv_frac_within_3se",
+              "share of K-hat V entries whose simulated variance lies within 3 SE of the exact one", "mc_M");
+  h5.attr(g, "rows_inside_at_top_mc_M", static_cast<std::int64_t>(out.rows_inside_top));
+  h5.attr(g, "m_for_target", out.m_target);
+  h5.attr(g, "measured_rel_rmse_at_m_for_target", check);
+  h5.attr(g, "measured_rel_rmse_at_m_for_target_se", check_se);
+  h5.write_text(g + "/params", e.params().dump());
+  h5.describe(g + "/params", "JSON: the estimator's fitted parameters", "none (JSON text)", "");
+}
+
 Outcome study_estimator(const Options& opt, const Setup& s, const std::string& name, const arma::mat& Qs,
                         const arma::mat& Ks, const arma::mat& V, const arma::uvec& rows, H5Writer& h5,
                         const std::string& g) {
@@ -110,14 +169,14 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
   const Kernel k = Kernel::softmax();
   const arma::mat Qsub = Qs.head_cols(s.Lq);
   Outcome out;
-  std::vector<double> pred_all, pred, outside, meas, meas_se, meas_M, kv_ratio, kv_se, kv_within;
+  Series v;
   const arma::uvec all_rows = arma::regspace<arma::uvec>(0, s.Lq - 1);
   for (double Md : s.Ms) {
     const auto M = static_cast<arma::uword>(Md);
-    const AttentionPrediction p = predict_queries(form, Qs, s.Lq, Ks, V, M, rows, pred_all);
+    const AttentionPrediction p = predict_queries(form, Qs, s.Lq, Ks, V, M, rows, v.pred_all);
     const arma::vec log_mse = p.log_mse.head(s.Lq), log_norm_y = p.log_norm_y.head(s.Lq);
-    pred.push_back(std::sqrt(std::exp(log_sum(log_mse) - log_sum(2 * log_norm_y))));
-    outside.push_back(arma::mean(arma::conv_to<arma::vec>::from(p.outside.head(s.Lq))));
+    v.pred.push_back(std::sqrt(std::exp(log_sum(log_mse) - log_sum(2 * log_norm_y))));
+    v.outside.push_back(arma::mean(arma::conv_to<arma::vec>::from(p.outside.head(s.Lq))));
     if (std::find(s.mc_Ms.begin(), s.mc_Ms.end(), Md) == s.mc_Ms.end()) continue;
     // Simulation of the Lq queries: every row (what the plot shows), and the rows inside the delta method's range
     // (what the claims compare); then every entry of K-hat V.
@@ -126,8 +185,8 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
     const AttentionMeasurement am = simulate_attention(*e, k, Qsub, Ks, V, mo);
     const Measured ma = measure(am, log_norm_y, all_rows);
     const Measured ms = inside.is_empty() ? Measured{} : measure(am, log_norm_y, inside);
-    meas_M.push_back(Md), meas.push_back(std::sqrt(ma.rel_mse));
-    meas_se.push_back(ma.rel_mse_se / (2 * std::sqrt(ma.rel_mse)));  // delta method for the square root
+    v.meas_M.push_back(Md), v.meas.push_back(std::sqrt(ma.rel_mse));
+    v.meas_se.push_back(ma.rel_mse_se / (2 * std::sqrt(ma.rel_mse)));  // delta method for the square root
     out.rows_inside_top = inside.n_elem;
     if (!inside.is_empty()) {
       out.pred_rel_mse_top = std::exp(log_sum(log_mse(inside)) - log_sum(2 * log_norm_y(inside)));
@@ -141,58 +200,19 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
     const arma::mat exact_var = arma::exp(kc.log_var());
     const double within = arma::mean(
         arma::vectorise(arma::conv_to<arma::mat>::from(arma::abs(r.variance - exact_var) < 3 * r.se_variance)));
-    kv_ratio.push_back(arma::accu(r.variance) / arma::accu(exact_var));
-    kv_se.push_back(arma::accu(r.se_variance) / arma::accu(exact_var));
-    kv_within.push_back(within);
+    v.kv_ratio.push_back(arma::accu(r.variance) / arma::accu(exact_var));
+    v.kv_se.push_back(arma::accu(r.se_variance) / arma::accu(exact_var));
+    v.kv_within.push_back(within);
     if (within >= McSummary::kMcTrustedShare) {
       ++out.kv_trusted;
-      out.kv_worst_z = std::max(out.kv_worst_z, std::abs(kv_ratio.back() - 1) / kv_se.back());
+      out.kv_worst_z = std::max(out.kv_worst_z, std::abs(v.kv_ratio.back() - 1) / v.kv_se.back());
     }
   }
   // MSE ~ 1/M at leading order: the M for the target from the smallest M's prediction (the Lq queries), then checked
   // by simulation over those queries.
-  out.m_target = std::ceil(s.Ms.front() * std::pow(pred.front() / kTarget, 2));
-  double& check = out.check;
-  double& check_se = out.check_se;
-  if (out.m_target <= static_cast<double>(s.max_check_M)) {
-    const auto M = static_cast<arma::uword>(out.m_target);
-    const arma::vec log_norm_y = predict_attention_error(form, true, k, Qsub, Ks, V, M).log_norm_y;
-    const AttentionMeasurement am =
-        simulate_attention(*e, k, Qsub, Ks, V, {s.check_reps, M, opt.seed + 7, Sampler::Iid});
-    const Measured ms = measure(am, log_norm_y, all_rows);
-    check = std::sqrt(ms.rel_mse), check_se = ms.rel_mse_se / (2 * check);
-  }
-  h5.group(g);
-  h5.write(g + "/features", s.Ms);
-  h5.describe(g + "/features", "feature budget M", "M");
-  h5.write(g + "/predicted_rel_rmse", pred);
-  h5.describe(g + "/predicted_rel_rmse",
-              "predicted relative RMSE of the attention rows (delta method), over the checked queries", "M");
-  h5.write(g + "/predicted_rel_rmse_all_queries", pred_all);
-  h5.describe(g + "/predicted_rel_rmse_all_queries", "predicted relative RMSE of the attention rows over all queries",
-              "M");
-  h5.write(g + "/frac_rows_outside", outside);
-  h5.describe(g + "/frac_rows_outside",
-              "share of rows outside the delta method's range (normaliser relative variance > 0.01)", "M");
-  h5.write(g + "/mc_features", meas_M);
-  h5.describe(g + "/mc_features", "feature budgets M of the simulations", "mc_M");
-  h5.write(g + "/measured_rel_rmse", meas);
-  h5.describe(g + "/measured_rel_rmse", "simulated relative RMSE of the attention rows", "mc_M");
-  h5.write(g + "/measured_rel_rmse_se", meas_se);
-  h5.describe(g + "/measured_rel_rmse_se", "standard error of measured_rel_rmse", "mc_M");
-  h5.write(g + "/kv_ratio", kv_ratio);
-  h5.describe(g + "/kv_ratio", "simulated / exact variance of K-hat V entries (mean)", "mc_M");
-  h5.write(g + "/kv_ratio_se", kv_se);
-  h5.describe(g + "/kv_ratio_se", "standard error of kv_ratio", "mc_M");
-  h5.write(g + "/kv_frac_within_3se", kv_within);
-  h5.describe(g + "/kv_frac_within_3se",
-              "share of K-hat V entries whose simulated variance lies within 3 SE of the exact one", "mc_M");
-  h5.attr(g, "rows_inside_at_top_mc_M", static_cast<std::int64_t>(out.rows_inside_top));
-  h5.attr(g, "m_for_target", out.m_target);
-  h5.attr(g, "measured_rel_rmse_at_m_for_target", check);
-  h5.attr(g, "measured_rel_rmse_at_m_for_target_se", check_se);
-  h5.write_text(g + "/params", e->params().dump());
-  h5.describe(g + "/params", "JSON: the estimator's fitted parameters", "none (JSON text)", "");
+  out.m_target = std::ceil(s.Ms.front() * std::pow(v.pred.front() / kTarget, 2));
+  check_target(out, opt, s, *e, form, Qsub, Ks, V);
+  write_estimator(h5, g, s, v, out, *e);
   return out;
 }
 
@@ -200,13 +220,14 @@ Outcome study_estimator(const Options& opt, const Setup& s, const std::string& n
 
 std::uint64_t attention_variance_rows(const Options& opt) { return setup_of(opt).L; }
 
-void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
-  const Setup s = setup_of(opt);
-  const arma::uvec rows = query_rows(opt, s, h5);
-  const std::string at =
-      fmt::format("d = {}, L = {} keys, dv = {}, {} draws on {} queries", s.d, s.L, s.dv, s.reps, s.Lq);
+namespace {
+
+using Outcomes = std::map<std::string, std::map<std::string, Outcome>>;  // input -> estimator -> outcome
+
+// Every input and every closed-form positive estimator, one group each; the input and estimator lists written to /.
+Outcomes study_inputs(const Options& opt, const Setup& s, const arma::uvec& rows, H5Writer& h5) {
   std::string input_list, est_list;
-  std::map<std::string, std::map<std::string, Outcome>> res;
+  Outcomes res;
   for (const auto& in : attention_inputs(opt, s.d, s.L)) {
     const arma::mat Qs = attention_scaled(in.Q), Ks = attention_scaled(in.K);
     Rng vrng(opt.seed, Stream::Data, 1000);
@@ -231,6 +252,12 @@ void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>
           std::string("predicted: delta method (lib/analysis/attention_variance.hpp) over all L queries; measured: "
                       "simulation on the first Lq queries, rows inside the delta method's range; iid projections; "
                       "queries/keys scaled by d^-1/4"));
+  return res;
+}
+
+// Per input: the delta method's MSE against simulation, and the exact K-hat V variance against simulation.
+void add_accuracy_claims(const Outcomes& res, const Setup& s, const std::string& at, H5Writer& h5,
+                         std::vector<Claim>& claims) {
   for (const auto& [in, by] : res) {
     for (const std::string e : {"pos", "oprf", "sderf"}) {
       if (!by.count(e)) continue;
@@ -256,6 +283,10 @@ void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>
          fmt::format("worst |sum MC Var / sum exact Var - 1| / SE over {} trusted (estimator, M) ({})", trusted, in),
          "<", 3.0, worst, 0, at, "untrusted (heavy-tailed) sample variances are not compared"});
   }
+}
+
+// Per input: the M predicted for the target checked by simulation; OPRF against PosRF and SDERF against OPRF.
+void add_feature_claims(Outcomes& res, const std::string& at, std::vector<Claim>& claims) {
   for (const auto& [in, by] : res) {
     double worst = -kInf;
     std::string which;
@@ -284,6 +315,18 @@ void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>
     claims.push_back({"DERF 5", "FAVOR# (SDERF) is at least as accurate as FAVOR++ (OPRF)",
                       fmt::format("features for 10% relative RMSE of Y, SDERF / OPRF ({})", in), "<", 1.01,
                       res[in]["sderf"].m_target / res[in]["oprf"].m_target, 0, at, "predicted by the delta method"});
+}
+
+}  // namespace
+
+void run_attention_variance(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
+  const Setup s = setup_of(opt);
+  const arma::uvec rows = query_rows(opt, s, h5);
+  const std::string at =
+      fmt::format("d = {}, L = {} keys, dv = {}, {} draws on {} queries", s.d, s.L, s.dv, s.reps, s.Lq);
+  Outcomes res = study_inputs(opt, s, rows, h5);
+  add_accuracy_claims(res, s, at, h5, claims);
+  add_feature_claims(res, at, claims);
 }
 
 }  // namespace kestrel::experiments

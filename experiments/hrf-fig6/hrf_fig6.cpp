@@ -209,6 +209,58 @@ void run_h3_scan(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   h5.attr("/", "estimators", std::string(""));
 }
 
+// One estimator on one H.3 configuration: the empirical MSE over the trials at each M next to the exact one and
+// Table 3's range, and the claim at the largest M; returns the mean MSE per M.
+std::vector<double> h3_estimator(const Options& opt, const DataSet& ds, const std::string& name, const H3Data& data,
+                                 const std::vector<double>& Ms, std::size_t trials, const std::string& settings,
+                                 const std::string& g0, H5Writer& h5, std::vector<Claim>& claims) {
+  const auto e = make_estimator(name, data.X, data.Y);
+  if (const auto* c = dynamic_cast<const ClusteredHrfEstimator*>(e.get())) {
+    h5.write(g0 + "/s_kmeans_centres", c->centre_losses());
+    h5.describe(g0 + "/s_kmeans_centres", "k-means loss of each cluster centre (clustered HRF)", "cluster");
+  }
+  std::vector<double> emp, lo, hi, se_rel, exact;
+  const double log_exact_one = log_exact_mean_mse(*e, Kernel::softmax(), data.X, data.Y, 1);
+  for (double M : Ms) {
+    const auto r = empirical_mse(*e, Kernel::softmax(), data.X, data.Y,
+                                 {trials, static_cast<arma::uword>(M), opt.seed, Sampler::Iid});
+    emp.push_back(r.mean), lo.push_back(r.min), hi.push_back(r.max), se_rel.push_back(r.se / r.mean);
+    exact.push_back(log_exact_one - std::log(M));  // M iid features: Var / M
+  }
+  const std::string g = g0 + "/" + name;
+  h5.write(g + "/features", Ms);
+  h5.describe(g + "/features", "number of features M", "M");
+  h5.write(g + "/mse_empirical", emp);
+  h5.describe(g + "/mse_empirical", "empirical mean MSE of the kernel estimate over the trials", "M");
+  h5.write(g + "/mse_empirical_min", lo);
+  h5.describe(g + "/mse_empirical_min", "smallest MSE over the trials", "M");
+  h5.write(g + "/mse_empirical_max", hi);
+  h5.describe(g + "/mse_empirical_max", "largest MSE over the trials", "M");
+  h5.write(g + "/mse_empirical_relative_se", se_rel);
+  h5.describe(g + "/mse_empirical_relative_se", "standard error of the empirical mean MSE relative to it", "M");
+  h5.write(g + "/log_mse_exact", exact);
+  h5.describe(g + "/log_mse_exact", "log of the exact mean MSE of the kernel estimate over the pairs, natural log",
+              "M");
+  const PaperRange& paper = kTable3.at(ds.name).at(name);
+  h5.write(g + "/paper_features", kTable3M);
+  h5.describe(g + "/paper_features", "the M of HRF Table 3", "paper_M");
+  h5.write(g + "/paper_mse_min", paper.min);
+  h5.describe(g + "/paper_mse_min", "the smallest MSE HRF Table 3 prints", "paper_M");
+  h5.write(g + "/paper_mse_max", paper.max);
+  h5.describe(g + "/paper_mse_max", "the largest MSE HRF Table 3 prints", "paper_M");
+  // Table 3 at the largest M: our mean over the trials against the paper's [min, max] over its trials.
+  const double pmin = paper.min.back(), pmax = paper.max.back();
+  claims.push_back({"HRF Table 3",
+                    fmt::format("{} {}: empirical MSE at M = 200 within the paper's [min, max] = [{}, {}]", ds.name,
+                                name, pmin, pmax),
+                    fmt::format("log mean empirical MSE at M = {}", Ms.back()), "~",
+                    0.5 * (std::log(pmin) + std::log(pmax)), std::log(emp.back()),
+                    0.5 * (std::log(pmax) - std::log(pmin)), settings,
+                    fmt::format("ours over {} trials: mean {:.2g}, [min, max] = [{:.2g}, {:.2g}]", trials, emp.back(),
+                                lo.back(), hi.back())});
+  return emp;
+}
+
 void run_h3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   const auto& sets = kSets;
   const std::vector<double> Ms = opt.quick ? std::vector<double>{20, 200} : kTable3M;
@@ -230,51 +282,7 @@ void run_h3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
     std::map<std::string, std::vector<double>> mean;
     for (const auto& name : ests) {
       opt.say(fmt::format("hrf-fig6: {} {}", ds.name, name));
-      const auto e = make_estimator(name, data.X, data.Y);
-      if (const auto* c = dynamic_cast<const ClusteredHrfEstimator*>(e.get())) {
-        h5.write(g0 + "/s_kmeans_centres", c->centre_losses());
-        h5.describe(g0 + "/s_kmeans_centres", "k-means loss of each cluster centre (clustered HRF)", "cluster");
-      }
-      std::vector<double> emp, lo, hi, se_rel, exact;
-      const double log_exact_one = log_exact_mean_mse(*e, Kernel::softmax(), data.X, data.Y, 1);
-      for (double M : Ms) {
-        const auto r = empirical_mse(*e, Kernel::softmax(), data.X, data.Y,
-                                     {trials, static_cast<arma::uword>(M), opt.seed, Sampler::Iid});
-        emp.push_back(r.mean), lo.push_back(r.min), hi.push_back(r.max), se_rel.push_back(r.se / r.mean);
-        exact.push_back(log_exact_one - std::log(M));  // M iid features: Var / M
-      }
-      const std::string g = g0 + "/" + name;
-      h5.write(g + "/features", Ms);
-      h5.describe(g + "/features", "number of features M", "M");
-      h5.write(g + "/mse_empirical", emp);
-      h5.describe(g + "/mse_empirical", "empirical mean MSE of the kernel estimate over the trials", "M");
-      h5.write(g + "/mse_empirical_min", lo);
-      h5.describe(g + "/mse_empirical_min", "smallest MSE over the trials", "M");
-      h5.write(g + "/mse_empirical_max", hi);
-      h5.describe(g + "/mse_empirical_max", "largest MSE over the trials", "M");
-      h5.write(g + "/mse_empirical_relative_se", se_rel);
-      h5.describe(g + "/mse_empirical_relative_se", "standard error of the empirical mean MSE relative to it", "M");
-      h5.write(g + "/log_mse_exact", exact);
-      h5.describe(g + "/log_mse_exact", "log of the exact mean MSE of the kernel estimate over the pairs, natural log",
-                  "M");
-      const PaperRange& paper = kTable3.at(ds.name).at(name);
-      h5.write(g + "/paper_features", kTable3M);
-      h5.describe(g + "/paper_features", "the M of HRF Table 3", "paper_M");
-      h5.write(g + "/paper_mse_min", paper.min);
-      h5.describe(g + "/paper_mse_min", "the smallest MSE HRF Table 3 prints", "paper_M");
-      h5.write(g + "/paper_mse_max", paper.max);
-      h5.describe(g + "/paper_mse_max", "the largest MSE HRF Table 3 prints", "paper_M");
-      mean[name] = emp;
-      // Table 3 at the largest M: our mean over the trials against the paper's [min, max] over its trials.
-      const double pmin = paper.min.back(), pmax = paper.max.back();
-      claims.push_back({"HRF Table 3",
-                        fmt::format("{} {}: empirical MSE at M = 200 within the paper's [min, max] = [{}, {}]", ds.name,
-                                    name, pmin, pmax),
-                        fmt::format("log mean empirical MSE at M = {}", Ms.back()), "~",
-                        0.5 * (std::log(pmin) + std::log(pmax)), std::log(emp.back()),
-                        0.5 * (std::log(pmax) - std::log(pmin)), settings,
-                        fmt::format("ours over {} trials: mean {:.2g}, [min, max] = [{:.2g}, {:.2g}]", trials,
-                                    emp.back(), lo.back(), hi.back())});
+      mean[name] = h3_estimator(opt, ds, name, data, Ms, trials, settings, g0, h5, claims);
     }
     h5.write(g0 + "/s_target", data.s_target);
     h5.describe(g0 + "/s_target", "Table 3's target values of s = l(A) per cluster pair", "cluster_pair");

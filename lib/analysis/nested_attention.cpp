@@ -31,13 +31,6 @@ struct RowErrors {
   arma::vec sq, abs, tv;
 };
 
-// Columns [a, b) of a draw, as a draw of their own.
-Draw columns(const Draw& w, arma::uword a, arma::uword b) {
-  Draw s{w.omega.cols(a, b - 1), {}};
-  if (!w.phase.is_empty()) s.phase = w.phase.cols(a, b - 1);
-  return s;
-}
-
 // log f(w_m, x_i) without features()'s 1/sqrt(count): a block's features are those of the whole draw.
 arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side) {
   arma::mat L = e.log_features(w, X, side);
@@ -147,7 +140,7 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1) {
   const bool values = !p.V.is_empty();
   const arma::uword dv = values ? p.V.n_cols : 0;
   if (m1 > s.m0) {
-    const Draw b = columns(s.w, s.m0, m1);
+    const Draw b = s.w.columns(s.m0, m1);
     arma::rowvec a;
     arma::mat S;  // B x n: S~^T C, or Ly x B features when the total variation needs them
     if (p.tv) {
@@ -228,11 +221,9 @@ std::size_t draws_needed(const arma::mat& sq, const arma::mat& se, arma::uword k
   return std::clamp<std::size_t>(static_cast<std::size_t>(std::min(need, 1e9)), std::min(opt.min_draws, n), n);
 }
 
-}  // namespace
-
-NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
-                             const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
-                             const std::function<bool(const NestedErrors&)>& stop) {
+// The inputs and options checked.
+void check_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
+                  const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt) {
   validate_pair(X, Y, e.dim());
   require(e.info().positive, "the nested attention simulation needs positive features; '{}' can be negative",
           e.info().name);
@@ -250,24 +241,36 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
                        : (V.n_rows == Y.n_cols && Yexact.n_rows == X.n_cols && Yexact.n_cols == V.n_cols),
           "values must be Ly x dv with exact rows Lx x dv");
   require(log_norm.n_elem == X.n_cols, "{} log normalisers for {} query rows", log_norm.n_elem, X.n_cols);
-  bool form = false;  // whether the map has an exponent form (asked of the probe draw)
-  {  // Blocks of a draw must add up to the draw: M K-hat(w) = sum_blocks B K-hat(w_block) (not for hybrids whose
-     // features pair draws with each other); probed on one (query, key) pair.
-    Rng probe(opt.seed, Stream::Prediction, ~std::uint64_t{0});
-    const Draw w = e.draw_nested(2, probe, opt.sampler);
-    form = e.exponent_form(w, Side::Key).has_value();
-    auto k = [&](const Draw& v) {
-      const arma::mat P = e.features(v, X.cols(0, 0), Side::Query), S = e.features(v, Y.cols(0, 0), Side::Key);
-      return static_cast<double>(v.count()) * arma::accu(P % S);
-    };
-    const double whole = k(w), parts = k(columns(w, 0, 1)) + k(columns(w, 1, 2));
-    if (!(std::abs(whole - parts) <= 1e-9 * std::abs(whole)))
-      throw Undefined(
-          fmt::format("'{}' is not a sum over its draws (2 K-hat = {} but the draws' terms add to {}): "
-                      "a prefix of its draws is not an estimate with fewer features, so nested draws do "
-                      "not apply",
-                      e.info().name, whole, parts));
-  }
+}
+
+// Blocks of a draw must add up to the draw: M K-hat(w) = sum_blocks B K-hat(w_block) (not for hybrids whose features
+// pair draws with each other); probed on one (query, key) pair. Returns whether the map has an exponent form (asked of
+// the probe draw).
+bool probe_nesting(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const NestedOptions& opt) {
+  Rng probe(opt.seed, Stream::Prediction, ~std::uint64_t{0});
+  const Draw w = e.draw_nested(2, probe, opt.sampler);
+  auto k = [&](const Draw& v) {
+    const arma::mat P = e.features(v, X.cols(0, 0), Side::Query), S = e.features(v, Y.cols(0, 0), Side::Key);
+    return static_cast<double>(v.count()) * arma::accu(P % S);
+  };
+  const double whole = k(w), parts = k(w.columns(0, 1)) + k(w.columns(1, 2));
+  if (!(std::abs(whole - parts) <= 1e-9 * std::abs(whole)))
+    throw Undefined(
+        fmt::format("'{}' is not a sum over its draws (2 K-hat = {} but the draws' terms add to {}): "
+                    "a prefix of its draws is not an estimate with fewer features, so nested draws do "
+                    "not apply",
+                    e.info().name, whole, parts));
+  return e.exponent_form(w, Side::Key).has_value();
+}
+
+}  // namespace
+
+NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
+                             const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
+                             const std::function<bool(const NestedErrors&)>& stop) {
+  check_nested(e, X, Y, V, Yexact, log_norm, opt);
+  const std::size_t G = opt.grid.size();
+  const bool form = probe_nesting(e, X, Y, opt);
   const bool values = !V.is_empty();
   Problem p{e, X, Y, V, Yexact, log_norm, {}, {}, opt.total_variation};
   p.C = values ? arma::mat(arma::join_rows(V, arma::ones(V.n_rows))) : arma::mat(arma::ones(Y.n_cols, 1));

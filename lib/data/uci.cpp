@@ -118,12 +118,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-}  // namespace
-
-UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, const std::string& source) {
-  const std::size_t nc = spec.columns.size();
+// The data lines of a UCI text: every field trimmed, none empty or missing ('?'), nc per line, at least 2 lines.
+struct UciRows {
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::size_t> line_of;
+  std::vector<std::size_t> line_of;  // the line number of each row, for errors
+};
+
+UciRows read_rows(std::string_view text, const UciSpec& spec, const std::string& source) {
+  const std::size_t nc = spec.columns.size();
+  UciRows out;
+  auto& rows = out.rows;
+  auto& line_of = out.line_of;
   std::size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);
@@ -148,7 +153,13 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
   }
   if (rows.size() < 2) throw IoError(fmt::format("{}: {} data rows, need at least 2", source, rows.size()));
 
-  // Category sets (lexicographic) for categorical and class columns.
+  return out;
+}
+
+// Category sets (lexicographic) for categorical and class columns.
+std::vector<std::vector<std::string>> categories(const std::vector<std::vector<std::string>>& rows,
+                                                 const UciSpec& spec) {
+  const std::size_t nc = spec.columns.size();
   std::vector<std::vector<std::string>> cats(nc);
   for (std::size_t c = 0; c < nc; ++c) {
     if (spec.columns[c] != Column::Categorical && spec.columns[c] != Column::Class) continue;
@@ -156,6 +167,17 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
     for (const auto& r : rows) s.insert(r[c]);
     cats[c].assign(s.begin(), s.end());
   }
+  return cats;
+}
+
+}  // namespace
+
+UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, const std::string& source) {
+  const std::size_t nc = spec.columns.size();
+  const UciRows read = read_rows(text, spec, source);
+  const auto& rows = read.rows;
+  const auto& line_of = read.line_of;
+  const std::vector<std::vector<std::string>> cats = categories(rows, spec);
   UciData out;
   out.name = spec.name;
   for (std::size_t c = 0; c < nc; ++c) {

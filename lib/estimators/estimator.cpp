@@ -17,6 +17,25 @@ Draw FeatureMap::draw(arma::uword M, Rng& rng, Sampler sampler) const {
   return draw_hook(M, rng, sampler);
 }
 
+Draw Draw::columns(arma::uword a, arma::uword b) const {
+  require(tau.is_empty() && omega_trig.is_empty(), "a hybrid's draw has no columns of its own: its draws do not nest");
+  Draw s;
+  if (!counts.is_empty())
+    s.counts = counts.cols(a, b - 1);
+  else
+    s.omega = omega.cols(a, b - 1);
+  if (!phase.is_empty()) s.phase = phase.cols(a, b - 1);
+  return s;
+}
+
+bool Draw::operator==(const Draw& o) const {
+  const auto same = [](const auto& x, const auto& y) {
+    return x.n_rows == y.n_rows && x.n_cols == y.n_cols && arma::approx_equal(x, y, "absdiff", 0.0);
+  };
+  return same(omega, o.omega) && same(phase, o.phase) && same(counts, o.counts) && same(omega_trig, o.omega_trig) &&
+         same(tau, o.tau);
+}
+
 Draw FeatureMap::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
   return Draw{draw_gaussian_omegas(dim(), M, sampler, rng), {}};
 }
@@ -36,8 +55,8 @@ void validate_feature_input(const FeatureMap& e, const Draw& w, const arma::mat&
   require(X.n_rows == e.dim(), "points have dimension {}, estimator '{}' was fitted for {}", X.n_rows, e.info().name,
           e.dim());
   require(X.is_finite(), "points must be finite (found NaN or Inf)");
-  require(w.omega.n_rows == e.dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.omega.n_rows,
-          e.info().name, e.dim());
+  require(w.dim() == e.dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.dim(), e.info().name,
+          e.dim());
   require(log_row_scale.is_empty() || log_row_scale.n_elem == X.n_cols, "{} row scales for {} points",
           log_row_scale.n_elem, X.n_cols);
 }
@@ -56,8 +75,7 @@ arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side,
 }
 
 std::optional<ExponentForm> FeatureMap::exponent_form(const Draw& w, Side side) const {
-  require(w.omega.n_rows == dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.omega.n_rows,
-          info().name, dim());
+  require(w.dim() == dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.dim(), info().name, dim());
   return exponent_form_hook(w, side);
 }
 

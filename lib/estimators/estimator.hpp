@@ -21,11 +21,22 @@ namespace kestrel {
 
 enum class Side { Query, Key };  // f^(1) applied to x (queries), f^(2) to y (keys)
 
-// One realisation of M random objects omega_1..omega_M.
+// One realisation of M random objects omega_1..omega_M. Each field has one meaning; a family fills those it draws.
 struct Draw {
-  arma::mat omega;     // d x M: Gaussian projections, or per-coordinate counts for discrete families
+  arma::mat omega;     // d x M: Gaussian projections (empty for the discrete families)
   arma::rowvec phase;  // 1 x M: uniform phases (TrigRF cos form); empty otherwise
-  arma::uword count() const { return omega.n_cols; }
+  arma::mat counts;    // d x M: per-coordinate counts (the discrete families PoisRF, GeomRF); empty otherwise
+  // The hybrids (HRF): omega holds the M projections of the positive part, these the rest.
+  arma::mat omega_trig;  // d x M: projections of the trigonometric part; empty when shared with omega
+  arma::mat tau;         // d x n: projections of the lambda features; empty for every other family
+  // M: the columns of the counts of a discrete draw, else of omega.
+  arma::uword count() const { return counts.is_empty() ? omega.n_cols : counts.n_cols; }
+  // d: the rows of the counts of a discrete draw, else of omega.
+  arma::uword dim() const { return counts.is_empty() ? omega.n_rows : counts.n_rows; }
+  // Columns [a, b) of a draw of M objects (omega, phase, counts), as a draw of their own; a hybrid's draw has no
+  // columns of its own (its features pair every base feature with every lambda feature) and is refused.
+  Draw columns(arma::uword a, arma::uword b) const;
+  bool operator==(const Draw& o) const;  // bit for bit, every field
 };
 
 // The features of a map whose log is affine in the point after one projection (GERF with real A, DERF, DARK,

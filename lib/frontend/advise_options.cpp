@@ -24,104 +24,119 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
+AdviseOption opt(std::string name, std::string help, OptionKind kind, std::function<void(O&, W, W)> set,
+                 std::function<std::string(const O&)> show, bool list = false) {
+  return {std::move(name), std::move(help), kind, list, false, std::move(set), std::move(show)};
+}
+
 AdviseOption uint_opt(std::string name, std::string help, arma::uword O::*field, std::uint64_t lo,
                       std::uint64_t hi = UINT64_MAX) {
-  return {std::move(name), std::move(help), OptionKind::Integer,
-          [field, lo, hi](O& o, W where, W text) { o.*field = parse_uint(where, text, lo, hi); },
-          [field](const O& o) { return std::to_string(o.*field); }};
+  return opt(
+      std::move(name), std::move(help), OptionKind::Integer,
+      [field, lo, hi](O& o, W where, W text) { o.*field = parse_uint(where, text, lo, hi); },
+      [field](const O& o) { return std::to_string(o.*field); });
 }
 
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
-  t.push_back({"quantity",
-               "What the error is of: attention (output rows with --values, else the row normalisers) or kernel "
-               "(entries K(q, k))",
-               OptionKind::Text,
-               [](O& o, W where, W text) {
-                 o.quantity = one_of(where, text, {"attention", "kernel"}) == "kernel" ? AdviseQuantity::Kernel
-                                                                                       : AdviseQuantity::Attention;
-               },
-               [](const O& o) { return to_string(o.quantity); }});
-  t.push_back({"kernel", "softmax, or gaussian (with --quantity kernel)", OptionKind::Text,
-               [](O& o, W where, W text) {
-                 o.kernel = Kernel::parse(one_of(where, text, {"softmax", "gaussian"}));
-               },
-               [](const O& o) { return o.kernel.name(); }});
-  t.push_back({"scaling",
-               "sqrt-d: logits q.k / sqrt(d), as in transformers (points divided by d^(1/4)); none: logits q.k",
-               OptionKind::Text,
-               [](O& o, W where, W text) {
-                 o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d";
-               },
-               [](const O& o) { return std::string(o.scale_sqrt_d ? "sqrt-d" : "none"); }});
-  t.push_back({"metric",
-               "Error of attention rows: rmse (sqrt(E|Y-hat_i - Y_i|^2) / RMS|Y|), mean-abs (E mean|Y-hat - Y| / "
-               "mean|Y|), row-relative (/ |Y_i|), centred (/ RMS|Y_i - mean V|) or tv (total variation of the "
-               "attention row; no V needed)",
-               OptionKind::Text,
-               [](O& o, W where, W text) { o.metric = parse_metric(one_of(where, text, metric_names())); },
-               [](const O& o) { return to_string(o.metric); }});
-  t.push_back({"target", "Error to reach in the chosen metric (e.g. 0.1 for 10%)", OptionKind::Real,
-               [](O& o, W where, W text) {
-                 const double v = parse_real(where, text);
-                 require(v > 0, "{}: expected a number > 0, got '{}'", where, text);
-                 o.target = v;
-               },
-               [](const O& o) { return fmt::format("{}", o.target); }});
+  t.push_back(opt(
+      "quantity",
+      "What the error is of: attention (output rows with --values, else the row normalisers) or kernel "
+      "(entries K(q, k))",
+      OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.quantity = one_of(where, text, {"attention", "kernel"}) == "kernel" ? AdviseQuantity::Kernel
+                                                                              : AdviseQuantity::Attention;
+      },
+      [](const O& o) { return to_string(o.quantity); }));
+  t.push_back(opt(
+      "kernel", "softmax, or gaussian (with --quantity kernel)", OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.kernel = Kernel::parse(one_of(where, text, {"softmax", "gaussian"}));
+      },
+      [](const O& o) { return o.kernel.name(); }));
+  t.push_back(opt(
+      "scaling", "sqrt-d: logits q.k / sqrt(d), as in transformers (points divided by d^(1/4)); none: logits q.k",
+      OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d";
+      },
+      [](const O& o) { return std::string(o.scale_sqrt_d ? "sqrt-d" : "none"); }));
+  t.push_back(opt(
+      "metric",
+      "Error of attention rows: rmse (sqrt(E|Y-hat_i - Y_i|^2) / RMS|Y|), mean-abs (E mean|Y-hat - Y| / "
+      "mean|Y|), row-relative (/ |Y_i|), centred (/ RMS|Y_i - mean V|) or tv (total variation of the "
+      "attention row; no V needed)",
+      OptionKind::Text, [](O& o, W where, W text) { o.metric = parse_metric(one_of(where, text, metric_names())); },
+      [](const O& o) { return to_string(o.metric); }));
+  t.push_back(opt(
+      "target", "Error to reach in the chosen metric (e.g. 0.1 for 10%)", OptionKind::Real,
+      [](O& o, W where, W text) {
+        const double v = parse_real(where, text);
+        require(v > 0, "{}: expected a number > 0, got '{}'", where, text);
+        o.target = v;
+      },
+      [](const O& o) { return fmt::format("{}", o.target); }));
   t.push_back(uint_opt("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
-  t.push_back({"estimators", "Estimators to compare (comma-separated; default: every family in the registry)",
-               OptionKind::Text,
-               [](O& o, W where, W text) {
-                 o.estimators.clear();
-                 for (const auto& item : split_list(where, text))
-                   o.estimators.push_back(one_of(where, item, estimator_names()));
-                 require_distinct(where, o.estimators);
-               },
-               [](const O&) { return std::string("all"); }});
-  t.push_back({"samplers",
-               "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
-               "(simplex costs 1-50 ms per pair and M) and simulated for attention rows)",
-               OptionKind::Text,
-               [](O& o, W where, W text) {
-                 o.samplers.clear();
-                 std::vector<std::string> names;
-                 for (const auto& item : split_list(where, text)) {
-                   names.push_back(one_of(where, item, {"iid", "orthogonal", "simplex"}));
-                   o.samplers.push_back(parse_sampler(item));
-                 }
-                 require_distinct(where, names);
-               },
-               [](const O& o) {
-                 std::string s;
-                 for (Sampler x : o.samplers) s += (s.empty() ? "" : ",") + to_string(x);
-                 return s;
-               }});
+  t.push_back(opt(
+      "estimators", "Estimators to compare (comma-separated; default: every family in the registry)", OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.estimators.clear();
+        if (text == "all") return;  // the default, as shown
+        for (const auto& item : split_list(where, text)) o.estimators.push_back(one_of(where, item, estimator_names()));
+        require_distinct(where, o.estimators);
+      },
+      [](const O&) { return std::string("all"); }, true));
+  t.push_back(opt(
+      "samplers",
+      "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
+      "(simplex costs 1-50 ms per pair and M) and simulated for attention rows)",
+      OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.samplers.clear();
+        std::vector<std::string> names;
+        for (const auto& item : split_list(where, text)) {
+          names.push_back(one_of(where, item, {"iid", "orthogonal", "simplex"}));
+          o.samplers.push_back(parse_sampler(item));
+        }
+        require_distinct(where, names);
+      },
+      [](const O& o) {
+        std::string s;
+        for (Sampler x : o.samplers) s += (s.empty() ? "" : ",") + to_string(x);
+        return s;
+      },
+      true));
   t.push_back(uint_opt("rows", "Query rows sampled for the error quantiles (all when fewer)", &O::rows, 2));
   t.push_back(uint_opt("pairs", "About how many (query, key) pairs the kernel-entry quantiles use", &O::pairs, 1));
-  t.push_back({"validate", "Check each prediction with this many draws at its M (0: no check; else >= 2)",
-               OptionKind::Integer,
-               [](O& o, W where, W text) {
-                 const auto v = parse_uint(where, text);
-                 require(v == 0 || v >= 2, "{}: expected 0 or a number >= 2, got '{}'", where, text);
-                 o.validate = v;
-               },
-               [](const O& o) { return std::to_string(o.validate); }});
-  t.push_back({"draws",
-               "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
-               ">= 2",
-               OptionKind::Integer, [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
-               [](const O& o) { return std::to_string(o.draws); }});
-  t.push_back({"full-curve",
-               "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
-               "2 SE reaches the target, or where the target is out of reach)",
-               OptionKind::Flag, [](O& o, W where, W text) { o.full_curve = parse_bool(where, text); },
-               [](const O&) { return std::string("false"); }});
-  t.push_back({"seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,
-               [](O& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
-               [](const O& o) { return std::to_string(o.seed); }});
-  t.push_back({"no-timing", "Do not time exact and random-feature attention on this machine", OptionKind::Flag,
-               [](O& o, W where, W text) { o.timing = !parse_bool(where, text); },
-               [](const O&) { return std::string("false"); }});
+  t.push_back(opt(
+      "validate", "Check each prediction with this many draws at its M (0: no check; else >= 2)", OptionKind::Integer,
+      [](O& o, W where, W text) {
+        const auto v = parse_uint(where, text);
+        require(v == 0 || v >= 2, "{}: expected 0 or a number >= 2, got '{}'", where, text);
+        o.validate = v;
+      },
+      [](const O& o) { return std::to_string(o.validate); }));
+  t.push_back(opt(
+      "draws",
+      "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
+      ">= 2",
+      OptionKind::Integer, [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
+      [](const O& o) { return std::to_string(o.draws); }));
+  t.push_back(opt(
+      "full-curve",
+      "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
+      "2 SE reaches the target, or where the target is out of reach)",
+      OptionKind::Flag, [](O& o, W where, W text) { o.full_curve = parse_bool(where, text); },
+      [](const O&) { return std::string("false"); }));
+  t.push_back(opt(
+      "seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,
+      [](O& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
+      [](const O& o) { return std::to_string(o.seed); }));
+  t.push_back(opt(
+      "no-timing", "Do not time exact and random-feature attention on this machine", OptionKind::Flag,
+      [](O& o, W where, W text) { o.timing = !parse_bool(where, text); },
+      [](const O&) { return std::string("false"); }));
   return t;
 }
 
@@ -134,15 +149,7 @@ const std::vector<AdviseOption>& advise_options() {
 
 AdviseOptions advise_options_from(const StudyValues& values) {
   AdviseOptions o;
-  std::vector<std::string> names;
-  for (const auto& opt : advise_options()) names.push_back(opt.name);
-  for (const auto& [name, v] : values) {
-    const auto it = std::find_if(advise_options().begin(), advise_options().end(),
-                                 [&](const AdviseOption& x) { return x.name == name; });
-    if (it == advise_options().end())
-      throw InvalidArgument(fmt::format("{}: unknown option '{}'{}", v.where, name, did_you_mean(name, names)));
-    it->set(o, v.where, v.text);
-  }
+  apply_given(advise_options(), values, o);
   // Options that one quantity only reads are refused with the other, naming what is set (issue 37 item 9): kernel
   // and pairs are for kernel entries; metric, draws and full-curve for simulated attention rows (kernel entries are
   // exact).

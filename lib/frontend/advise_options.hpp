@@ -12,13 +12,7 @@
 
 namespace kestrel {
 
-struct AdviseOption {
-  std::string name;  // --name on the command line, name with '_' for '-' in Python
-  std::string help;
-  OptionKind kind = OptionKind::Text;
-  std::function<void(AdviseOptions&, const std::string& where, const std::string& text)> set;
-  std::function<std::string(const AdviseOptions&)> show;  // the default as text
-};
+using AdviseOption = Option<AdviseOptions>;
 
 const std::vector<AdviseOption>& advise_options();
 // Builds the options from given values (option name -> text and source); an unknown name is an error naming the

@@ -15,14 +15,13 @@
 #include "core/parse.hpp"
 #include "data/regimes.hpp"
 #include "estimators/registry.hpp"
+#include "frontend/regime_options.hpp"
 
 namespace kestrel {
 
 namespace {
 
 constexpr std::uint64_t kMaxSeed = INT64_MAX;  // HDF5 stores the seed as a signed 64-bit attribute
-
-std::string show_real(double v) { return fmt::format("{}", v); }
 
 template <typename T>
 std::string join(const std::vector<T>& v) {
@@ -70,9 +69,7 @@ std::vector<StudyOption> make_table() {
   };
   std::vector<StudyOption> t;
   t.push_back(text_opt(
-      "regime",
-      "Sampling regime: normal, sphere, heterogen, mnist, fashion-mnist, cifar10, mnist/cifar10, aniso, clustered, "
-      "file",
+      "regime", regime_help(),
       [](O& x, W where, W text) {
         named(
             where, [&] { validate_regime(text); }, text, regime_names());
@@ -175,71 +172,7 @@ std::vector<StudyOption> make_table() {
       },
       [](const O& x) { return x.values; }));
   t.push_back(uint_opt("value-dim", "kc, attention: columns of V", &O::value_dim, 1, false));
-  t.push_back(text_opt(
-      "data-dir", "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)",
-      [](O& x, W where, W text) {
-        std::error_code ec;
-        require(std::filesystem::is_directory(text, ec), "{}: '{}' is not a directory", where, text);
-        x.regime_options.data_dir = text;
-      },
-      [](const O&) { return std::string(); }));
-  t.push_back(text_opt(
-      "preprocess",
-      "Image pixels: raw ([0,1] times --pixel-scale), center (minus the mean image), standardize (per pixel), "
-      "standardize-global (one mean and std over all pixels) or mnist-norm ((x - 0.1307) / 0.3081; other sets: "
-      "their own full-resolution pixel mean and std)",
-      [](O& x, W where, W text) { x.regime_options.preprocess = named(where, [&] { return parse_preprocess(text); }); },
-      [](const O& x) { return to_string(x.regime_options.preprocess); }));
-  t.push_back(text_opt(
-      "resize",
-      "Image downscale to sqrt(d) x sqrt(d): area (box filter), bilinear (half-pixel centres, no antialiasing, as "
-      "TF/torch default) or bilinear-aa (triangle filter widened by the scale, as TF antialias=True / PIL)",
-      [](O& x, W where, W text) { x.regime_options.resize = named(where, [&] { return parse_resize(text); }); },
-      [](const O& x) { return to_string(x.regime_options.resize); }));
-  t.push_back(text_opt(
-      "pixel-scale", "Image pixels in [0, 1] (1) or [0, 255] (255) before raw / center preprocessing",
-      [](O& x, W where, W text) {
-        require(text == "1" || text == "255", "{}: expected 1 or 255, got '{}'", where, text);
-        x.regime_options.pixel_scale = text == "1" ? 1.0 : 255.0;
-      },
-      [](const O& x) { return fmt::format("{}", x.regime_options.pixel_scale); }));
-  t.back().kind = OptionKind::Integer;  // 1 or 255 is a number in TOML and Python (pixel_scale=255 was refused)
-  t.push_back(text_opt(
-      "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
-      [](O& x, W, W text) { x.regime_options.spectrum = text; },  // checked against d in check_regime
-      [](const O& x) { return x.regime_options.spectrum; }));
-  {
-    StudyOption o{"clusters", "clustered: clusters per side", OptionKind::Integer, false, false, nullptr, nullptr};
-    o.set = [](O& x, W where, W text) { x.regime_options.clusters = parse_uint(where, text, 1); };
-    o.show = [](const O& x) { return std::to_string(x.regime_options.clusters); };
-    t.push_back(o);
-  }
-  {
-    StudyOption o{
-        "cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real, false, false, nullptr,
-        nullptr};
-    o.set = [](O& x, W where, W text) {
-      const double r = parse_real(where, text);
-      require(r >= 0, "{}: expected a number >= 0, got '{}'", where, text);
-      x.regime_options.cluster_radius = r;
-    };
-    o.show = [](const O& x) { return show_real(x.regime_options.cluster_radius); };
-    t.push_back(o);
-  }
-  t.push_back(text_opt(
-      "x-file", "file regime: points for X (and Y without --y-file), one per row: CSV/text, .npy or FILE.h5:/dataset",
-      [](O& x, W where, W text) {
-        require(!text.empty(), "{}: expected a file name", where);
-        x.regime_options.x_file = text;
-      },
-      [](const O&) { return std::string(); }));
-  t.push_back(text_opt(
-      "y-file", "file regime: points for Y (same formats as --x-file)",
-      [](O& x, W where, W text) {
-        require(!text.empty(), "{}: expected a file name", where);
-        x.regime_options.y_file = text;
-      },
-      [](const O&) { return std::string(); }));
+  append_lifted(t, regime_option_table(), &VarianceStudyOptions::regime_options);
   return t;
 }
 

@@ -11,25 +11,14 @@
 
 #include "analysis/sweep.hpp"
 #include "analysis/variance_study.hpp"
+#include "frontend/option_table.hpp"
 
 namespace kestrel {
 
 enum class StudyCommand { Variance, Sweep };
 std::string to_string(StudyCommand c);  // "variance", "sweep"
 
-enum class OptionKind { Text, Integer, Real, Flag };
-
-struct StudyOption {
-  std::string name;  // --name on the command line, `name` in TOML, name with '_' for '-' in Python
-  std::string help;
-  OptionKind kind = OptionKind::Text;
-  bool list = false;        // comma-separated list (a TOML array) in both commands
-  bool sweep_axis = false;  // one value in `variance`, a list (a grid axis) in `sweep`
-  // Parses one value (one item of a list), checks it and stores it; `where` names the source in errors.
-  std::function<void(VarianceStudyOptions&, const std::string& where, const std::string& text)> set;
-  // The default of VarianceStudyOptions{} as text ("" when the default depends on other options).
-  std::function<std::string(const VarianceStudyOptions&)> show;
-};
+using StudyOption = Option<VarianceStudyOptions>;
 
 const std::vector<StudyOption>& study_options();
 std::vector<std::string> study_option_names();
@@ -37,13 +26,7 @@ std::vector<std::string> study_option_names();
 const StudyOption& find_study_option(const std::string& name, const std::string& prefix = "");
 bool takes_list(const StudyOption& o, StudyCommand c);
 
-// Values given by the user: option name -> text (a list comma-joined) and where it came from
-// ("--seed", "sweep.toml:3:1: seed", "seed=").
-struct GivenValue {
-  std::string text;
-  std::string where;
-};
-using StudyValues = std::map<std::string, GivenValue>;
+using StudyValues = GivenValues;
 
 // Reads section [variance] or [sweep] of a TOML file. Strict: a syntax error names file:line:column; an
 // unknown section or key, a key outside a section, a value of the wrong type (a list where one value is

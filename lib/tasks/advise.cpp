@@ -564,9 +564,8 @@ std::string row_label(const AdviceRow& r) {
   return r.sampler == "iid" ? r.estimator : fmt::format("{} ({})", r.estimator, r.sampler);
 }
 
-void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
-                             const std::function<void(const std::string&)>& say) {
-  const auto& opt = a.options;
+// The FLOPs and memory of exact and random-feature attention at every M some row needs.
+void attention_costs(Advice& a) {
   const double Lq = static_cast<double>(a.Lq), Lk = static_cast<double>(a.Lk), d = static_cast<double>(a.d);
   const double dv = static_cast<double>(a.dv ? a.dv : 1);
   // Exact: Q K^T (2 Lq Lk d), exp (Lq Lk), A [V 1] (2 Lq Lk (dv + 1)); scores held in fp32 if materialised.
@@ -587,72 +586,85 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     // Lq = Lk = L: exact L^2 (2d + 2dv + 3) against RF 2L M (2d + 2dv + 3).
     a.cost.crossover_length.push_back(2 * M);
   }
-  // Recommendation: the smallest M reaching the target at the 95th percentile; ties to the smaller predicted error.
+}
+
+// The recommendation: the smallest M reaching the target at the 95th percentile; ties to the smaller predicted error.
+void choose_best(Advice& a) {
   for (std::size_t i = 0; i < a.rows.size(); ++i) {
     const auto& r = a.rows[i];
     if (r.status != "ok" || !r.m_p95) continue;
     if (!a.best || std::pair(r.m_p95, r.at_m_p95) < std::pair(a.rows[*a.best].m_p95, a.rows[*a.best].at_m_p95))
       a.best = i;
   }
-  if (opt.timing && a.best && opt.quantity == AdviseQuantity::Attention) {
-    say("timing exact and random-feature attention on this machine");
-    const AdviceRow& b = a.rows[*a.best];
-    const Estimator* e = nullptr;
-    for (const auto& f : fitted)
-      if (f && f->info().name == b.estimator) e = f.get();
-    auto median3 = [](auto&& run) {
-      std::vector<double> t;
-      for (int k = 0; k < 3; ++k) {
-        const auto t0 = std::chrono::steady_clock::now();
-        run();
-        t.push_back(seconds_since(t0));
-      }
-      std::sort(t.begin(), t.end());
-      return t[1];
-    };
-    const arma::uword timed = std::min(in.Qa.n_cols, kExactTimedRows);
-    a.cost.exact_timed_rows = timed;
-    a.cost.exact_seconds = median3([&] { exact_attention(in.Qa.head_cols(timed), in.Ka, in.V); }) *
-                           static_cast<double>(in.Qa.n_cols) / static_cast<double>(timed);
-    if (e) {
-      Rng rng(opt.seed, Stream::Features, 1);
-      a.cost.rf_seconds = median3([&] {
-        const Draw w = e->draw(b.m_p95, rng, parse_sampler(b.sampler));
-        approximate_attention(*e, w, in.Qa, in.Ka, in.V);
-      });
-      a.cost.timed_m = b.m_p95;
-      a.cost.timed_estimator = row_label(b);
+}
+
+// Exact and random-feature attention timed on this machine (the best row's estimator at its M), median of 3.
+void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
+                    const std::function<void(const std::string&)>& say) {
+  const auto& opt = a.options;
+  say("timing exact and random-feature attention on this machine");
+  const AdviceRow& b = a.rows[*a.best];
+  const Estimator* e = nullptr;
+  for (const auto& f : fitted)
+    if (f && f->info().name == b.estimator) e = f.get();
+  auto median3 = [](auto&& run) {
+    std::vector<double> t;
+    for (int k = 0; k < 3; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
+      t.push_back(seconds_since(t0));
     }
+    std::sort(t.begin(), t.end());
+    return t[1];
+  };
+  const arma::uword timed = std::min(in.Qa.n_cols, kExactTimedRows);
+  a.cost.exact_timed_rows = timed;
+  a.cost.exact_seconds = median3([&] { exact_attention(in.Qa.head_cols(timed), in.Ka, in.V); }) *
+                         static_cast<double>(in.Qa.n_cols) / static_cast<double>(timed);
+  if (e) {
+    Rng rng(opt.seed, Stream::Features, 1);
+    a.cost.rf_seconds = median3([&] {
+      const Draw w = e->draw(b.m_p95, rng, parse_sampler(b.sampler));
+      approximate_attention(*e, w, in.Qa, in.Ka, in.V);
+    });
+    a.cost.timed_m = b.m_p95;
+    a.cost.timed_estimator = row_label(b);
   }
-  // The words.
-  const std::string what = opt.quantity == AdviseQuantity::Kernel ? "kernel-entry error"
-                           : in.normaliser                        ? "row-normaliser error"
-                                                                  : "row error";
-  if (!a.best) {
-    // The closest: the lowest 95th percentile at the largest M every curve reached (the budget unless some curve
-    // ended where the target is out of reach).
-    double common = static_cast<double>(opt.budget);
-    for (const auto& r : a.rows)
-      if (r.status == "ok" && !r.curve_m.empty()) common = std::min(common, r.curve_m.back());
-    auto at = [&](const AdviceRow& r) { return curve_at(r.curve_m, r.curve_p95, common); };
-    const AdviceRow* closest = nullptr;
-    for (const auto& r : a.rows)
-      if (r.status == "ok" && !r.curve_m.empty() && (!closest || at(r) < at(*closest))) closest = &r;
-    if (!closest) {
-      a.recommendation = "No estimator could be evaluated on these inputs (see the reasons in the table).";
-      return;
-    }
-    a.recommendation =
-        fmt::format("No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}.",
-                    what, percent(opt.target), opt.budget, row_label(*closest), percent(at(*closest)), common);
-    if (closest->out_of_reach)
-      a.recommendation += fmt::format(
-          " Its curve ended there because the target is out of reach: extrapolated, it needs at least {:.0f} "
-          "features (see OutOfReach in tasks/advise.hpp).",
-          closest->out_of_reach->m_for_target);
-    a.recommendation += " Raise --budget, or accept a larger --target.";
-    return;
-  }
+}
+
+std::string error_name(const Advice& a, const Inputs& in) {
+  return a.options.quantity == AdviseQuantity::Kernel ? "kernel-entry error"
+         : in.normaliser                              ? "row-normaliser error"
+                                                      : "row error";
+}
+
+// The words when no row reaches the target: the closest one, by the lowest 95th percentile at the largest M every
+// curve reached (the budget unless some curve ended where the target is out of reach).
+std::string unreached(const Advice& a, const Inputs& in) {
+  const auto& opt = a.options;
+  double common = static_cast<double>(opt.budget);
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && !r.curve_m.empty()) common = std::min(common, r.curve_m.back());
+  auto at = [&](const AdviceRow& r) { return curve_at(r.curve_m, r.curve_p95, common); };
+  const AdviceRow* closest = nullptr;
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && !r.curve_m.empty() && (!closest || at(r) < at(*closest))) closest = &r;
+  if (!closest) return "No estimator could be evaluated on these inputs (see the reasons in the table).";
+  std::string s = fmt::format(
+      "No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}.",
+      error_name(a, in), percent(opt.target), opt.budget, row_label(*closest), percent(at(*closest)), common);
+  if (closest->out_of_reach)
+    s += fmt::format(
+        " Its curve ended there because the target is out of reach: extrapolated, it needs at least {:.0f} features "
+        "(see OutOfReach in tasks/advise.hpp).",
+        closest->out_of_reach->m_for_target);
+  return s + " Raise --budget, or accept a larger --target.";
+}
+
+// The words for the best row, the others ranked, the noise of its M and what V's offset does to the metric.
+std::string best_and_others(const Advice& a, const Inputs& in) {
+  const auto& opt = a.options;
+  const std::string what = error_name(a, in);
   const AdviceRow& b = a.rows[*a.best];
   std::string s =
       fmt::format("{}{}, M = {}: predicted 95th-percentile {} {}{} (median {}; {}).", b.estimator,
@@ -682,6 +694,13 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
         " V's mean row makes up {} of mean |Y_i|^2, so errors relative to |Y| look small for any M: --metric centred "
         "gives the error relative to the centred output Y - mean(V).",
         percent(a.offset_share));
+  return s;
+}
+
+// The words on fp16 and on the cost of the best row.
+std::string format_and_cost(const Advice& a, const AdviceRow& b) {
+  const auto& opt = a.options;
+  std::string s;
   if (b.range) {
     const auto& fmts = number_formats();
     for (std::size_t k = 0; k < fmts.size(); ++k)
@@ -701,7 +720,19 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
       s +=
           fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds, a.cost.exact_seconds);
   }
-  a.recommendation = s;
+  return s;
+}
+
+void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
+                             const std::function<void(const std::string&)>& say) {
+  attention_costs(a);
+  choose_best(a);
+  if (a.options.timing && a.best && a.options.quantity == AdviseQuantity::Attention) time_attention(a, in, fitted, say);
+  if (!a.best) {
+    a.recommendation = unreached(a, in);
+    return;
+  }
+  a.recommendation = best_and_others(a, in) + format_and_cost(a, a.rows[*a.best]);
 }
 
 }  // namespace
@@ -777,11 +808,8 @@ nlohmann::json to_json(const AdviseOptions& o) {
           {"timing", o.timing}};
 }
 
-Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
-              const std::function<void(const std::string&)>& progress) {
-  auto say = [&](const std::string& m) {
-    if (progress) progress(m);
-  };
+// The inputs and options checked together (the parser checked each option alone).
+void check_inputs(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt) {
   validate_points(Q, "queries");
   validate_points(K, "keys");
   require(Q.n_rows == K.n_rows, "queries and keys must have the same dimension d, got {} and {}", Q.n_rows, K.n_rows);
@@ -817,8 +845,10 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   require(opt.quantity == AdviseQuantity::Kernel || opt.kernel.alpha == 0,
           "kernel {} is only used with quantity kernel (attention is softmax attention)", opt.kernel.name());
   require(opt.quantity == AdviseQuantity::Attention || V.is_empty(), "values are only used with quantity attention");
+}
 
-  Advice a;
+// The scaled points, sampled rows and keys, and the exact attention rows the errors are relative to.
+Inputs prepare(Advice& a, const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt) {
   a.options = opt;
   a.d = Q.n_rows;
   a.Lq = Q.n_cols;
@@ -836,7 +866,80 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   in.keys = sample_indices(a.Lk, std::max<arma::uword>(1, opt.pairs / in.rows.n_elem), opt.seed, 2);
   a.sampled_rows = in.rows;
   a.quantity_label = quantity_label(opt, in.normaliser);
+  return in;
+}
 
+// --validate: R fresh draws at the row's M through the production code, the measured error next to the prediction.
+void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact, Sampler sampler,
+                  const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
+  row.validate_reps = opt.validate;
+  row.validate_m = row.m_p95;
+  say(fmt::format("validating {} ({}) at M = {} with {} draws", row.estimator, row.sampler, row.validate_m,
+                  opt.validate));
+  if (opt.quantity == AdviseQuantity::Attention) {
+    const auto [mean, se] = measure_rows(e, in, exact, row.validate_m, sampler, opt.validate, opt.seed, opt.metric);
+    const auto [err, err_se] = row_errors(mean, se, in.norm, opt.metric);
+    summarise_measured(row, err, err_se);
+  } else {
+    const MonteCarloResult mc = simulate(e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
+                                         {opt.validate, row.validate_m, opt.seed, sampler});
+    const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
+    const auto [err, err_se] =
+        row_errors(arma::vectorise(mc.kernel.variance) / k2, arma::vectorise(mc.kernel.se_variance) / k2,
+                   arma::ones(k2.n_elem), AdviseMetric::Rmse);
+    summarise_measured(row, err, err_se);
+  }
+}
+
+// One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
+void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
+                 const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
+                 const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
+  if (opt.quantity == AdviseQuantity::Attention) {
+    if (!e.info().positive)
+      throw Undefined(
+          "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
+          "(quantity kernel covers it)");
+    if (sampler != Sampler::Iid && !e.info().projections)
+      throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
+    say(fmt::format("predicting {} ({})", f.name, row.sampler));
+    const auto t0 = std::chrono::steady_clock::now();
+    predict_rows(row, e, form, in, exact, sampler, opt);
+    say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
+  } else {
+    say(fmt::format("predicting {} ({})", f.name, row.sampler));
+    predict_kernel(row, e, in, sampler, opt);
+  }
+  for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
+                   row.log_rel_var_median, row.log_rel_var_p95})
+    if (!std::isfinite(v) || !row.err1_each.is_finite())
+      throw NumericalError(fmt::format(
+          "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
+          "them down)",
+          log_norm.max()));
+  // A hybrid's feature map has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
+  const bool draws = f.kind != Kind::Hybrid;
+  if (!draws)
+    row.note = "a hybrid: its features have ~M^2 columns, so neither the feature range nor --validate is drawn";
+  Rng rng(opt.seed, Stream::Features, 0);
+  if (draws)
+    row.range = feature_range(e, e.draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
+  const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
+  if (opt.validate && row.m_p95 && draws && !measurable)
+    row.note = "--validate measures output rows and normalisers, not the total variation: not validated";
+  if (opt.validate && row.m_p95 && draws && measurable)  // where the target is not reached: no M to check
+    validate_row(row, e, in, exact, sampler, opt, say);
+}
+
+Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
+              const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& m) {
+    if (progress) progress(m);
+  };
+  check_inputs(Q, K, V, opt);
+
+  Advice a;
+  Inputs in = prepare(a, Q, K, V, opt);
   // Exact attention on the sampled rows: Y, what the metric divides by, and the normalisers.
   const ExactAttention exact = exact_attention(in.Qa.cols(in.rows), in.Ka, in.V);
   if (opt.quantity == AdviseQuantity::Attention) in.norm = metric_norms(exact.Y, in, V, opt.metric, a.offset_share);
@@ -876,59 +979,7 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
       AdviceRow row = base;
       row.sampler = to_string(sampler);
       try {
-        if (opt.quantity == AdviseQuantity::Attention) {
-          if (!e->info().positive)
-            throw Undefined(
-                "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
-                "(quantity kernel covers it)");
-          if (sampler != Sampler::Iid && !e->info().projections)
-            throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
-          say(fmt::format("predicting {} ({})", f.name, row.sampler));
-          const auto t0 = std::chrono::steady_clock::now();
-          predict_rows(row, *e, form, in, exact, sampler, opt);
-          say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
-        } else {
-          say(fmt::format("predicting {} ({})", f.name, row.sampler));
-          predict_kernel(row, *e, in, sampler, opt);
-        }
-        for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
-                         row.log_rel_var_median, row.log_rel_var_p95})
-          if (!std::isfinite(v) || !row.err1_each.is_finite())
-            throw NumericalError(fmt::format(
-                "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
-                "them down)",
-                log_norm.max()));
-        // A hybrid's feature map has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
-        const bool draws = f.kind != Kind::Hybrid;
-        if (!draws)
-          row.note = "a hybrid: its features have ~M^2 columns, so neither the feature range nor --validate is drawn";
-        Rng rng(opt.seed, Stream::Features, 0);
-        if (draws)
-          row.range =
-              feature_range(*e, e->draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
-        const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
-        if (opt.validate && row.m_p95 && draws && !measurable)
-          row.note = "--validate measures output rows and normalisers, not the total variation: not validated";
-        if (opt.validate && row.m_p95 && draws && measurable) {  // where the target is not reached: no M to check
-          row.validate_reps = opt.validate;
-          row.validate_m = row.m_p95;
-          say(fmt::format("validating {} ({}) at M = {} with {} draws", f.name, row.sampler, row.validate_m,
-                          opt.validate));
-          if (opt.quantity == AdviseQuantity::Attention) {
-            const auto [mean, se] =
-                measure_rows(*e, in, exact, row.validate_m, sampler, opt.validate, opt.seed, opt.metric);
-            const auto [err, err_se] = row_errors(mean, se, in.norm, opt.metric);
-            summarise_measured(row, err, err_se);
-          } else {
-            const MonteCarloResult mc = simulate(*e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
-                                                 {opt.validate, row.validate_m, opt.seed, sampler});
-            const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
-            const auto [err, err_se] =
-                row_errors(arma::vectorise(mc.kernel.variance) / k2, arma::vectorise(mc.kernel.se_variance) / k2,
-                           arma::ones(k2.n_elem), AdviseMetric::Rmse);
-            summarise_measured(row, err, err_se);
-          }
-        }
+        predict_row(row, f, *e, form, in, exact, log_norm, sampler, opt, say);
       } catch (const Undefined& ex) {
         row = base;
         row.sampler = to_string(sampler);
@@ -948,86 +999,97 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
   return a;
 }
 
+namespace {
+
+// The feature range of one row: its extremes and, per number format, whether they hold without and with the
+// stabiliser.
+nlohmann::json range_json(const FeatureRange& range) {
+  nlohmann::json v;
+  const auto& f = number_formats();
+  for (std::size_t k = 0; k < f.size(); ++k)
+    v[f[k].name] = {{"raw", range.verdict[k].first}, {"stabilised", range.verdict[k].second}};
+  return {{"stabilisable", range.stabilisable},
+          {"query_max", range.query_max},
+          {"query_min", range.query_min},
+          {"key_max", range.key_max},
+          {"key_min", range.key_min},
+          {"key_sum_max", range.key_sum_max},
+          {"row_max_min", range.row_max_min},
+          {"stabilised_query_min", range.s_query_min},
+          {"stabilised_key_min", range.s_key_min},
+          {"stabilised_key_sum_max", range.s_key_sum_max},
+          {"formats", v}};
+}
+
+nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options) {
+  nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
+  if (r.status != "ok") {
+    j["reason"] = r.reason;
+    return j;
+  }
+  if (!r.note.empty()) j["note"] = r.note;
+  // A simulated curve ends past the answer unless --full-curve: no error at the budget then.
+  const bool at_budget = !r.curve_m.empty() && r.curve_m.back() == static_cast<double>(options.budget);
+  j.update(
+      {{"method", r.method},
+       {"log_rel_var_median", r.log_rel_var_median},
+       {"log_rel_var_p95", r.log_rel_var_p95},
+       {"error_at_1_median", r.err1_median},
+       {"error_at_1_p95", r.err1_p95},
+       {"m_for_target_median", r.m_median ? nlohmann::json(r.m_median) : nlohmann::json(nullptr)},
+       {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
+       {"error_at_m_median", r.at_m_median},
+       {"error_at_m_p95", r.at_m_p95},
+       {"error_at_budget_median", at_budget ? nlohmann::json(r.err_budget_median) : nlohmann::json(nullptr)},
+       {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
+       {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
+       {"error_at_m_p95_se", r.at_m_p95_se},
+       {"out_of_reach", r.out_of_reach ? nlohmann::json{{"from_m", r.out_of_reach->from_m},
+                                                        {"p95_minus_2se", r.out_of_reach->p95_low},
+                                                        {"slope", r.out_of_reach->slope},
+                                                        {"error_at_budget_p95_at_least", r.out_of_reach->p95_at_budget},
+                                                        {"m_for_target_p95_at_least", r.out_of_reach->m_for_target}}
+                                       : nlohmann::json(nullptr)},
+       {"m_for_target_p95_interval",
+        {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
+         r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
+       {"curve",
+        {{"m", r.curve_m},
+         {"median", r.curve_median},
+         {"p95", r.curve_p95},
+         {"median_se", r.curve_median_se},
+         {"p95_se", r.curve_p95_se},
+         {"draws", r.curve_draws}}}});
+  if (r.range) j["range"] = range_json(*r.range);
+  if (r.validate_reps)
+    j["validation"] = {{"draws", r.validate_reps},
+                       {"m", r.validate_m},
+                       {"measured_median", r.measured_median},
+                       {"measured_p95", r.measured_p95},
+                       {"measured_p95_se", r.measured_p95_se},
+                       {"within_target", r.within_target(options.target)}};
+  return j;
+}
+
+nlohmann::json cost_json(const AdviceCost& c) {
+  nlohmann::json cost = {
+      {"exact_flops", c.exact_flops}, {"exact_bytes", c.exact_bytes}, {"m", c.m},
+      {"rf_flops", c.rf_flops},       {"rf_bytes", c.rf_bytes},       {"crossover_length", c.crossover_length}};
+  if (c.exact_seconds >= 0)
+    cost["measured_on_this_machine"] = {{"exact_seconds", c.exact_seconds},
+                                        {"rf_seconds", c.rf_seconds},
+                                        {"rf_estimator", c.timed_estimator},
+                                        {"rf_m", c.timed_m},
+                                        {"exact_timed_rows", c.exact_timed_rows}};
+  return cost;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Advice& a) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : a.rows) {
-    nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
-    if (r.status != "ok") {
-      j["reason"] = r.reason;
-      rows.push_back(j);
-      continue;
-    }
-    if (!r.note.empty()) j["note"] = r.note;
-    // A simulated curve ends past the answer unless --full-curve: no error at the budget then.
-    const bool at_budget = !r.curve_m.empty() && r.curve_m.back() == static_cast<double>(a.options.budget);
-    j.update({{"method", r.method},
-              {"log_rel_var_median", r.log_rel_var_median},
-              {"log_rel_var_p95", r.log_rel_var_p95},
-              {"error_at_1_median", r.err1_median},
-              {"error_at_1_p95", r.err1_p95},
-              {"m_for_target_median", r.m_median ? nlohmann::json(r.m_median) : nlohmann::json(nullptr)},
-              {"m_for_target_p95", r.m_p95 ? nlohmann::json(r.m_p95) : nlohmann::json(nullptr)},
-              {"error_at_m_median", r.at_m_median},
-              {"error_at_m_p95", r.at_m_p95},
-              {"error_at_budget_median", at_budget ? nlohmann::json(r.err_budget_median) : nlohmann::json(nullptr)},
-              {"error_at_budget_p95", at_budget ? nlohmann::json(r.err_budget_p95) : nlohmann::json(nullptr)},
-              {"curve_end_m", r.curve_m.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.curve_m.back())},
-              {"error_at_m_p95_se", r.at_m_p95_se},
-              {"out_of_reach", r.out_of_reach
-                                   ? nlohmann::json{{"from_m", r.out_of_reach->from_m},
-                                                    {"p95_minus_2se", r.out_of_reach->p95_low},
-                                                    {"slope", r.out_of_reach->slope},
-                                                    {"error_at_budget_p95_at_least", r.out_of_reach->p95_at_budget},
-                                                    {"m_for_target_p95_at_least", r.out_of_reach->m_for_target}}
-                                   : nlohmann::json(nullptr)},
-              {"m_for_target_p95_interval",
-               {r.m_p95_low ? nlohmann::json(r.m_p95_low) : nlohmann::json(nullptr),
-                r.m_p95_high ? nlohmann::json(r.m_p95_high) : nlohmann::json(nullptr)}},
-              {"curve",
-               {{"m", r.curve_m},
-                {"median", r.curve_median},
-                {"p95", r.curve_p95},
-                {"median_se", r.curve_median_se},
-                {"p95_se", r.curve_p95_se},
-                {"draws", r.curve_draws}}}});
-    if (r.range) {
-      nlohmann::json v;
-      const auto& f = number_formats();
-      for (std::size_t k = 0; k < f.size(); ++k)
-        v[f[k].name] = {{"raw", r.range->verdict[k].first}, {"stabilised", r.range->verdict[k].second}};
-      j["range"] = {{"stabilisable", r.range->stabilisable},
-                    {"query_max", r.range->query_max},
-                    {"query_min", r.range->query_min},
-                    {"key_max", r.range->key_max},
-                    {"key_min", r.range->key_min},
-                    {"key_sum_max", r.range->key_sum_max},
-                    {"row_max_min", r.range->row_max_min},
-                    {"stabilised_query_min", r.range->s_query_min},
-                    {"stabilised_key_min", r.range->s_key_min},
-                    {"stabilised_key_sum_max", r.range->s_key_sum_max},
-                    {"formats", v}};
-    }
-    if (r.validate_reps)
-      j["validation"] = {{"draws", r.validate_reps},
-                         {"m", r.validate_m},
-                         {"measured_median", r.measured_median},
-                         {"measured_p95", r.measured_p95},
-                         {"measured_p95_se", r.measured_p95_se},
-                         {"within_target", r.within_target(a.options.target)}};
-    rows.push_back(j);
-  }
-  nlohmann::json cost = {{"exact_flops", a.cost.exact_flops},
-                         {"exact_bytes", a.cost.exact_bytes},
-                         {"m", a.cost.m},
-                         {"rf_flops", a.cost.rf_flops},
-                         {"rf_bytes", a.cost.rf_bytes},
-                         {"crossover_length", a.cost.crossover_length}};
-  if (a.cost.exact_seconds >= 0)
-    cost["measured_on_this_machine"] = {{"exact_seconds", a.cost.exact_seconds},
-                                        {"rf_seconds", a.cost.rf_seconds},
-                                        {"rf_estimator", a.cost.timed_estimator},
-                                        {"rf_m", a.cost.timed_m},
-                                        {"exact_timed_rows", a.cost.exact_timed_rows}};
+  for (const auto& r : a.rows) rows.push_back(row_json(r, a.options));
+  const nlohmann::json cost = cost_json(a.cost);
   return {{"options", to_json(a.options)},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
           {"values_offset_share", a.offset_share},

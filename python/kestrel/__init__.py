@@ -13,6 +13,68 @@ from ._kestrel import *  # noqa: F401,F403  (the compiled API: fit, variance_stu
 from ._kestrel import Estimator, __version__, _input_address, _raise  # noqa: F401
 
 __doc__ = (__doc__ or "") + "\n" + (_kestrel.__doc__ or "")
+
+
+def _options():
+    """Every option table of the Python functions that take options, from the C++ tables (frontend/option_table.hpp):
+    {function: [{"name", "kind", "list", "default", "help"}, ...]}; names use '-', defaults are the command line's
+    text ("" where the default depends on other options)."""
+    tables = dict(_kestrel._study_options())
+    tables["reproduce"] = _kestrel._reproduce_options()
+    tables["draw_regime"] = _kestrel._draw_regime_options()
+    tables.update(_kestrel._task_options())
+    return tables
+
+
+def _python_default(option):
+    """An option's default as a Python value (None where it depends on other options)."""
+    text, kind = option["default"], option["kind"]
+    if text == "":
+        return None
+    convert = {"integer": int, "real": float, "flag": lambda t: t == "true", "text": str}[kind]
+    return [convert(t) for t in text.split(",")] if option["list"] else convert(text)
+
+
+def _with_signature(function, table, leading, extra=()):
+    """`function` (compiled, taking **options) with the signature generated from its option table: the leading
+    parameters, then every option as a keyword with its default (inspect.signature, help())."""
+    import functools
+    import inspect
+    P = inspect.Parameter
+    params = list(leading) + [P(o["name"].replace("-", "_"), P.KEYWORD_ONLY, default=_python_default(o)) for o in table]
+    params += list(extra)
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+    wrapper.__signature__ = inspect.Signature(params)
+    wrapper.__wrapped__ = function
+    return wrapper
+
+
+def _signatures():
+    import inspect
+    P = inspect.Parameter
+
+    def pos(*names, **defaults):
+        return [P(n, P.POSITIONAL_OR_KEYWORD) for n in names] + [
+            P(n, P.POSITIONAL_OR_KEYWORD, default=d) for n, d in defaults.items()]
+    t = _options()
+    g = globals()
+    for name, leading, extra in [
+            ("variance_study", [], ()),
+            ("sweep", pos("out"), (P("progress", P.KEYWORD_ONLY, default=False),
+                                   P("force", P.KEYWORD_ONLY, default=False))),
+            ("advise", pos("Q", "K", V=None), (P("progress", P.KEYWORD_ONLY, default=False),)),
+            ("reproduce", pos("name", "out"), (P("progress", P.KEYWORD_ONLY, default=False),)),
+            ("draw_regime", pos("name", "d", "L", "sigma"), ()),
+            ("classify", pos("set", estimator=None), ()),
+            ("attention_error", pos("Q", "K", "V", "estimator"), ())]:
+        table = t["variance" if name == "variance_study" else name]
+        g[name] = _with_signature(getattr(_kestrel, name), table, leading, extra)
+
+
+_signatures()
 _SUBMODULES = ("sklearn", "custom", "results", "advice")
 
 

@@ -129,6 +129,26 @@ def test_results_are_not_copied():
     assert not np.shares_memory(w2.omega, a) and np.array_equal(w2.omega, a)
 
 
+def test_a_draw_has_one_meaning_per_field():
+    # Projections in omega, the discrete families' counts in counts, a hybrid's parts in omega, omega_trig and tau;
+    # each rebuilt from its fields (and pickled) gives the same features.
+    import pickle
+    X, Y = normal_pair(d=4, L=6)
+    pois, hyb = kestrel.fit("pois", X, Y), kestrel.fit("hrf-gauss", X, Y)
+    w = pois.draw(5, seed=1)
+    assert w.omega.size == 0 and w.counts.shape == (4, 5) and w.count == 5
+    assert np.all(w.counts == np.floor(w.counts)) and w.counts.min() >= 0
+    for again in (kestrel.Draw(counts=w.counts), pickle.loads(pickle.dumps(w))):
+        assert np.array_equal(pois.features(again, X), pois.features(w, X))
+    h = hyb.draw(3, seed=2)
+    assert h.omega.shape == (4, 3) and h.count == 3 and h.tau.shape[0] == 4 and h.counts.size == 0
+    again = kestrel.Draw(h.omega, omega_trig=h.omega_trig if h.omega_trig.size else None, tau=h.tau)
+    assert np.array_equal(hyb.features(again, X), hyb.features(h, X))
+    assert np.array_equal(hyb.features(pickle.loads(pickle.dumps(h)), X), hyb.features(h, X))
+    with pytest.raises(ValueError, match="does not match hybrid"):
+        hyb.features(kestrel.Draw(h.omega), X)
+
+
 # ---- bad input -------------------------------------------------------------------------------------------------
 
 

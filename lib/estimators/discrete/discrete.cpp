@@ -218,15 +218,15 @@ arma::mat DiscreteEstimator::log_var_hook(const PairGram& g) const {
 
 Draw DiscreteEstimator::draw_hook(arma::uword M, Rng& rng, Sampler) const {
   Draw w;
-  w.omega.set_size(d_, M);
-  for (double& k : w.omega) k = q_.kind == DiscreteKind::Poisson ? rng.poisson(q_.lambda) : rng.geometric0(q_.p);
+  w.counts.set_size(d_, M);
+  for (double& k : w.counts) k = q_.kind == DiscreteKind::Poisson ? rng.poisson(q_.lambda) : rng.geometric0(q_.p);
   return w;
 }
 
 arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                            bool log) const {
-  require(w.count() > 0 && w.omega.is_finite() && w.omega.min() >= 0 &&
-              arma::all(arma::vectorise(w.omega) == arma::floor(arma::vectorise(w.omega))),
+  require(w.count() > 0 && !w.counts.is_empty() && w.counts.is_finite() && w.counts.min() >= 0 &&
+              arma::all(arma::vectorise(w.counts) == arma::floor(arma::vectorise(w.counts))),
           "discrete draws must hold non-negative integer counts");
   const arma::uword M = w.count();
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
@@ -243,11 +243,11 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   pre.fill(-0.5 * std::log(static_cast<double>(M)));
   if (!log_row_scale.is_empty()) pre += log_row_scale;
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
-  arma::mat F = logabs.t() * w.omega;
+  arma::mat F = logabs.t() * w.counts;
   F.each_row() += log_base(w);
   F.each_col() += pre;
   arma::mat zeros;  // number of x_l = 0 with k_l > 0, per entry
-  if (has_zero) zeros = arma::conv_to<arma::mat>::from(Xh == 0.0).t() * arma::conv_to<arma::mat>::from(w.omega > 0.0);
+  if (has_zero) zeros = arma::conv_to<arma::mat>::from(Xh == 0.0).t() * arma::conv_to<arma::mat>::from(w.counts > 0.0);
   if (log) {  // positive (shifted) variants only: no negative coordinate, so F is the log itself
     if (has_zero) F.elem(arma::find(zeros > 0.5)).fill(-kInf);
     return F;
@@ -255,7 +255,7 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   simd::exp(F.memptr(), F.n_elem);
   arma::mat parity;  // number of x_l < 0 with k_l odd, per entry
   if (has_negative)
-    parity = arma::conv_to<arma::mat>::from(Xh < 0.0).t() * (w.omega - 2.0 * arma::floor(w.omega / 2.0));
+    parity = arma::conv_to<arma::mat>::from(Xh < 0.0).t() * (w.counts - 2.0 * arma::floor(w.counts / 2.0));
   if (has_zero || has_negative)
     for (arma::uword k = 0; k < F.n_elem; ++k) {
       if (has_zero && zeros(k) > 0.5)
@@ -269,7 +269,7 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
 arma::rowvec DiscreteEstimator::log_base(const Draw& w) const {
   arma::rowvec base(w.count(), arma::fill::zeros);  // independent of x
   for (arma::uword m = 0; m < w.count(); ++m) {
-    const double* k = w.omega.colptr(m);
+    const double* k = w.counts.colptr(m);
     for (arma::uword l = 0; l < d_; ++l)
       base(m) -= 0.5 * (std::lgamma(k[l] + 1) + discrete_log_pk(q_, static_cast<unsigned>(k[l])));
   }
@@ -278,7 +278,7 @@ arma::rowvec DiscreteEstimator::log_base(const Draw& w) const {
 
 std::optional<ExponentForm> DiscreteEstimator::exponent_form_hook(const Draw& w, Side) const {
   if (!shift_) return std::nullopt;  // signs and zeros: no exponent form
-  return ExponentForm{w.omega, log_base(w) - 0.5 * std::log(static_cast<double>(w.count()))};
+  return ExponentForm{w.counts, log_base(w) - 0.5 * std::log(static_cast<double>(w.count()))};
 }
 
 arma::vec DiscreteEstimator::exponent_row_hook(const arma::mat& X, Side) const {

@@ -320,10 +320,11 @@ arma::mat HybridEstimator::log_var_m_hook(const PairGram& g, arma::uword M) cons
 }
 
 Draw HybridEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
-  arma::mat omega = draw_gaussian_omegas(d_, M, sampler, rng);
-  if (!p_.shared_projections) omega = arma::join_rows(omega, draw_gaussian_omegas(d_, M, sampler, rng));
-  omega = arma::join_rows(omega, draw_gaussian_omegas(d_, lambda_count(M), sampler, rng));
-  return Draw{omega, {}};
+  Draw w;
+  w.omega = draw_gaussian_omegas(d_, M, sampler, rng);
+  if (!p_.shared_projections) w.omega_trig = draw_gaussian_omegas(d_, M, sampler, rng);
+  w.tau = draw_gaussian_omegas(d_, lambda_count(M), sampler, rng);
+  return w;
 }
 
 Draw HybridEstimator::nested_draw_hook(arma::uword, Rng&, Sampler) const {
@@ -335,20 +336,20 @@ Draw HybridEstimator::nested_draw_hook(arma::uword, Rng&, Sampler) const {
 
 HybridEstimator::Layout HybridEstimator::split(const Draw& w) const {
   require(w.omega.n_rows == d_, "draw has dimension {}, estimator expects {}", w.omega.n_rows, d_);
-  const arma::uword cols = w.omega.n_cols, blocks = p_.shared_projections ? 1 : 2;
+  const arma::uword m = w.omega.n_cols, n = w.tau.n_cols;
+  require(m > 0 && n > 0 && w.tau.n_rows == d_ && n == (p_.lambda_features ? p_.lambda_features : m),
+          "draw with {} projections and {} lambda projections does not match hybrid '{}' (a hybrid's draw holds omega, "
+          "tau{})",
+          m, n, info_.name, p_.shared_projections ? "" : " and omega_trig");
+  require(p_.shared_projections ? w.omega_trig.is_empty() : w.omega_trig.n_rows == d_ && w.omega_trig.n_cols == m,
+          "draw with {} trigonometric projections does not match hybrid '{}' ({} expected)", w.omega_trig.n_cols,
+          info_.name, p_.shared_projections ? 0 : m);
   Layout l;
-  if (p_.lambda_features == 0) {
-    require(cols > 0 && cols % (blocks + 1) == 0, "draw with {} columns does not match hybrid '{}'", cols, info_.name);
-    l.m = l.n = cols / (blocks + 1);
-  } else {
-    l.n = p_.lambda_features;
-    require(cols > l.n && (cols - l.n) % blocks == 0, "draw with {} columns does not match hybrid '{}'", cols,
-            info_.name);
-    l.m = (cols - l.n) / blocks;
-  }
-  l.w_pos = w.omega.cols(0, l.m - 1);
-  l.w_trig = p_.shared_projections ? l.w_pos : arma::mat(w.omega.cols(l.m, 2 * l.m - 1));
-  l.tau = w.omega.cols(cols - l.n, cols - 1);
+  l.m = w.omega.n_cols;
+  l.n = w.tau.n_cols;
+  l.w_pos = w.omega;
+  l.w_trig = p_.shared_projections ? w.omega : w.omega_trig;
+  l.tau = w.tau;
   return l;
 }
 

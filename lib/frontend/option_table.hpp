@@ -1,0 +1,114 @@
+// The option-table template behind every entry point (issue #36 item 2): an option is written once, as
+// {name, help, kind, list, set (parse + check + store), show (the default as text)} over the options struct it fills,
+// and the command line (apps/kestrel/option_cli.hpp), the TOML sections (study_options.hpp) and the Python keywords
+// (python/bind_options.hpp) are generated from the same table. The front-ends only collect text with where it came
+// from; every value then goes through the option's own parser, so names, defaults and validation cannot drift.
+#pragma once
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/parse.hpp"
+
+namespace kestrel {
+
+enum class OptionKind { Text, Integer, Real, Flag };
+
+template <typename Options>
+struct Option {
+  std::string name;  // --name on the command line, `name` in TOML, name with '_' for '-' in Python
+  std::string help;
+  OptionKind kind = OptionKind::Text;
+  bool list = false;        // comma-separated list (a TOML array, a Python list)
+  bool sweep_axis = false;  // one value in `variance`, a list (a grid axis) in `sweep`
+  // Parses one value (one item of a list), checks it and stores it; `where` names the source in errors.
+  std::function<void(Options&, const std::string& where, const std::string& text)> set;
+  // The default of Options{} as text ("" when the default depends on other options: Python's None).
+  std::function<std::string(const Options&)> show;
+  bool integer_text = false;  // a text option that also takes integers (rows: all or N; pixel-scale: 1 or 255)
+};
+
+template <typename Options>
+using OptionTable = std::vector<Option<Options>>;
+
+// An option of a part (e.g. the regime options) as an option of the whole that holds the part in `member`: the
+// regime's image-pipeline options are written once and offered by variance, sweep, reproduce and draw_regime.
+template <typename Whole, typename Part>
+Option<Whole> lift(const Option<Part>& o, Part Whole::*member) {
+  return {o.name,
+          o.help,
+          o.kind,
+          o.list,
+          o.sweep_axis,
+          [set = o.set, member](Whole& w, const std::string& where, const std::string& text) {
+            set(w.*member, where, text);
+          },
+          [show = o.show, member](const Whole& w) { return show(w.*member); },
+          o.integer_text};
+}
+
+template <typename Whole, typename Part>
+void append_lifted(OptionTable<Whole>& to, const OptionTable<Part>& from, Part Whole::*member) {
+  for (const auto& o : from) to.push_back(lift(o, member));
+}
+
+template <typename Options>
+std::vector<std::string> option_names(const OptionTable<Options>& t) {
+  std::vector<std::string> n;
+  for (const auto& o : t) n.push_back(o.name);
+  return n;
+}
+
+// The option called `name`, or nullptr.
+template <typename Options>
+const Option<Options>* find_option(const OptionTable<Options>& t, const std::string& name) {
+  for (const auto& o : t)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+// Values given by the user: option name -> text (a list comma-joined) and where it came from
+// ("--seed", "sweep.toml:3:1: seed", "seed=").
+struct GivenValue {
+  std::string text;
+  std::string where;
+};
+using GivenValues = std::map<std::string, GivenValue>;
+
+// Sets every given value through its option (an unknown name is an error naming the nearest valid one).
+template <typename Options>
+void apply_given(const OptionTable<Options>& t, const GivenValues& values, Options& o) {
+  for (const auto& [name, v] : values) {
+    const Option<Options>* opt = find_option(t, name);
+    if (!opt)
+      throw InvalidArgument(
+          fmt::format("{}: unknown option '{}'{}", v.where, name, did_you_mean(name, option_names(t))));
+    opt->set(o, v.where, v.text);
+  }
+}
+
+// What a front-end needs to offer an option without knowing the options struct: the parity test and the generated
+// Python signatures read this (`kestrel options --json`, kestrel._options()).
+struct OptionInfo {
+  std::string name, help;
+  OptionKind kind = OptionKind::Text;
+  bool list = false;
+  std::string default_text;  // "" when the default depends on other options
+};
+
+template <typename Options>
+std::vector<OptionInfo> describe(const OptionTable<Options>& t, const std::function<bool(const Option<Options>&)>& list,
+                                 const Options& defaults = Options{}) {
+  std::vector<OptionInfo> out;
+  for (const auto& o : t) out.push_back({o.name, o.help, o.kind, list ? list(o) : o.list, o.show(defaults)});
+  return out;
+}
+
+std::string to_string(OptionKind k);  // "text", "integer", "real", "flag"
+
+}  // namespace kestrel
