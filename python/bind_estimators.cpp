@@ -193,7 +193,7 @@ void bind_variance(py::class_<Estimator>& c) {
           "out of the means; when every pair is exact the means are -inf)");
 }
 
-// Estimator: draws, features and the random-feature estimates of K and K C.
+// Estimator: draws and features.
 void bind_features(py::class_<Estimator>& c) {
   c.def(
        "draw",
@@ -240,24 +240,28 @@ void bind_features(py::class_<Estimator>& c) {
             return mat_out(std::move(r));
           },
           py::arg("draw"), py::arg("X"), py::arg("side") = "query", py::arg("kernel") = "softmax",
-          "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)")
-      .def(
-          "approximate_kernel",
-          [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y,
-             const py::object& kernel) {
-            const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
-            const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
-            const Kernel k = kernel_of(kernel);
-            check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
-            arma::mat r;
-            {
-              py::gil_scoped_release nogil;
-              r = approximate_kernel(e, w, *x, *y, k);
-            }
-            return mat_out(std::move(r));
-          },
-          py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax",
-          "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
+          "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)");
+}
+
+// Estimator: the random-feature estimates of K and K C from one draw.
+void bind_estimates(py::class_<Estimator>& c) {
+  c.def(
+       "approximate_kernel",
+       [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y,
+          const py::object& kernel) {
+         const Draw& w = object_arg<Draw>(draw, "draw", "a kestrel.Draw (Estimator.draw)");
+         const MatIn x = mat_in(X, "X"), y = mat_in(Y, "Y");
+         const Kernel k = kernel_of(kernel);
+         check_draw(e, w, *x, "X"), check_draw(e, w, *y, "Y");
+         arma::mat r;
+         {
+           py::gil_scoped_release nogil;
+           r = approximate_kernel(e, w, *x, *y, k);
+         }
+         return mat_out(std::move(r));
+       },
+       py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax",
+       "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
       .def(
           "approximate_kernel_times",
           [](const Estimator& e, const py::object& draw, const py::object& X, const py::object& Y, const py::object& C,
@@ -403,6 +407,7 @@ void bind_estimators(py::module_& m) {
   bind_state(c);
   bind_variance(c);
   bind_features(c);
+  bind_estimates(c);
   bind_operators(c);
   c.def("__repr__",
         [](const Estimator& e) { return fmt::format("<kestrel.Estimator {} d={}>", e.info().name, e.dim()); });

@@ -21,19 +21,12 @@
 using namespace kestrel;
 using namespace kestrel::python;
 
-PYBIND11_MODULE(_kestrel, m) {
-  m.doc() =
-      "kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the softmax "
-      "and Gaussian kernels. Points are columns: a set of L points in R^d is a d x L float64 array (Fortran order "
-      "is used without copying). Logs are natural logs. See README 'Python'.";
-  m.attr("__version__") = kestrel_version();
-  // As the CLI: OpenBLAS single-threaded (TBB parallelises around it), so results equal the CLI's bit for bit
-  // (multi-threaded OpenBLAS rounds differently with the thread count). This also applies to NumPy when it shares
-  // the OpenBLAS library; OPENBLAS_NUM_THREADS set before the import keeps its value.
-  kestrel::single_threaded_blas();
+namespace {
 
-  // A points file or config that cannot be read or is malformed is the caller's invalid input (the command line exits
-  // 2) and an I/O failure at once: kestrel.InputFileError is both a ValueError and an OSError.
+// kestrel's exceptions as Python's: InvalidArgument -> ValueError, NumericalError -> ArithmeticError, IoError ->
+// OSError, and a points file or config that cannot be read or is malformed is the caller's invalid input (the command
+// line exits 2) and an I/O failure at once: kestrel.InputFileError is both a ValueError and an OSError.
+void bind_errors(py::module_& m) {
   static py::handle input_file_error =
       py::module_::import("builtins")
           .attr("type")("InputFileError", py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_OSError)),
@@ -55,6 +48,22 @@ PYBIND11_MODULE(_kestrel, m) {
       PyErr_SetString(PyExc_OSError, e.what());
     }
   });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kestrel, m) {
+  m.doc() =
+      "kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the softmax "
+      "and Gaussian kernels. Points are columns: a set of L points in R^d is a d x L float64 array (Fortran order "
+      "is used without copying). Logs are natural logs. See README 'Python'.";
+  m.attr("__version__") = kestrel_version();
+  // As the CLI: OpenBLAS single-threaded (TBB parallelises around it), so results equal the CLI's bit for bit
+  // (multi-threaded OpenBLAS rounds differently with the thread count). This also applies to NumPy when it shares
+  // the OpenBLAS library; OPENBLAS_NUM_THREADS set before the import keeps its value.
+  kestrel::single_threaded_blas();
+
+  bind_errors(m);
 
   // Hooks for the tests of the conversions and the error mapping (not part of the documented API).
   m.def(

@@ -103,6 +103,80 @@ struct Lanes4 {
   static bool any_of_pair(M m, int) { return any(m); }
 };
 
+// A block's two Horner chains in geometric_pairs, independent, so a block needing both runs them in one loop (eight
+// chains, bound by throughput rather than by the latency of four): s the I0 series in y4 = z^2 / 4 (small z), g the
+// scaled I0 polynomial in v = 20 / zz - 1, zz = z where z is mid-range and a harmless value in the other lanes.
+template <class Lanes, class V = typename Lanes::V, class M = typename Lanes::M>
+inline __attribute__((always_inline)) void horner_chains(bool has_small, bool has_mid, const V* z, const M* mid,
+                                                         const V* y4, V* s, V* g, V* zz) {
+  const V zero = {};
+  V v[4];
+  for (int b = 0; b < 4; ++b) {
+    s[b] = zero + kI0Series[16];
+    g[b] = zero + kI0Scaled[20];
+    zz[b] = Lanes::sel(mid[b], z[b], zero + kZSeries);
+    v[b] = has_mid ? 20.0 / zz[b] - 1.0 : zero;
+  }
+  if (has_small && has_mid) {
+#pragma GCC unroll 20
+    for (int k = 19; k >= 0; --k) {
+      for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+      if (k <= 15)
+        for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+    }
+  } else if (has_small) {
+    for (int k = 15; k >= 0; --k)
+      for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
+  } else if (has_mid) {
+    for (int k = 19; k >= 0; --k)
+      for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+  }
+}
+
+// The end of a group of 64 coordinates of geometric_pairs: its lanes' products of (1 + u) series terms (pm), scaled
+// I0's (pg) and significands (pz) folded into each pair's logs (log1p where the product is small) and big terms.
+template <int NP, class V>
+inline __attribute__((always_inline)) void fold_group(const V& pm, const V& pg, const V& pz, const bool* group_mid,
+                                                      double* logs, double* big) {
+  for (int p = 0; p < NP; ++p) {
+    const int o = 4 * p;
+    const double p01 = pm[o] + pm[o + 1] + pm[o] * pm[o + 1], p23 = pm[o + 2] + pm[o + 3] + pm[o + 2] * pm[o + 3];
+    const double P = p01 + p23 + p01 * p23;
+    const double G = group_mid[p] ? (pg[o] * pg[o + 1]) * (pg[o + 2] * pg[o + 3]) : 1.0;
+    const double Z = group_mid[p] ? (pz[o] * pz[o + 1]) * (pz[o + 2] * pz[o + 3]) : 1.0;
+    if (P >= 1.0) {
+      // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
+      // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
+      logs[p] += std::log((1.0 + P) * G / std::sqrt(Z));
+    } else {
+      logs[p] += std::log1p(P);
+      if (group_mid[p]) big[p] += std::log(G) - 0.5 * std::log(Z);
+    }
+  }
+}
+
+// Each pair's sum at the end of geometric_pairs: the log I0 of coordinates whose z overflowed, the significands'
+// exponents (esum, times ln 2), the lanes' linear terms and the groups' logs, clamped at 0 (the sum is >= 0).
+template <int NP, class V, class I>
+inline __attribute__((always_inline)) void finish_pairs(const GeomConstants& c, const double* const* x, const double* y,
+                                                        const V& lin, const I& esum, const bool* any_huge,
+                                                        const double* logs, double* big, double* out) {
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
+  for (int p = 0; p < NP; ++p) {
+    const int o = 4 * p;
+    if (any_huge[p]) {
+      for (arma::uword l = 0; l < c.d; ++l) {
+        const double z = c.scale * std::abs(x[p][l] * y[l]);
+        if (!(z <= DBL_MAX)) big[p] += log_bessel_i0(z);
+      }
+    }
+    const double e = static_cast<double>((esum[o] + esum[o + 1]) + (esum[o + 2] + esum[o + 3]));
+    big[p] -= 0.5 * (e * ln2_hi + e * ln2_lo);
+    const double lsum = (lin[o] + lin[o + 1]) + (lin[o + 2] + lin[o + 3]);
+    out[p] = std::max(lsum + big[p] + logs[p], 0.0);
+  }
+}
+
 // NP pairs (x[p], y) at once in vectors of 4 NP lanes: lanes 4p..4p+3 are pair p's four chains. A lane's operations
 // do not depend on NP: a block runs the series or the g polynomial when any pair needs it, and a lane that does not
 // need it adds an exact 0 (u = 0) or multiplies by an exact 1, so every lane policy gives the same bits (test
@@ -114,7 +188,6 @@ inline __attribute__((always_inline)) void geometric_pairs(const GeomConstants& 
   using V = typename Lanes::V;
   using I = typename Lanes::I;
   using M = typename Lanes::M;
-  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
   V lane;
   for (int k = 0; k < W; ++k) lane[k] = k % 4;
   const V zero = {}, one = zero + 1;
@@ -150,30 +223,9 @@ inline __attribute__((always_inline)) void geometric_pairs(const GeomConstants& 
             zero);
         y4[b] = Lanes::sel(small, 0.25 * z[b] * z[b], zero);  // 0: the series gives I0 = 1 (log 1 = 0)
       }
-      // The series and the g polynomial are independent Horner chains: a block needing both runs them in one loop
-      // (eight chains, bound by throughput rather than by the latency of four).
       const bool has_small = Lanes::any(small_any), has_mid = Lanes::any(mid_any);
-      V s[4], g[4], zz[4], v[4];
-      for (int b = 0; b < 4; ++b) {
-        s[b] = zero + kI0Series[16];
-        g[b] = zero + kI0Scaled[20];
-        zz[b] = Lanes::sel(mid[b], z[b], zero + kZSeries);  // a harmless value in the other lanes
-        v[b] = has_mid ? 20.0 / zz[b] - 1.0 : zero;
-      }
-      if (has_small && has_mid) {
-#pragma GCC unroll 20
-        for (int k = 19; k >= 0; --k) {
-          for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-          if (k <= 15)
-            for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-        }
-      } else if (has_small) {
-        for (int k = 15; k >= 0; --k)
-          for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-      } else if (has_mid) {
-        for (int k = 19; k >= 0; --k)
-          for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-      }
+      V s[4], g[4], zz[4];
+      horner_chains<Lanes>(has_small, has_mid, z, mid, y4, s, g, zz);
       if (has_small) {
         for (int b = 0; b < 4; ++b) {
           const V u = y4[b] * s[b];
@@ -190,35 +242,9 @@ inline __attribute__((always_inline)) void geometric_pairs(const GeomConstants& 
         }
       }
     }
-    for (int p = 0; p < NP; ++p) {
-      const int o = 4 * p;
-      const double p01 = pm[o] + pm[o + 1] + pm[o] * pm[o + 1], p23 = pm[o + 2] + pm[o + 3] + pm[o + 2] * pm[o + 3];
-      const double P = p01 + p23 + p01 * p23;
-      const double G = group_mid[p] ? (pg[o] * pg[o + 1]) * (pg[o + 2] * pg[o + 3]) : 1.0;
-      const double Z = group_mid[p] ? (pz[o] * pz[o + 1]) * (pz[o + 2] * pz[o + 3]) : 1.0;
-      if (P >= 1.0) {
-        // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
-        // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
-        logs[p] += std::log((1.0 + P) * G / std::sqrt(Z));
-      } else {
-        logs[p] += std::log1p(P);
-        if (group_mid[p]) big[p] += std::log(G) - 0.5 * std::log(Z);
-      }
-    }
+    fold_group<NP>(pm, pg, pz, group_mid, logs, big);
   }
-  for (int p = 0; p < NP; ++p) {
-    const int o = 4 * p;
-    if (any_huge[p]) {
-      for (arma::uword l = 0; l < c.d; ++l) {
-        const double z = c.scale * std::abs(x[p][l] * y[l]);
-        if (!(z <= DBL_MAX)) big[p] += log_bessel_i0(z);
-      }
-    }
-    const double e = static_cast<double>((esum[o] + esum[o + 1]) + (esum[o + 2] + esum[o + 3]));
-    big[p] -= 0.5 * (e * ln2_hi + e * ln2_lo);
-    const double lsum = (lin[o] + lin[o + 1]) + (lin[o + 2] + lin[o + 3]);
-    out[p] = std::max(lsum + big[p] + logs[p], 0.0);
-  }
+  finish_pairs<NP>(c, x, y, lin, esum, any_huge, logs, big, out);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
