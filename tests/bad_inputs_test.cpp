@@ -313,7 +313,7 @@ TEST(BadInputs, PointsFilesSayWhatTheyLookLike) {
   write(dir / "binary.csv", bytes);
   write(dir / "array.csv", std::string("\x93NUMPY\x01\x00", 8) + "{'descr': '<f8'}");
   write(dir / "hdf5.csv", std::string("\x89HDF\r\n\x1a\n", 8) + std::string(64, '\0'));
-  write(dir / "utf16.csv", std::string("\xff\xfe", 2) + std::string("1\0,\0002\0", 8));
+  write(dir / "utf16.csv", std::string("\xff\xfe", 2) + std::string("1\0,\0002\0", 6));
   const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
       {"semicolon.csv", {"semicolon.csv: line 1", "decimal commas", "'.' as the decimal separator"}},
       {"spaces.txt", {"spaces.txt: line 1", "decimal commas"}},
