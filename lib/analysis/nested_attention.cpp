@@ -41,18 +41,27 @@ arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& 
 // Keys per tile of the single-precision key sums: a tile's sum has relative rounding below 1024 * 2^-24 = 6e-5 of
 // sum_j f_j |C_j| (in practice ~sqrt(1024) * 2^-24), and tiles are added in double.
 constexpr arma::uword kKeyTile = 1024;
+// Feature columns per chunk of the batched key sums (the columns of all draws at one grid point side by side), and
+// key tiles per group: a (chunk, group) pair is one task, so the key sums of one grid point are in parallel across
+// columns and keys alike, and every matrix product is one tile by up to 128 columns. Fixed sizes: the sums do not
+// depend on the thread count.
+constexpr arma::uword kChunkColumns = 128;
+constexpr std::size_t kTilesPerGroup = 8;
+// Draws whose key sums are computed together hold at most this many new columns (or one draw): memory.
+constexpr arma::uword kWaveColumns = 4096;
 
 // One tile of keys, contiguous: the keys' exponent points (d x t, for maps with an exponent form) and exponent rows,
 // and C's rows.
 struct KeyTile {
   arma::uword j0 = 0, j1 = 0;  // keys j0..j1
   arma::fmat Y;
-  arma::vec row;
+  arma::fvec row;
   arma::fmat C;
 };
 
 // What every draw shares: the points, C = [V, 1] (or 1), the exact rows and normalisers, the exact attention matrix,
-// and the key tiles of the single-precision key sums.
+// the key tiles of the single-precision key sums, and for maps with an exponent form the queries' exponent points
+// and rows.
 struct Problem {
   const FeatureMap& e;
   const arma::mat &X, &Y, &V, &Yexact;
@@ -61,59 +70,135 @@ struct Problem {
   bool tv;
   bool form = false;
   std::vector<KeyTile> tiles;
+  arma::mat Zq;  // d' x Lx
+  arma::vec row_q;
 };
 
-// A tile's log key features, single precision: for maps with an exponent form the projection Y^T P (col and row are
-// added in double by the caller); else the family's log_features in double, rounded.
-arma::fmat tile_projection(const Problem& p, const KeyTile& t, const Draw& b, const arma::fmat& P32) {
-  if (p.form) return t.Y.t() * P32;
-  return arma::conv_to<arma::fmat>::from(raw_log_features(p.e, b, p.Y.cols(t.j0, t.j1), Side::Key));
-}
-
-// The key sums of a block of feature columns: each column's log scale a_m = max_j log f2(w_m, k_j) and
-// S_m = sum_j e^{log f2(w_m, k_j) - a_m} C_j (B x n), over tiles of keys with the online rescaling (a tile that raises
-// a_m shrinks the sum so far), so memory is a tile, not Lk x B. Features and tile sums in single precision; the
-// exponents col_m + row_j are added in double, so only the projection is rounded (relative 2^-24 d |w| |k|).
-std::pair<arma::rowvec, arma::mat> key_sums(const Problem& p, const Draw& b) {
-  arma::fmat P32;
+// A run of feature columns whose key sums are computed together: with an exponent form, columns of several draws'
+// blocks (their projections P and exponent columns col); without one, one draw's block (its log-features are asked
+// of the family tile by tile).
+struct Chunk {
+  arma::fmat P;
   arma::rowvec col;
-  if (p.form) {
-    const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Key);
-    P32 = arma::conv_to<arma::fmat>::from(f->P);
-    col = f->col + 0.5 * std::log(static_cast<double>(b.count()));  // raw features: the whole draw's scale
-  }
+  const Draw* block = nullptr;
+  arma::uword width = 0;
+};
+
+// Key sums of a chunk's columns over some keys: per column its log scale a_m = max_j log f2(w_m, k_j) over those keys
+// and S_m = sum_j e^{log f2(w_m, k_j) - a_m} C_j (width x n). a_m = -inf (and S_m = 0) where every feature is 0.
+struct KeySums {
   arma::rowvec a;
   arma::mat S;
-  std::vector<double> buf(kKeyTile);
-  for (const KeyTile& t : p.tiles) {
-    arma::fmat E = tile_projection(p, t, b, P32);
-    const arma::uword n = E.n_rows;
-    if (a.is_empty()) {
-      a.set_size(E.n_cols);
-      a.fill(-kInf);
-      S.zeros(E.n_cols, p.C.n_cols);
-      if (!p.form) col.zeros(E.n_cols);
-    }
-    for (arma::uword m = 0; m < E.n_cols; ++m) {
-      float* e = E.colptr(m);
-      double mx = -kInf;
-      for (arma::uword j = 0; j < n; ++j) {
-        buf[j] = static_cast<double>(e[j]) + col(m) + (p.form ? t.row(j) : 0.0);
-        mx = std::max(mx, buf[j]);
-      }
-      if (mx > a(m)) {
-        S.row(m) *= std::exp(a(m) - mx);  // 0 while a_m = -inf (S_m is 0 then)
-        a(m) = mx;
-      }
-      const double shift = std::isfinite(a(m)) ? a(m) : 0.0;  // a column of structural zeros stays -inf
-      for (arma::uword j = 0; j < n; ++j) buf[j] -= shift;
-      simd::exp(buf.data(), n);
-      for (arma::uword j = 0; j < n; ++j) e[j] = static_cast<float>(buf[j]);
-    }
-    S += arma::conv_to<arma::mat>::from(arma::fmat(E.t() * t.C));
+};
+
+// Adds sums over other keys (a later group of tiles) to s: the larger scale wins, the other sum is rescaled.
+void merge(KeySums& s, const KeySums& t) {
+  for (arma::uword m = 0; m < s.a.n_elem; ++m) {
+    const double top = std::max(s.a(m), t.a(m));
+    if (top == -kInf) continue;
+    s.S.row(m) = s.S.row(m) * std::exp(s.a(m) - top) + t.S.row(m) * std::exp(t.a(m) - top);
+    s.a(m) = top;
   }
-  a.transform([](double v) { return std::isfinite(v) ? v : 0.0; });
-  return {a, S};
+}
+
+// The key sums of one chunk over the tiles [t0, t1), tile by tile with the online rescaling (a tile that raises a_m
+// shrinks the sum so far), memory a tile by the chunk's columns. Exponent form: the projection Z^T P and the exponent
+// rows are added in single precision, the columns' col_m only enter the scale a_m (double); each column is
+// exponentiated in single precision after subtracting its running scale, so every feature is <= 1. Without one: the
+// family's log-features in double, minus the scale, rounded to single precision and exponentiated. Tile sums
+// E^T C in single precision, added in double.
+KeySums chunk_sums(const Problem& p, const Chunk& c, std::size_t t0, std::size_t t1) {
+  KeySums out;
+  out.a.set_size(c.width);
+  out.a.fill(-kInf);
+  out.S.zeros(c.width, p.C.n_cols);
+  arma::fmat E;
+  arma::mat L;
+  for (std::size_t t = t0; t < t1; ++t) {
+    const KeyTile& kt = p.tiles[t];
+    const arma::uword n = kt.j1 - kt.j0 + 1;
+    if (p.form)
+      E = kt.Y.t() * c.P;
+    else {
+      L = raw_log_features(p.e, *c.block, p.Y.cols(kt.j0, kt.j1), Side::Key);
+      E.set_size(n, c.width);
+    }
+    for (arma::uword m = 0; m < c.width; ++m) {
+      float* e = E.colptr(m);
+      double top;  // the tile's largest log-feature in column m
+      if (p.form) {
+        top = static_cast<double>(simd::add_max(e, kt.row.memptr(), n)) + c.col(m);
+      } else {
+        top = L.col(m).max();
+      }
+      if (top > out.a(m)) {
+        out.S.row(m) *= std::exp(out.a(m) - top);  // 0 while a_m = -inf (S_m is 0 then)
+        out.a(m) = top;
+      }
+      if (out.a(m) == -kInf) {  // every feature of the column so far is 0
+        std::fill(e, e + n, 0.0f);
+        continue;
+      }
+      if (p.form) {
+        simd::exp_shifted(e, n, static_cast<float>(out.a(m) - c.col(m)));
+      } else {
+        const double* l = L.colptr(m);
+        for (arma::uword j = 0; j < n; ++j) e[j] = static_cast<float>(l[j] - out.a(m));
+        simd::exp_shifted(e, n, 0.0f);
+      }
+    }
+    out.S += arma::conv_to<arma::mat>::from(arma::fmat(E.t() * kt.C));
+  }
+  return out;
+}
+
+// The key sums of every column of the blocks (one per draw, all of the same columns of their draws): chunks of columns
+// by groups of tiles, in parallel, the groups of a chunk merged in order. Returns the sums of each block.
+std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks) {
+  std::vector<Chunk> chunks;
+  std::vector<arma::uword> width(blocks.size());  // the feature columns of each block
+  if (p.form) {
+    std::vector<ExponentForm> forms(blocks.size());
+    for_each_block(blocks.size(), [&](std::size_t r) { forms[r] = *p.e.exponent_form(blocks[r], Side::Key); });
+    arma::uword total = 0;
+    for (std::size_t r = 0; r < blocks.size(); ++r) total += width[r] = forms[r].P.n_cols;
+    arma::mat P(forms[0].P.n_rows, total);
+    arma::rowvec col(total);
+    for (std::size_t r = 0, c0 = 0; r < blocks.size(); c0 += width[r], ++r) {
+      P.cols(c0, c0 + width[r] - 1) = forms[r].P;
+      // raw features: the whole draw's scale
+      col.subvec(c0, c0 + width[r] - 1) = forms[r].col + 0.5 * std::log(static_cast<double>(blocks[r].count()));
+    }
+    for (arma::uword c0 = 0; c0 < total; c0 += kChunkColumns) {
+      const arma::uword c1 = std::min(total, c0 + kChunkColumns) - 1;
+      chunks.push_back({arma::conv_to<arma::fmat>::from(P.cols(c0, c1)), col.subvec(c0, c1), nullptr, c1 - c0 + 1});
+    }
+  } else {
+    for (std::size_t r = 0; r < blocks.size(); ++r) {
+      width[r] = raw_log_features(p.e, blocks[r], p.Y.cols(0, 0), Side::Key).n_cols;
+      chunks.push_back({{}, {}, &blocks[r], width[r]});
+    }
+  }
+  const std::size_t groups = (p.tiles.size() + kTilesPerGroup - 1) / kTilesPerGroup;
+  std::vector<KeySums> part(chunks.size() * groups);
+  for_each_block(part.size(), [&](std::size_t i) {
+    const std::size_t g = i % groups;
+    part[i] = chunk_sums(p, chunks[i / groups], g * kTilesPerGroup, std::min(p.tiles.size(), (g + 1) * kTilesPerGroup));
+  });
+  arma::uword total = 0;
+  for (const Chunk& c : chunks) total += c.width;
+  KeySums all{arma::rowvec(total), arma::mat(total, p.C.n_cols)};  // every column, in block order
+  for (std::size_t c = 0, c0 = 0; c < chunks.size(); c0 += chunks[c].width, ++c) {
+    KeySums& s = part[c * groups];
+    for (std::size_t g = 1; g < groups; ++g) merge(s, part[c * groups + g]);
+    all.a.subvec(c0, c0 + chunks[c].width - 1) = s.a;
+    all.S.rows(c0, c0 + chunks[c].width - 1) = s.S;
+  }
+  all.a.transform([](double v) { return std::isfinite(v) ? v : 0.0; });  // a column of structural zeros: S_m = 0
+  std::vector<KeySums> out(blocks.size());
+  for (std::size_t r = 0, c0 = 0; r < blocks.size(); c0 += width[r], ++r)
+    out[r] = {all.a.subvec(c0, c0 + width[r] - 1), all.S.rows(c0, c0 + width[r] - 1)};
+  return out;
 }
 
 // The key tiles: keys and exponent rows for maps with an exponent form, C for all.
@@ -127,7 +212,7 @@ std::vector<KeyTile> key_tiles(const FeatureMap& e, const arma::mat& Y, const ar
     t.j1 = std::min(Y.n_cols, j0 + kKeyTile) - 1;
     if (form) {
       t.Y = arma::conv_to<arma::fmat>::from(Z.cols(t.j0, t.j1));
-      t.row = row.subvec(t.j0, t.j1);
+      t.row = arma::conv_to<arma::fvec>::from(row.subvec(t.j0, t.j1));
     }
     t.C = arma::conv_to<arma::fmat>::from(C.rows(t.j0, t.j1));
     tiles.push_back(std::move(t));
@@ -135,8 +220,20 @@ std::vector<KeyTile> key_tiles(const FeatureMap& e, const arma::mat& Y, const ar
   return tiles;
 }
 
-// Adds the draw's columns [m0, m1) to its sums and returns the rows' errors with its first m1 columns.
-RowErrors advance(const Problem& p, DrawState& s, arma::uword m1) {
+// The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count): from the exponent form when the
+// map has one (points and rows computed once), else asked of the family.
+arma::mat query_log_features(const Problem& p, const Draw& b) {
+  if (!p.form) return raw_log_features(p.e, b, p.X, Side::Query);
+  const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Query);
+  arma::mat T = p.Zq.t() * f->P;
+  T.each_row() += f->col + 0.5 * std::log(static_cast<double>(b.count()));
+  T.each_col() += p.row_q;
+  return T;
+}
+
+// Adds the draw's columns [m0, m1) to its sums (with their key sums ks, unless the total variation is asked) and
+// returns the rows' errors with its first m1 columns.
+RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums* ks) {
   const bool values = !p.V.is_empty();
   const arma::uword dv = values ? p.V.n_cols : 0;
   if (m1 > s.m0) {
@@ -149,9 +246,10 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1) {
       S.each_row() -= a;
       simd::exp_libm(S);
     } else {
-      std::tie(a, S) = key_sums(p, b);
+      a = ks->a;
+      S = ks->S;
     }
-    arma::mat T = raw_log_features(p.e, b, p.X, Side::Query);  // Lx x B
+    arma::mat T = query_log_features(p, b);  // Lx x B
     T.each_row() += a;
     const arma::vec new_max = arma::max(s.run_max, arma::max(T, 1));
     const arma::vec shrink = arma::exp(s.run_max - new_max);  // 0 at the first block
@@ -274,9 +372,13 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   const bool values = !V.is_empty();
   Problem p{e, X, Y, V, Yexact, log_norm, {}, {}, opt.total_variation};
   p.C = values ? arma::mat(arma::join_rows(V, arma::ones(V.n_rows))) : arma::mat(arma::ones(Y.n_cols, 1));
-  if (!p.tv) {  // the key sums' single-precision inputs
+  if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
+    if (form) {
+      p.Zq = e.exponent_points(X, Side::Query);
+      p.row_q = e.exponent_row(X, Side::Query);
+    }
   }
   if (p.tv) {  // exact attention rows
     p.A = X.t() * Y;
@@ -290,9 +392,9 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   std::size_t active = opt.draws[0];  // draws still advancing
   for (std::size_t k = 0; k < G; ++k) {
     const std::size_t n = std::min(opt.draws[k], active);
-    for_each_block(n, [&](std::size_t r) {
-      DrawState& s = state[r];
-      if (k == 0) {  // draw r reaches the largest grid M with r < draws[.]
+    if (k == 0)
+      for_each_block(n, [&](std::size_t r) {  // draw r reaches the largest grid M with r < draws[.]
+        DrawState& s = state[r];
         std::size_t reach = 0;
         while (reach < G && r < opt.draws[reach]) ++reach;
         Rng rng(opt.seed, Stream::Prediction, r);
@@ -301,9 +403,23 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
         s.run_max.fill(-kInf);
         s.acc.zeros(Lx, p.C.n_cols);
         if (p.tv) s.Ahat.zeros(Lx, Y.n_cols);
+      });
+    // Every draw still advancing is at the previous grid point: the key sums of their new columns are computed
+    // together, kWaveColumns columns at a time (memory), then each draw advances.
+    const arma::uword B = opt.grid[k] - (k == 0 ? 0 : opt.grid[k - 1]);
+    const std::size_t wave = p.tv ? n : std::max<std::size_t>(1, kWaveColumns / B);
+    for (std::size_t r0 = 0; r0 < n; r0 += wave) {
+      const std::size_t r1 = std::min(n, r0 + wave);
+      std::vector<KeySums> ks;
+      if (!p.tv) {
+        std::vector<Draw> blocks(r1 - r0);
+        for (std::size_t r = r0; r < r1; ++r) blocks[r - r0] = state[r].w.columns(state[r].m0, opt.grid[k]);
+        ks = key_sums(p, blocks);
       }
-      per[r] = advance(p, s, opt.grid[k]);
-    });
+      for_each_block(r1 - r0, [&](std::size_t i) {
+        per[r0 + i] = advance(p, state[r0 + i], opt.grid[k], p.tv ? nullptr : &ks[i]);
+      });
+    }
     reduce(per, &RowErrors::sq, n, k, out.sq, out.sq_se);
     if (values) reduce(per, &RowErrors::abs, n, k, out.abs, out.abs_se);
     if (p.tv) reduce(per, &RowErrors::tv, n, k, out.tv, out.tv_se);

@@ -8,11 +8,13 @@
 // k_j), and each query row a running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800
 // features and prefixes whose features are all tiny stay exact. The key sums S~^T C run over tiles of 1024 keys (memory
 // a tile, not Lk x M, so L = 131072 fits) with features, the projection of maps with an exponent form
-// (estimator.hpp) and each tile's sum in single precision, tiles added in double: twice to four times the speed of
-// double on AVX-512, at a rounding of about 1e-6 of |Y-hat_i - Y_i| (bounded and tested against the double path,
-// which the total-variation error still takes). Positive feature maps only (the row normaliser of other
-// maps can be 0). Checked against independent draws at each M (tests/nested_attention_test.cpp) and against a NumPy
-// simulation written from the definitions (python/tests/test_advise_independent.py).
+// (estimator.hpp), its exponent rows, the exp and each tile's sum in single precision, tiles added in double: twice
+// to four times the speed of double on AVX-512, at a rounding of about 1e-6 of |Y-hat_i - Y_i| (bounded and tested
+// against the double path, which the total-variation error still takes). The key sums of every draw at a grid point
+// are computed together, in chunks of 128 feature columns by groups of 8 key tiles (one matrix product per tile for
+// many draws, both cores busy at any L), which halves the time at L = 32768. Positive feature maps only (the row
+// normaliser of other maps can be 0). Checked against independent draws at each M (tests/nested_attention_test.cpp) and
+// against a NumPy simulation written from the definitions (python/tests/test_advise_independent.py).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -32,6 +32,8 @@ __m256d _ZGVdN4v_sin(__m256d);
 __m256d _ZGVdN4v_cos(__m256d);
 __m512d _ZGVeN8vv_atan2(__m512d, __m512d);
 __m256d _ZGVdN4vv_atan2(__m256d, __m256d);
+__m512 _ZGVeN16v_expf(__m512);
+__m256 _ZGVdN8v_expf(__m256);
 }
 #endif
 
@@ -304,6 +306,112 @@ void log_trig_real(double* p, std::size_t n) {
     log1p(t, m);
     for (std::size_t k = 0; k < m; ++k) v[k] += t[k];
   }
+}
+
+// ----- single precision (add_max, exp_shifted) -----
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float add_max512(float* x, const float* a, std::size_t n) {
+  __m512 top = _mm512_set1_ps(-HUGE_VALF);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(a + i));
+    _mm512_storeu_ps(x + i, v);
+    top = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), top, v);  // _mm512_max_ps warns (GCC 12)
+  }
+  float lanes[16];
+  _mm512_storeu_ps(lanes, top);
+  float m = *std::max_element(lanes, lanes + 16);
+  for (; i < n; ++i) m = std::max(m, x[i] += a[i]);
+  return m;
+}
+
+// exp(x - shift) with the lanes below -104 set to 0 around the call (as exp512_no_underflow).
+__attribute__((target("avx512f"))) __m512 expf512(__m512 x, __m512 shift) {
+  const __m512 zero = _mm512_setzero_ps(), v = _mm512_sub_ps(x, shift);
+  const __mmask16 under = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
+  if (under == 0) return _ZGVeN16v_expf(v);
+  return _mm512_mask_blend_ps(under, _ZGVeN16v_expf(_mm512_mask_blend_ps(under, v, zero)), zero);
+}
+
+__attribute__((target("avx512f"))) void exp_shifted512(float* x, std::size_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, expf512(_mm512_loadu_ps(x + i), s));
+  if (i == n) return;
+  float t[16];
+  std::fill(t, t + 16, shift);
+  std::copy(x + i, x + n, t);
+  _mm512_storeu_ps(t, expf512(_mm512_loadu_ps(t), s));
+  std::copy(t, t + (n - i), x + i);
+}
+
+__attribute__((target("avx2"))) float add_max256(float* x, const float* a, std::size_t n) {
+  __m256 top = _mm256_set1_ps(-HUGE_VALF);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(a + i));
+    _mm256_storeu_ps(x + i, v);
+    top = _mm256_max_ps(top, v);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, top);
+  float m = *std::max_element(lanes, lanes + 8);
+  for (; i < n; ++i) m = std::max(m, x[i] += a[i]);
+  return m;
+}
+
+__attribute__((target("avx2"))) __m256 expf256(__m256 x, __m256 shift) {
+  const __m256 zero = _mm256_setzero_ps(), v = _mm256_sub_ps(x, shift);
+  const __m256 under = _mm256_cmp_ps(v, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
+  if (_mm256_movemask_ps(under) == 0) return _ZGVdN8v_expf(v);
+  return _mm256_blendv_ps(_ZGVdN8v_expf(_mm256_blendv_ps(v, zero, under)), zero, under);
+}
+
+__attribute__((target("avx2"))) void exp_shifted256(float* x, std::size_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, expf256(_mm256_loadu_ps(x + i), s));
+  if (i == n) return;
+  float t[8];
+  std::fill(t, t + 8, shift);
+  std::copy(x + i, x + n, t);
+  _mm256_storeu_ps(t, expf256(_mm256_loadu_ps(t), s));
+  std::copy(t, t + (n - i), x + i);
+}
+#endif
+
+float add_max_scalar(float* x, const float* a, std::size_t n) {
+  float m = -HUGE_VALF;
+  for (std::size_t i = 0; i < n; ++i) m = std::max(m, x[i] += a[i]);
+  return m;
+}
+
+void exp_shifted_scalar(float* x, std::size_t n, float shift) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i] - shift;
+    x[i] = v < -104.0f ? 0.0f : std::exp(v);
+  }
+}
+
+}  // namespace
+
+float add_max(float* x, const float* a, std::size_t n) {
+#if defined(__x86_64__)
+  if (active() == Isa::Avx512) return add_max512(x, a, n);
+  if (active() == Isa::Avx2) return add_max256(x, a, n);
+#endif
+  return add_max_scalar(x, a, n);
+}
+
+void exp_shifted(float* x, std::size_t n, float shift) {
+#if defined(__x86_64__)
+  if (active() == Isa::Avx512) return exp_shifted512(x, n, shift);
+  if (active() == Isa::Avx2) return exp_shifted256(x, n, shift);
+#endif
+  exp_shifted_scalar(x, n, shift);
 }
 
 }  // namespace kestrel::simd

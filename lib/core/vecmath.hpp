@@ -39,6 +39,13 @@ void exp_libm(double* p, std::size_t n);
 // y[i] = atan2(y[i], x[i]).
 void atan2(double* y, const double* x, std::size_t n);
 
+// Single precision, for the long-context key sums (analysis/nested_attention.cpp). x[i] += a[i], returning the largest
+// x[i] (-inf for n = 0; NaN is not expected).
+float add_max(float* x, const float* a, std::size_t n);
+// x[i] = exp(x[i] - shift) in single precision (libmvec's expf, at most 4 ulp); 0 where x[i] - shift < -104 (below
+// the smallest subnormal), so a lane that underflows never takes libmvec's scalar fallback.
+void exp_shifted(float* x, std::size_t n, float shift);
+
 // log(e^v - 1) = v + log(-expm1(-v)) of v = shift + scale p, for v > 0 (accurate for tiny and huge v alike); -inf
 // for v <= 0, where the variance is 0 (an exact pair); NaN stays NaN.
 void log_expm1(double* p, std::size_t n, double scale = 1, double shift = 0);

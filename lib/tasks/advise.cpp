@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -18,6 +19,7 @@
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/rng.hpp"
+#include "core/vecmath.hpp"
 #include "estimators/registry.hpp"
 #include "tasks/attention.hpp"
 
@@ -132,21 +134,54 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   r.query_max = P.max();
   r.query_min = finite_min(P);
   r.row_max_min = arma::max(P, 1).min();
-  r.key_max = r.key_min = kInf;
-  arma::rowvec col_max, col_sum;  // online log-sum-exp of each feature column over the keys
-  for (arma::uword j0 = 0; j0 < in.Kk.n_cols; j0 += 1024) {
-    const arma::mat S = log_abs(in.Kk.cols(j0, std::min(in.Kk.n_cols, j0 + 1024) - 1), Side::Key);
-    r.key_max = j0 == 0 ? S.max() : std::max(r.key_max, S.max());
-    r.key_min = std::min(r.key_min, finite_min(S));
-    const arma::rowvec tile_max = arma::max(S, 0);
-    if (j0 == 0) {
-      col_max = tile_max;
-      col_sum.zeros(S.n_cols);
-    }
+  // The keys over tiles of 1024 (memory two tiles), in parallel: each tile's extremes and per-column log-sum-exp in
+  // one pass, folded in tile order (identical for any thread count).
+  struct KeyTile {
+    double max = -kInf, min = kInf;
+    arma::rowvec col_max, col_sum;  // per feature column: the tile's max and sum of e^{S - max}
+  };
+  constexpr arma::uword kTile = 1024;
+  const arma::uword n_tiles = (in.Kk.n_cols + kTile - 1) / kTile;
+  auto tile_range = [&](std::size_t t) {
+    const arma::uword j0 = t * kTile, j1 = std::min(in.Kk.n_cols, j0 + kTile);
+    const arma::mat S = log_abs(in.Kk.cols(j0, j1 - 1), Side::Key);
+    KeyTile k;
+    k.col_max.set_size(S.n_cols);
+    k.col_sum.zeros(S.n_cols);
+    std::vector<double> buf(S.n_rows);
     for (arma::uword m = 0; m < S.n_cols; ++m) {
-      const double top = std::max(col_max[m], tile_max[m]);
+      const double* c = S.colptr(m);
+      double top = -kInf;
+      for (arma::uword j = 0; j < S.n_rows; ++j) {
+        top = std::max(top, c[j]);
+        if (std::isfinite(c[j])) k.min = std::min(k.min, c[j]);
+      }
+      k.max = std::max(k.max, top);
+      k.col_max[m] = top;
       if (top == -kInf) continue;
-      col_sum[m] = col_sum[m] * std::exp(col_max[m] - top) + arma::accu(arma::exp(S.col(m) - top));
+      for (arma::uword j = 0; j < S.n_rows; ++j) buf[j] = c[j] - top;
+      simd::exp(buf.data(), buf.size());
+      k.col_sum[m] = std::accumulate(buf.begin(), buf.end(), 0.0);
+    }
+    return k;
+  };
+  arma::rowvec col_max, col_sum;  // log-sum-exp of each feature column over the keys
+  r.key_max = -kInf;
+  r.key_min = kInf;
+  std::vector<KeyTile> tiles(n_tiles);
+  for_each_block(n_tiles, [&](std::size_t t) { tiles[t] = tile_range(t); });
+  for (const KeyTile& k : tiles) {
+    r.key_max = std::max(r.key_max, k.max);
+    r.key_min = std::min(r.key_min, k.min);
+    if (col_max.is_empty()) {
+      col_max = k.col_max;
+      col_sum = k.col_sum;
+      continue;
+    }
+    for (arma::uword m = 0; m < col_max.n_elem; ++m) {
+      const double top = std::max(col_max[m], k.col_max[m]);
+      if (top == -kInf) continue;
+      col_sum[m] = col_sum[m] * std::exp(col_max[m] - top) + k.col_sum[m] * std::exp(k.col_max[m] - top);
       col_max[m] = top;
     }
   }
