@@ -16,6 +16,7 @@
 
 #include "advise/advise.hpp"
 #include "core/error.hpp"
+#include "estimators/registry.hpp"
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
 #include "io/hdf5_reader.hpp"
@@ -310,6 +311,40 @@ TEST(Advise, Fp16VerdictsSeeOverflowAndTheStabiliserFixesIt) {
   }
   // PosRF's features are exp(w^T x - |x|^2/2): moderate; it is the normalisers sum_j e^{q.k_j} that overflow fp16.
   EXPECT_LT(r.range->query_max, std::log(65504.0));
+}
+
+// The keys' feature range of maps with an exponent form is computed in single precision (tasks/advise.cpp, key_range):
+// against the same draw's log-features in double (advise draws it from (seed, Features, 0) at M = m_p95, or the
+// budget), within 8 roundings of 2^-24 of the largest exponent, projection and row (a float product and two additions).
+TEST(Advise, KeyRangeInSinglePrecisionMatchesTheDoubleLogFeatures) {
+  const Small s;
+  AdviseOptions o = quick({"pos", "pos-hyp", "sderf"});
+  o.budget = 256;
+  const Advice a = advise(s.Q, s.K, s.V, o);
+  const double root4 = std::pow(static_cast<double>(s.Q.n_rows), 0.25);
+  const arma::mat Qk = s.Q / root4, Kk = s.K / root4;
+  for (const std::string name : {"pos", "pos-hyp", "sderf"}) {
+    const AdviceRow& r = find(a, name);
+    ASSERT_TRUE(r.range.has_value()) << name;
+    const auto e = make_estimator(name, Qk, Kk);
+    Rng rng(o.seed, Stream::Features, 0);
+    const arma::uword M = r.m_p95 ? r.m_p95 : o.budget;
+    const Draw w = e->draw(M, rng, Sampler::Iid);
+    const arma::mat L = e->log_features(w, Kk, Side::Key) + 0.5 * std::log(static_cast<double>(M));
+    double sum_max = -std::numeric_limits<double>::infinity();
+    for (arma::uword m = 0; m < L.n_cols; ++m) {
+      const double top = L.col(m).max();
+      sum_max = std::max(sum_max, top + std::log(arma::accu(arma::exp(L.col(m) - top))));
+    }
+    const auto form = e->exponent_form(w, Side::Key);
+    ASSERT_TRUE(form.has_value()) << name;
+    const double proj = arma::abs(e->exponent_points(Kk, Side::Key).t() * form->P).max();
+    const double row = arma::abs(e->exponent_row(Kk, Side::Key)).max();
+    const double tol = 8 * std::ldexp(1.0, -24) * (proj + row + arma::abs(L).max());
+    EXPECT_NEAR(r.range->key_max, L.max(), tol) << name;
+    EXPECT_NEAR(r.range->key_min, L.min(), tol) << name;
+    EXPECT_NEAR(r.range->key_sum_max, sum_max, tol + 1e-6) << name;  // + a float sum of Lk terms <= 1
+  }
 }
 
 TEST(Advise, SameReportForOneAndTwoThreads) {

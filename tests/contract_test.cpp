@@ -163,8 +163,17 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
     arma::mat E = e->exponent_points(X, side).t() * form->P;
     E.each_row() += form->col;
     E.each_col() += e->exponent_row(X, side);
-    const arma::mat L = e->log_features(w, X, side);
+    arma::mat L = e->log_features(w, X, side);
     ASSERT_EQ(E.n_cols, L.n_cols) << GetParam();
+    // With groups: a point's features outside its group's columns are 0 (log -inf), and only those.
+    const arma::uvec g = e->exponent_groups(X, side);
+    ASSERT_EQ(g.n_elem, form->group.is_empty() ? 0 : X.n_cols) << GetParam();
+    for (arma::uword i = 0; i < g.n_elem; ++i)
+      for (arma::uword m = 0; m < L.n_cols; ++m) {
+        const bool outside = g(i) != form->group(m);
+        EXPECT_EQ(outside, L(i, m) == -std::numeric_limits<double>::infinity()) << GetParam();
+        if (outside) E(i, m) = L(i, m) = 0;
+      }
     EXPECT_LT(arma::abs(E - L).max(), 1e-12 * (1 + arma::abs(L).max())) << GetParam();
   }
 }
@@ -172,8 +181,8 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
 // The families that advise's long-context path relies on have their exponent form (the others take the slower path).
 TEST(ExponentForm, TheGaussianProjectionFamiliesHaveOne) {
   const arma::mat X = test::points(3, 4, 0.3, 11), Y = test::points(3, 4, 0.3, 12);
-  for (const std::string name :
-       {"pos", "oprf", "aderf", "sderf", "saderf", "pos-anti", "pos-hyp", "dark", "dark-iso", "pois+", "geom+"}) {
+  for (const std::string name : {"pos", "oprf", "aderf", "sderf", "saderf", "pos-anti", "pos-hyp", "dark", "dark-iso",
+                                 "pois+", "geom+", "hrf-cluster"}) {
     const auto e = make_estimator(name, X, Y);
     Rng rng(5, Stream::User, 0);
     EXPECT_TRUE(e->exponent_form(e->draw(4, rng, Sampler::Iid), Side::Key).has_value()) << name;

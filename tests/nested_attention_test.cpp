@@ -213,6 +213,26 @@ TEST(NestedAttention, SameResultForOneAndTwoThreads) {
   EXPECT_TRUE(arma::approx_equal(out[0], out[1], "absdiff", 0));
 }
 
+// The batched single-precision key sums (chunks of columns by groups of key tiles, in parallel) are also the same for
+// any thread count: 2500 keys (three tiles) and 150 draws of up to 27 columns (many chunks), with and without groups.
+TEST(NestedAttention, SinglePrecisionKeySumsAreTheSameForOneAndTwoThreads) {
+  const arma::mat X = test::points(4, 6, 0.5, 311), Y = test::points(4, 2500, 0.5, 312);
+  const arma::mat V = test::points(2, 2500, 1.0, 313).t();
+  const double root4 = std::pow(4.0, 0.25);
+  const ExactAttention ex = exact_attention(X * root4, Y * root4, V);
+  for (const std::string name : {"sderf", "hrf-cluster"}) {
+    const auto e = make_estimator(name, X, Y);
+    std::vector<arma::mat> out;
+    for (int threads : {1, 2}) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+      const NestedErrors n =
+          simulate_nested(*e, X, Y, V, ex.Y, ex.log_normaliser, options({4, 12, 28}, 150, Sampler::Orthogonal));
+      out.push_back(arma::join_rows(n.sq, n.abs));
+    }
+    EXPECT_TRUE(arma::approx_equal(out[0], out[1], "absdiff", 0)) << name;
+  }
+}
+
 TEST(NestedAttention, AStopRuleEndsTheRunAndLeavesTheColumnsBeforeItUnchanged) {
   // The draws advance together one grid point at a time: stopping after grid point 2 gives exactly the first three
   // columns of the full run (same streams, same sums), and the rule is asked once per grid point before the last.
@@ -256,10 +276,11 @@ namespace kestrel {
 namespace {
 
 // The key sums in single precision over tiles of 1024 keys (2500 keys: three tiles, with the online rescaling between
-// them) against the double-precision path that the total-variation option takes, for maps with an exponent form and
-// without. Rounding model: each feature's relative error is at most delta = 2^-24 (d max|p_m| max|k_j| + 4) from the
-// projection and exp, each tile's sum adds 1024 * 2^-24 of sum_j f_j |C_j|, so |dY-hat_i| <= D = 2 (delta + 1024 *
-// 2^-24) max_j |v_j| and |d mean sq_i| <= D (2 sqrt(sq_i) + D) (Cauchy-Schwarz over the draws). Deterministic.
+// them) against the double-precision path that the total-variation option takes, for maps with an exponent form (with
+// groups: hrf-cluster) and without. Rounding model: each feature's relative error is at most delta = 2^-24 (4 max|p_m|
+// max|z_j| + 2 max|row_j| + 4) from the projection, the exponent row added in single precision, the shift and exp,
+// each tile's sum adds 1024 * 2^-24 of sum_j f_j |C_j|, so |dY-hat_i| <= D = 2 (delta + 1024 * 2^-24) max_j |v_j|
+// and |d mean sq_i| <= D (2 sqrt(sq_i) + D) (Cauchy-Schwarz over the draws). Deterministic.
 TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBound) {
   const arma::mat X = test::points(4, 6, 0.5, 301), Y = test::points(4, 2500, 0.5, 302);
   arma::mat V = test::points(3, 2500, 1.0, 303).t();
@@ -267,7 +288,7 @@ TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBo
   const double root4 = std::pow(4.0, 0.25);
   const ExactAttention ex = exact_attention(X * root4, Y * root4, V);
   const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
-  for (const std::string name : {"pos", "aderf", "pos-hyp", "pos-anti", "geom+"}) {
+  for (const std::string name : {"pos", "aderf", "pos-hyp", "pos-anti", "geom+", "hrf-cluster"}) {
     const auto e = make_estimator(name, X, Y);
     const std::vector<arma::uword> grid{4, 32};
     const NestedErrors single = simulate_nested(*e, X, Y, V, ex.Y, ex.log_normaliser, options(grid, 4, Sampler::Iid));
@@ -279,7 +300,8 @@ TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBo
     // The projected points: the keys, or for geom+ the logs of its shifted keys.
     const double zmax =
         form ? arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key)), 0))) : 0.0;
-    const double delta = eps * (4 * pmax * zmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
+    const double rmax = form ? arma::abs(e->exponent_row(Y, Side::Key)).max() : 0.0;
+    const double delta = eps * (4 * pmax * zmax + 2 * rmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
     for (arma::uword k = 0; k < grid.size(); ++k)
       for (arma::uword i = 0; i < X.n_cols; ++i) {
         const double tol = D * (2 * std::sqrt(dbl.sq(i, k)) + D);

@@ -279,3 +279,48 @@ TEST(GramForm, PoissonSumsMatchPerCoordinateSums) {
     }
   EXPECT_LT(lv(3, 2), -20);  // the near-exact pair really is tiny, and accurate
 }
+
+// The single-precision helpers of the long-context key sums (analysis/nested_attention.cpp): add_max adds exactly as
+// float addition does and returns the largest sum; exp_shifted is within 4 ulp of exp(x - shift) (the float
+// difference, evaluated in double), 0 for -inf and below -104, and the same in the vector body and the padded tail.
+TEST(VecMath, SinglePrecisionAddMaxAndShiftedExp) {
+  for_each_isa([&] {
+    Rng rng(7, Stream::User, 0);
+    const std::size_t n = 37;  // two AVX-512 vectors and a tail
+    std::vector<float> x(n), a(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(-120 + 130 * rng.uniform());
+      a[i] = static_cast<float>(-2 + 4 * rng.uniform());
+    }
+    std::vector<float> s = x;
+    const float top = simd::add_max(s.data(), a.data(), n);
+    float want_top = -HUGE_VALF;
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(s[i], x[i] + a[i]);
+      want_top = std::max(want_top, x[i] + a[i]);
+    }
+    EXPECT_EQ(top, want_top);
+    const float shift = 3.5f;
+    std::vector<float> e = s;
+    simd::exp_shifted(e.data(), n, shift);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = s[i] - shift;
+      const double ref = std::exp(static_cast<double>(v));
+      SCOPED_TRACE(v);
+      if (v < -104.0f)
+        EXPECT_EQ(e[i], 0.0f);
+      else if (ref < std::numeric_limits<float>::min())  // subnormal results: within two of the smallest steps
+        EXPECT_LE(std::abs(e[i] - ref), 2 * std::numeric_limits<float>::denorm_min());
+      else
+        EXPECT_LE(std::abs(e[i] - ref), 4 * std::ldexp(ref, -23));
+    }
+    float special[3] = {-HUGE_VALF, 0.0f, -200.0f};
+    simd::exp_shifted(special, 3, 0.0f);
+    EXPECT_EQ(special[0], 0.0f);
+    EXPECT_EQ(special[1], 1.0f);
+    EXPECT_EQ(special[2], 0.0f);
+    std::vector<float> same(19, 0.123456f);
+    simd::exp_shifted(same.data(), same.size(), -1.0f);
+    for (float r : same) EXPECT_EQ(r, same[0]);
+  });
+}

@@ -50,10 +50,11 @@ constexpr std::size_t kTilesPerGroup = 8;
 // Draws whose key sums are computed together hold at most this many new columns (or one draw): memory.
 constexpr arma::uword kWaveColumns = 4096;
 
-// One tile of keys, contiguous: the keys' exponent points (d x t, for maps with an exponent form) and exponent rows,
-// and C's rows.
+// One tile of keys: the keys' exponent points (d' x t, for maps with an exponent form) and exponent rows, and C's
+// rows. Keys j0..j1 in order, or for a form with groups keys of one group (sorted by group, then index).
 struct KeyTile {
-  arma::uword j0 = 0, j1 = 0;  // keys j0..j1
+  arma::uword j0 = 0, j1 = 0;
+  arma::uword group = 0;
   arma::fmat Y;
   arma::fvec row;
   arma::fmat C;
@@ -72,7 +73,10 @@ struct Problem {
   std::vector<KeyTile> tiles;
   arma::mat Zq;  // d' x Lx
   arma::vec row_q;
+  arma::uvec group_q;  // the queries' groups, for a form with groups
 };
+
+constexpr arma::uword kAllGroups = ~arma::uword{0};
 
 // A run of feature columns whose key sums are computed together: with an exponent form, columns of several draws'
 // blocks (their projections P and exponent columns col); without one, one draw's block (its log-features are asked
@@ -82,6 +86,8 @@ struct Chunk {
   arma::rowvec col;
   const Draw* block = nullptr;
   arma::uword width = 0;
+  arma::uvec at;                   // the columns' places among all blocks' columns
+  arma::uword group = kAllGroups;  // a form with groups: the keys the columns belong to
 };
 
 // Key sums of a chunk's columns over some keys: per column its log scale a_m = max_j log f2(w_m, k_j) over those keys
@@ -116,6 +122,7 @@ KeySums chunk_sums(const Problem& p, const Chunk& c, std::size_t t0, std::size_t
   arma::mat L;
   for (std::size_t t = t0; t < t1; ++t) {
     const KeyTile& kt = p.tiles[t];
+    if (c.group != kAllGroups && kt.group != c.group) continue;  // features 0 there
     const arma::uword n = kt.j1 - kt.j0 + 1;
     if (p.form)
       E = kt.Y.t() * c.P;
@@ -157,26 +164,35 @@ KeySums chunk_sums(const Problem& p, const Chunk& c, std::size_t t0, std::size_t
 std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks) {
   std::vector<Chunk> chunks;
   std::vector<arma::uword> width(blocks.size());  // the feature columns of each block
+  arma::uword total = 0;
   if (p.form) {
     std::vector<ExponentForm> forms(blocks.size());
     for_each_block(blocks.size(), [&](std::size_t r) { forms[r] = *p.e.exponent_form(blocks[r], Side::Key); });
-    arma::uword total = 0;
     for (std::size_t r = 0; r < blocks.size(); ++r) total += width[r] = forms[r].P.n_cols;
     arma::mat P(forms[0].P.n_rows, total);
     arma::rowvec col(total);
+    arma::uvec group(total, arma::fill::value(kAllGroups));
     for (std::size_t r = 0, c0 = 0; r < blocks.size(); c0 += width[r], ++r) {
       P.cols(c0, c0 + width[r] - 1) = forms[r].P;
       // raw features: the whole draw's scale
       col.subvec(c0, c0 + width[r] - 1) = forms[r].col + 0.5 * std::log(static_cast<double>(blocks[r].count()));
+      if (!forms[r].group.is_empty()) group.subvec(c0, c0 + width[r] - 1) = forms[r].group;
     }
-    for (arma::uword c0 = 0; c0 < total; c0 += kChunkColumns) {
-      const arma::uword c1 = std::min(total, c0 + kChunkColumns) - 1;
-      chunks.push_back({arma::conv_to<arma::fmat>::from(P.cols(c0, c1)), col.subvec(c0, c1), nullptr, c1 - c0 + 1});
+    // Chunks of one group each (a chunk's columns then skip the other groups' tiles), groups in ascending order.
+    const arma::uvec groups = arma::unique(group);
+    for (arma::uword g : groups) {
+      const arma::uvec at = arma::find(group == g);
+      for (arma::uword i0 = 0; i0 < at.n_elem; i0 += kChunkColumns) {
+        const arma::uvec cols = at.subvec(i0, std::min(at.n_elem, i0 + kChunkColumns) - 1);
+        chunks.push_back({arma::conv_to<arma::fmat>::from(P.cols(cols)), arma::rowvec(col.cols(cols)), nullptr,
+                          cols.n_elem, cols, g});
+      }
     }
   } else {
     for (std::size_t r = 0; r < blocks.size(); ++r) {
       width[r] = raw_log_features(p.e, blocks[r], p.Y.cols(0, 0), Side::Key).n_cols;
-      chunks.push_back({{}, {}, &blocks[r], width[r]});
+      chunks.push_back({{}, {}, &blocks[r], width[r], arma::regspace<arma::uvec>(total, total + width[r] - 1)});
+      total += width[r];
     }
   }
   const std::size_t groups = (p.tiles.size() + kTilesPerGroup - 1) / kTilesPerGroup;
@@ -185,14 +201,12 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
     const std::size_t g = i % groups;
     part[i] = chunk_sums(p, chunks[i / groups], g * kTilesPerGroup, std::min(p.tiles.size(), (g + 1) * kTilesPerGroup));
   });
-  arma::uword total = 0;
-  for (const Chunk& c : chunks) total += c.width;
   KeySums all{arma::rowvec(total), arma::mat(total, p.C.n_cols)};  // every column, in block order
-  for (std::size_t c = 0, c0 = 0; c < chunks.size(); c0 += chunks[c].width, ++c) {
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
     KeySums& s = part[c * groups];
     for (std::size_t g = 1; g < groups; ++g) merge(s, part[c * groups + g]);
-    all.a.subvec(c0, c0 + chunks[c].width - 1) = s.a;
-    all.S.rows(c0, c0 + chunks[c].width - 1) = s.S;
+    all.a.cols(chunks[c].at) = s.a;
+    all.S.rows(chunks[c].at) = s.S;
   }
   all.a.transform([](double v) { return std::isfinite(v) ? v : 0.0; });  // a column of structural zeros: S_m = 0
   std::vector<KeySums> out(blocks.size());
@@ -201,21 +215,39 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
   return out;
 }
 
-// The key tiles: keys and exponent rows for maps with an exponent form, C for all.
+// The key tiles: keys and exponent rows for maps with an exponent form (by group for a form with groups), C for all.
 std::vector<KeyTile> key_tiles(const FeatureMap& e, const arma::mat& Y, const arma::mat& C, bool form) {
   std::vector<KeyTile> tiles;
   const arma::vec row = form ? e.exponent_row(Y, Side::Key) : arma::vec();
   const arma::mat Z = form ? e.exponent_points(Y, Side::Key) : arma::mat();
-  for (arma::uword j0 = 0; j0 < Y.n_cols; j0 += kKeyTile) {
-    KeyTile t;
-    t.j0 = j0;
-    t.j1 = std::min(Y.n_cols, j0 + kKeyTile) - 1;
-    if (form) {
-      t.Y = arma::conv_to<arma::fmat>::from(Z.cols(t.j0, t.j1));
-      t.row = arma::conv_to<arma::fvec>::from(row.subvec(t.j0, t.j1));
+  const arma::uvec group = form ? e.exponent_groups(Y, Side::Key) : arma::uvec();
+  if (group.is_empty()) {
+    for (arma::uword j0 = 0; j0 < Y.n_cols; j0 += kKeyTile) {
+      KeyTile t;
+      t.j0 = j0;
+      t.j1 = std::min(Y.n_cols, j0 + kKeyTile) - 1;
+      if (form) {
+        t.Y = arma::conv_to<arma::fmat>::from(Z.cols(t.j0, t.j1));
+        t.row = arma::conv_to<arma::fvec>::from(row.subvec(t.j0, t.j1));
+      }
+      t.C = arma::conv_to<arma::fmat>::from(C.rows(t.j0, t.j1));
+      tiles.push_back(std::move(t));
     }
-    t.C = arma::conv_to<arma::fmat>::from(C.rows(t.j0, t.j1));
-    tiles.push_back(std::move(t));
+    return tiles;
+  }
+  for (arma::uword g : arma::uvec(arma::unique(group))) {
+    const arma::uvec keys = arma::find(group == g);
+    for (arma::uword i0 = 0; i0 < keys.n_elem; i0 += kKeyTile) {
+      const arma::uvec k = keys.subvec(i0, std::min(keys.n_elem, i0 + kKeyTile) - 1);
+      KeyTile t;
+      t.j0 = 0;
+      t.j1 = k.n_elem - 1;  // t.j1 - t.j0 + 1 keys; the non-form path (contiguous keys) never sees these
+      t.group = g;
+      t.Y = arma::conv_to<arma::fmat>::from(Z.cols(k));
+      t.row = arma::conv_to<arma::fvec>::from(arma::vec(row(k)));
+      t.C = arma::conv_to<arma::fmat>::from(C.rows(k));
+      tiles.push_back(std::move(t));
+    }
   }
   return tiles;
 }
@@ -228,6 +260,10 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
   arma::mat T = p.Zq.t() * f->P;
   T.each_row() += f->col + 0.5 * std::log(static_cast<double>(b.count()));
   T.each_col() += p.row_q;
+  if (!f->group.is_empty())  // a query's features outside its group are 0
+    for (arma::uword m = 0; m < T.n_cols; ++m)
+      for (arma::uword i = 0; i < T.n_rows; ++i)
+        if (p.group_q(i) != f->group(m)) T(i, m) = -kInf;
   return T;
 }
 
@@ -378,6 +414,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     if (form) {
       p.Zq = e.exponent_points(X, Side::Query);
       p.row_q = e.exponent_row(X, Side::Query);
+      p.group_q = e.exponent_groups(X, Side::Query);
     }
   }
   if (p.tv) {  // exact attention rows

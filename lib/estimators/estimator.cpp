@@ -93,6 +93,13 @@ std::optional<ExponentForm> FeatureMap::exponent_form_hook(const Draw&, Side) co
 
 arma::mat FeatureMap::exponent_points_hook(const arma::mat& X, Side) const { return X; }
 
+arma::uvec FeatureMap::exponent_groups(const arma::mat& X, Side side) const {
+  validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
+  return exponent_groups_hook(X, side);
+}
+
+arma::uvec FeatureMap::exponent_groups_hook(const arma::mat&, Side) const { return {}; }
+
 arma::vec FeatureMap::exponent_row_hook(const arma::mat&, Side) const {
   throw Undefined(fmt::format("estimator '{}' has no exponent form", info().name));
 }

@@ -44,9 +44,12 @@ struct Draw {
 // log f(w_m, x_i) = (Z^T P)_im + col_m + row_i with Z = exponent_points(X) (X itself but for PoisRF+ and GeomRF+) and
 // row_i = exponent_row(x_i), neither depending on the draw. Callers use it to tile and choose the precision of the
 // projection themselves (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
+// Block-sparse maps (the clustered HRF: a point has features only in the blocks of its cluster) also give each column
+// the group of points it belongs to: a point of another group (exponent_groups) has feature 0 there (log -inf).
 struct ExponentForm {
-  arma::mat P;       // d x F: one column per feature column
+  arma::mat P;       // d' x F: one column per feature column (d' = the rows of exponent_points)
   arma::rowvec col;  // 1 x F
+  arma::uvec group;  // F, or empty: every column belongs to every point
 };
 
 struct EstimatorInfo {
@@ -88,6 +91,8 @@ class FeatureMap {
   std::optional<ExponentForm> exponent_form(const Draw& w, Side side) const;
   arma::vec exponent_row(const arma::mat& X, Side side) const;
   arma::mat exponent_points(const arma::mat& X, Side side) const;
+  // The group of every point, for maps whose form has groups; empty otherwise.
+  arma::uvec exponent_groups(const arma::mat& X, Side side) const;
 
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
@@ -106,7 +111,8 @@ class FeatureMap {
   // The exponent form hooks: the default has none (exponent_row_hook is then never called).
   virtual std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const;
   virtual arma::vec exponent_row_hook(const arma::mat& X, Side side) const;
-  virtual arma::mat exponent_points_hook(const arma::mat& X, Side side) const;  // default: X
+  virtual arma::mat exponent_points_hook(const arma::mat& X, Side side) const;   // default: X
+  virtual arma::uvec exponent_groups_hook(const arma::mat& X, Side side) const;  // default: empty
   // exp(E + scale), or E + scale when log.
   static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
   // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.

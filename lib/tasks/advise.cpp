@@ -109,6 +109,96 @@ double log_sum_exp(const arma::vec& v) {
   return m == -kInf ? -kInf : m + std::log(arma::accu(arma::exp(v - m)));
 }
 
+// The keys' log-features of one draw: extremes and each feature column's log-sum-exp (col_max + log col_sum), over
+// tiles of keys in parallel, folded in tile order (identical for any thread count).
+struct KeyRange {
+  double max = -kInf, min = kInf;  // min over the features that are not exactly 0
+  arma::rowvec col_max, col_sum;   // per feature column: the max and the sum of e^{S - max}
+};
+
+// Folds the range of later keys into r.
+void fold(KeyRange& r, const KeyRange& t) {
+  r.max = std::max(r.max, t.max);
+  r.min = std::min(r.min, t.min);
+  if (r.col_max.is_empty()) {
+    r.col_max = t.col_max;
+    r.col_sum = t.col_sum;
+    return;
+  }
+  for (arma::uword m = 0; m < r.col_max.n_elem; ++m) {
+    const double top = std::max(r.col_max[m], t.col_max[m]);
+    if (top == -kInf) continue;
+    r.col_sum[m] = r.col_sum[m] * std::exp(r.col_max[m] - top) + t.col_sum[m] * std::exp(t.col_max[m] - top);
+    r.col_max[m] = top;
+  }
+}
+
+// Maps with an exponent form (without groups) take it in single precision, as the simulation does (nested_attention):
+// the projection by one product per tile of 1024 keys, exponents within ~1e-6 of their magnitude (the range is
+// reported to 4 digits). Others: log_abs (the family's log-features in double) over tiles of 512 keys, which keeps a
+// tile at M = 4096 below 32 MiB (no fresh pages).
+template <typename LogAbs>
+KeyRange key_range(const Estimator& e, const Draw& w, const arma::mat& K, const Kernel& k, LogAbs&& log_abs) {
+  const std::optional<ExponentForm> form = e.info().positive ? e.exponent_form(w, Side::Key) : std::nullopt;
+  const bool single = form && form->group.is_empty();
+  const arma::uword tile = single ? 1024 : 512;
+  arma::fmat Z, P32;
+  arma::fvec row;
+  arma::rowvec col;
+  if (single) {
+    Z = arma::conv_to<arma::fmat>::from(e.exponent_points(K, Side::Key));
+    arma::vec rw = e.exponent_row(K, Side::Key);
+    if (k.alpha != 0) rw += k.alpha * arma::sum(arma::square(K), 0).t();
+    row = arma::conv_to<arma::fvec>::from(rw);
+    P32 = arma::conv_to<arma::fmat>::from(form->P);
+    col = form->col + 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
+  }
+  const arma::uword n_tiles = (K.n_cols + tile - 1) / tile;
+  std::vector<KeyRange> tiles(n_tiles);
+  for_each_block(n_tiles, [&](std::size_t t) {
+    const arma::uword j0 = t * tile, j1 = std::min(K.n_cols, j0 + tile) - 1, n = j1 - j0 + 1;
+    KeyRange& r = tiles[t];
+    arma::fmat E;
+    arma::mat S;
+    if (single)
+      E = Z.cols(j0, j1).t() * P32;
+    else
+      S = log_abs(K.cols(j0, j1), Side::Key);
+    const arma::uword cols = single ? E.n_cols : S.n_cols;
+    r.col_max.set_size(cols);
+    r.col_sum.zeros(cols);
+    std::vector<double> buf(single ? 0 : n);
+    for (arma::uword m = 0; m < cols; ++m) {
+      double top = -kInf, low = kInf;
+      if (single) {
+        float* c = E.colptr(m);
+        const float ftop = simd::add_max(c, row.memptr() + j0, n);
+        top = ftop + col(m);
+        low = *std::min_element(c, c + n) + col(m);
+        simd::exp_shifted(c, n, ftop);
+        r.col_sum[m] = std::accumulate(c, c + n, 0.0);
+      } else {
+        const double* c = S.colptr(m);
+        for (arma::uword j = 0; j < n; ++j) {
+          top = std::max(top, c[j]);
+          if (std::isfinite(c[j])) low = std::min(low, c[j]);
+        }
+        if (top != -kInf) {
+          for (arma::uword j = 0; j < n; ++j) buf[j] = c[j] - top;
+          simd::exp(buf.data(), buf.size());
+          r.col_sum[m] = std::accumulate(buf.begin(), buf.end(), 0.0);
+        }
+      }
+      r.max = std::max(r.max, top);
+      r.min = std::min(r.min, low);
+      r.col_max[m] = top;
+    }
+  });
+  KeyRange all;
+  for (const KeyRange& t : tiles) fold(all, t);
+  return all;
+}
+
 FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, const arma::vec& log_norm,
                            const Kernel& k) {
   FeatureRange r;
@@ -118,7 +208,7 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   auto scale = [&](const arma::mat& X) {
     return k.alpha == 0 ? arma::vec() : arma::vec(k.alpha * arma::sum(arma::square(X), 0).t());
   };
-  // Features of the sampled rows; the keys' extremes and log column sums over tiles of 1024 keys (memory a tile).
+  // Features of the sampled rows; the keys' extremes and log column sums over tiles (key_range).
   const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
   auto log_abs = [&](const arma::mat& X, Side side) {
     arma::mat F = r.stabilisable ? e.log_features(w, X, side, scale(X))
@@ -134,60 +224,12 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   r.query_max = P.max();
   r.query_min = finite_min(P);
   r.row_max_min = arma::max(P, 1).min();
-  // The keys over tiles of 1024 (memory two tiles), in parallel: each tile's extremes and per-column log-sum-exp in
-  // one pass, folded in tile order (identical for any thread count).
-  struct KeyTile {
-    double max = -kInf, min = kInf;
-    arma::rowvec col_max, col_sum;  // per feature column: the tile's max and sum of e^{S - max}
-  };
-  constexpr arma::uword kTile = 1024;
-  const arma::uword n_tiles = (in.Kk.n_cols + kTile - 1) / kTile;
-  auto tile_range = [&](std::size_t t) {
-    const arma::uword j0 = t * kTile, j1 = std::min(in.Kk.n_cols, j0 + kTile);
-    const arma::mat S = log_abs(in.Kk.cols(j0, j1 - 1), Side::Key);
-    KeyTile k;
-    k.col_max.set_size(S.n_cols);
-    k.col_sum.zeros(S.n_cols);
-    std::vector<double> buf(S.n_rows);
-    for (arma::uword m = 0; m < S.n_cols; ++m) {
-      const double* c = S.colptr(m);
-      double top = -kInf;
-      for (arma::uword j = 0; j < S.n_rows; ++j) {
-        top = std::max(top, c[j]);
-        if (std::isfinite(c[j])) k.min = std::min(k.min, c[j]);
-      }
-      k.max = std::max(k.max, top);
-      k.col_max[m] = top;
-      if (top == -kInf) continue;
-      for (arma::uword j = 0; j < S.n_rows; ++j) buf[j] = c[j] - top;
-      simd::exp(buf.data(), buf.size());
-      k.col_sum[m] = std::accumulate(buf.begin(), buf.end(), 0.0);
-    }
-    return k;
-  };
-  arma::rowvec col_max, col_sum;  // log-sum-exp of each feature column over the keys
-  r.key_max = -kInf;
-  r.key_min = kInf;
-  std::vector<KeyTile> tiles(n_tiles);
-  for_each_block(n_tiles, [&](std::size_t t) { tiles[t] = tile_range(t); });
-  for (const KeyTile& k : tiles) {
-    r.key_max = std::max(r.key_max, k.max);
-    r.key_min = std::min(r.key_min, k.min);
-    if (col_max.is_empty()) {
-      col_max = k.col_max;
-      col_sum = k.col_sum;
-      continue;
-    }
-    for (arma::uword m = 0; m < col_max.n_elem; ++m) {
-      const double top = std::max(col_max[m], k.col_max[m]);
-      if (top == -kInf) continue;
-      col_sum[m] = col_sum[m] * std::exp(col_max[m] - top) + k.col_sum[m] * std::exp(k.col_max[m] - top);
-      col_max[m] = top;
-    }
-  }
+  const KeyRange keys = key_range(e, w, in.Kk, k, log_abs);
+  r.key_max = keys.max;
+  r.key_min = keys.min;
+  arma::rowvec key_sums = keys.col_max + arma::log(keys.col_sum);
   if (!std::isfinite(r.query_min)) r.query_min = 0;
   if (!std::isfinite(r.key_min)) r.key_min = 0;
-  arma::rowvec key_sums = col_max + arma::log(col_sum);
   key_sums.transform([](double v) { return std::isnan(v) ? -kInf : v; });
   r.key_sum_max = key_sums.max();
   const double raw_max = std::max({r.query_max, r.key_max, r.key_sum_max, log_norm.max()});

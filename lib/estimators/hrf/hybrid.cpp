@@ -34,14 +34,19 @@ arma::mat row_kron(const arma::mat& R, const arma::mat& F) {
   return out;
 }
 
-arma::mat pos_hyp_features(const arma::mat& w, const arma::mat& X) {
+// The logs of pos_hyp_features: [w^T x, -w^T x] - |x|^2 / 2 - log(2M) / 2.
+arma::mat pos_hyp_exponent(const arma::mat& w, const arma::mat& X) {
   const arma::mat proj = X.t() * w;
   const arma::colvec shift = -0.5 * arma::sum(arma::square(X), 0).t();
   const double log_scale = -0.5 * std::log(2.0 * static_cast<double>(w.n_cols));
   arma::mat P = proj, N = -proj;
   P.each_col() += shift;
   N.each_col() += shift;
-  arma::mat F = arma::join_rows(P, N) + log_scale;
+  return arma::join_rows(P, N) + log_scale;
+}
+
+arma::mat pos_hyp_features(const arma::mat& w, const arma::mat& X) {
+  arma::mat F = pos_hyp_exponent(w, X);
   return simd::exp_libm(F);  // std::exp's bits, as arma::exp, 8 at a time
 }
 
@@ -156,7 +161,8 @@ arma::mat PosHypEstimator::log_var_hook(const PairGram& g) const {
 
 arma::mat PosHypEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                          bool log) const {
-  return apply_row_scale(pos_hyp_features(w.omega, X), log_row_scale, log);
+  if (log) return from_exponent(pos_hyp_exponent(w.omega, X), log_row_scale, true);  // not log(exp(.)): 5x faster
+  return apply_row_scale(pos_hyp_features(w.omega, X), log_row_scale, false);
 }
 
 // pos_hyp_features' pieces: P = [w, -w], col = -log(2M)/2, row = -|x|^2 / 2.
