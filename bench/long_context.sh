@@ -10,7 +10,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KESTREL=${KESTREL_BENCH_BUILD:-$ROOT/build}/bin/kestrel
 OUT=$ROOT/bench/results/tmp/long_context
-LENGTHS="4096 8192 16384 32768" SAMPLERS=iid,orthogonal
+LENGTHS="4096 8192 16384 32768 65536 131072" SAMPLERS=iid,orthogonal
 while [ $# -gt 0 ]; do
   case $1 in
     --kestrel) KESTREL=$2; shift ;;

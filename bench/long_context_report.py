@@ -20,8 +20,11 @@ for r in csv.DictReader(open(tsv), delimiter="\t"):
 kc_path = os.path.join(results, "long_context_kc.json")
 if os.path.exists(kc_path):  # kc_variance(rows=512) timings, if bench/long_context_kc.py has run
     kc = json.load(open(kc_path))
-    for name, rows in kc.get("series", {}).items():
-        series[name] = [(int(x["L"]), float(x["seconds"]), float(x["peak_rss_gb"])) for x in rows]
+    for side, name in (("kestrel", "kc_variance(rows=512)"), ("attention", "predict_attention(rows=512)")):
+        pts = [(int(x["L"]), float(x[side]["median_s"]), float(x[side]["peak_rss_mb"]) / 1e3)
+               for x in kc.get("lengths", []) if "median_s" in x.get(side, {})]
+        if pts:
+            series[name] = pts
 
 
 def slope(points, k):
