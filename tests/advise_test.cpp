@@ -377,6 +377,17 @@ TEST(Advise, BadInputIsRefused) {
   t = o;
   t.kernel = Kernel::gaussian();  // attention is softmax attention
   EXPECT_THROW(advise(s.Q, s.K, s.V, t), InvalidArgument);
+  // --validate takes one whole draw of the keys' features at up to the budget: 131072 keys x 4096 features x 8 bytes
+  // = 4.3 GB is refused, naming --validate (without it the keys go in tiles: bench/long_context.sh runs that input).
+  t = o;
+  t.validate = 2;
+  const arma::mat Kbig(8, 131072, arma::fill::zeros);
+  try {
+    advise(s.Q, Kbig, arma::mat(131072, 1, arma::fill::ones), t);
+    ADD_FAILURE() << "not refused";
+  } catch (const InvalidArgument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("--validate"), std::string::npos) << ex.what();
+  }
 }
 
 }  // namespace

@@ -91,11 +91,13 @@ void print_report(const Advice& a) {
   }
   if (a.cost.exact_seconds >= 0)
     std::cout << fmt::format(
-        "measured on this machine: exact {:.3g} s{}, {} M={} {:.3g} s (median of 3)\n", a.cost.exact_seconds,
+        "measured on this machine: exact {:.3g} s{}, {} (median of 3)\n", a.cost.exact_seconds,
         a.cost.exact_timed_rows < a.Lq
             ? fmt::format(" (timed on {} of the {} query rows, scaled)", a.cost.exact_timed_rows, a.Lq)
             : std::string(),
-        a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds);
+        a.cost.rf_not_timed.empty()
+            ? fmt::format("{} M={} {:.3g} s", a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds)
+            : "random features not timed: " + a.cost.rf_not_timed);
   std::set<std::string> methods;
   for (const auto& r : a.rows)
     if (r.status == "ok" && r.method.rfind("simulated", 0) == 0) methods.insert(r.method);

@@ -146,6 +146,7 @@ struct AdviceCost {
   arma::uword exact_timed_rows = 0;
   arma::uword timed_m = 0;
   std::string timed_estimator;
+  std::string rf_not_timed;  // why rf_seconds is -1 although exact attention was timed (its features do not fit)
 };
 
 struct Advice {
