@@ -240,10 +240,10 @@ TEST(DiscreteClosedForm, GeometricBesselBranchesMatch50DigitReference) {
   }
 }
 
-TEST(DiscreteClosedForm, GeometricSumsTwoPairsPerVectorGiveTheSameBits) {
-  // On AVX-512 GeomRF's sums run two pairs per 8-lane vector (issue #19); each lane must do exactly what the 4-lane
-  // one-pair kernel does: bit-identical H for unit-scale points (the series), shifted points (z >= 10), huge and zero
-  // coordinates, d not a multiple of 16 and several 64-coordinate groups, odd numbers of rows.
+TEST(DiscreteClosedForm, GeometricSumsGiveTheSameBitsAtEveryWidth) {
+  // GeomRF's sums hold one pair per lane, 8 per vector on AVX-512 and 4 otherwise; each lane must do exactly what a
+  // lane of the other width does: bit-identical H for unit-scale points (the series), shifted points (z >= 10), huge
+  // and zero coordinates, d not a multiple of 8 and several 64-coordinate groups, row counts not a multiple of 8.
   if (!simd::supported(simd::Isa::Avx512)) GTEST_SKIP() << "this CPU has no AVX-512";
   const simd::Isa saved = simd::active();
   Rng rng(23);

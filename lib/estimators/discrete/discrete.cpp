@@ -124,43 +124,43 @@ arma::mat poisson_sums(const DiscreteParams& q, const arma::mat& X, const arma::
 
 using namespace geometric_detail;
 
-// Columns of A copied to a zero-padded (dp x n) array, dp a multiple of kBlock: a padded coordinate has t = 0.
-std::vector<double> padded_columns(const arma::mat& A, arma::uword dp) {
-  std::vector<double> out(dp * A.n_cols, 0.0);
-  for (arma::uword j = 0; j < A.n_cols; ++j) std::memcpy(out.data() + j * dp, A.colptr(j), A.n_rows * sizeof(double));
+// The points of X (its columns) as the rows of a (ldx x d) matrix, ldx a multiple of 8, zero rows after X's.
+arma::mat point_rows(const arma::mat& X) {
+  arma::mat out(X.n_cols + (8 - X.n_cols % 8) % 8, X.n_rows, arma::fill::zeros);
+  out.head_rows(X.n_cols) = X.t();
   return out;
 }
 
-// One pair at a time in 4 lanes, for AVX2 and FMA (Horner steps are fused multiply-adds) or baseline x86-64.
+// Four pairs at a time, for AVX2 and FMA (Horner steps are fused multiply-adds) or baseline x86-64.
 __attribute__((target_clones("arch=x86-64-v3", "default"))) void geometric_sums4(const GeomConstants& c,
-                                                                                 const double* xs, const double* ys,
-                                                                                 arma::mat& out) {
+                                                                                 const double* xt, arma::uword ldx,
+                                                                                 const double* ys, arma::mat& out) {
   for (arma::uword j = 0; j < out.n_cols; ++j)
-    for (arma::uword i = 0; i < out.n_rows; ++i) {
-      const double* x[1] = {xs + i * c.dp};
-      geometric_pairs<Lanes4>(c, x, ys + j * c.dp, out.colptr(j) + i);
+    for (arma::uword i = 0; i < out.n_rows; i += 4) {
+      double h[4];
+      geometric_lanes<Lanes4>(c, xt + i, ldx, ys + j * c.d, h);
+      std::copy_n(h, std::min<arma::uword>(4, out.n_rows - i), out.colptr(j) + i);
     }
 }
 
 arma::mat geometric_sums(const DiscreteParams& q, const arma::mat& X, const arma::mat& Y) {
   GeomConstants c;
   c.d = X.n_rows;
-  c.dp = (c.d + kBlock - 1) / kBlock * kBlock;
   const double root1mp = std::sqrt(1.0 - q.p);
   c.neg_log_p = -std::log(q.p);
   c.scale = 2.0 / root1mp;
   // z - 2t = |t| (scale - 2) for t >= 0, without the cancellation: scale - 2 = 2 p / ((1 + sqrt(1-p)) sqrt(1-p)).
   c.scale_m2 = 2.0 * q.p / ((1.0 + root1mp) * root1mp);
   c.scale_p2 = c.scale + 2.0;
-  const std::vector<double> xs = padded_columns(X, c.dp), ys = padded_columns(Y, c.dp);
+  const arma::mat xt = point_rows(X);
   arma::mat out(X.n_cols, Y.n_cols);
 #ifdef KESTREL_GEOMETRIC_AVX512
   if (simd::active() == simd::Isa::Avx512) {
-    geometric_sums8(c, xs.data(), ys.data(), out);
+    geometric_sums8(c, xt.memptr(), xt.n_rows, Y.memptr(), out);
     return out;
   }
 #endif
-  geometric_sums4(c, xs.data(), ys.data(), out);
+  geometric_sums4(c, xt.memptr(), xt.n_rows, Y.memptr(), out);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// GeomRF's pairwise sums two pairs at a time in AVX-512's 8 lanes (geometric_kernel.hpp), called only when
+// GeomRF's pairwise sums eight pairs at a time in AVX-512's lanes (geometric_kernel.hpp), called only when
 // simd::active() is AVX-512. Only the kernel is compiled for x86-64-v4 (the pragma after the library headers, so that
 // no inline function shared with other files is); its compares and selects are intrinsics: GCC 12 turns 512-bit
 // vector-extension compares into scalar code.
@@ -23,14 +23,11 @@ namespace kestrel::geometric_detail {
 namespace {
 
 struct Lanes8 {
-  static constexpr int kPairs = 2;
+  static constexpr int kWidth = 8;
   using V = __m512d;
   using I = __m512i;
   using M = __mmask8;
-  static V load_x(const double* const* x, arma::uword l) {
-    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(x[0] + l)), _mm256_loadu_pd(x[1] + l), 1);
-  }
-  static V load_y(const double* y, arma::uword l) { return _mm512_broadcast_f64x4(_mm256_loadu_pd(y + l)); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
   static M lt(V a, V b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }  // false for NaN, as a < b
   static M ge(V a, V b) { return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ); }
   static M le(V a, V b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
@@ -41,21 +38,19 @@ struct Lanes8 {
   static M neither(M a, M b) { return static_cast<M>(~(a | b)); }
   static M none() { return 0; }
   static bool any(M m) { return m != 0; }
-  static bool any_of_pair(M m, int p) { return (m >> (4 * p) & 0xF) != 0; }
+  static bool lane(M m, int k) { return (m >> k & 1) != 0; }
+  static V recip_seed(V z) { return _mm512_cvtps_pd(_mm256_div_ps(_mm256_set1_ps(1.0f), _mm512_cvtpd_ps(z))); }
 };
 
 }  // namespace
 
-void geometric_sums8(const GeomConstants& c, const double* xs, const double* ys, arma::mat& out) {
+void geometric_sums8(const GeomConstants& c, const double* xt, arma::uword ldx, const double* ys, arma::mat& out) {
   for (arma::uword j = 0; j < out.n_cols; ++j) {
-    const double* y = ys + j * c.dp;
-    for (arma::uword i = 0; i < out.n_rows; i += 2) {
-      // an odd last row runs as both pairs of the vector (the same bits) and keeps the first
-      const double* x[2] = {xs + i * c.dp, xs + std::min(i + 1, out.n_rows - 1) * c.dp};
-      double h[2];
-      geometric_pairs<Lanes8>(c, x, y, h);
-      out(i, j) = h[0];
-      if (i + 1 < out.n_rows) out(i + 1, j) = h[1];
+    const double* y = ys + j * c.d;
+    for (arma::uword i = 0; i < out.n_rows; i += 8) {
+      double h[8];
+      geometric_lanes<Lanes8>(c, xt + i, ldx, y, h);
+      std::copy_n(h, std::min<arma::uword>(8, out.n_rows - i), out.colptr(j) + i);
     }
   }
 }

@@ -1,5 +1,5 @@
 // GeomRF's pairwise sums H = sum_l h(x_l y_l) (CRT eq. 13 divided by K^2): the vectorised kernel shared by
-// discrete.cpp (4 lanes: AVX2 or baseline x86-64) and geometric_avx512.cpp (8 lanes, two pairs). Internal header.
+// discrete.cpp (4 pairs per vector: AVX2 or baseline x86-64) and geometric_avx512.cpp (8 pairs). Internal header.
 #pragma once
 #include <algorithm>
 #include <cfloat>
@@ -49,45 +49,40 @@ constexpr double kI0Series[17] = {1.0,
                                   1.5073188714454955e-27,
                                   1.5159995446357626e-29};
 
-constexpr arma::uword kBlock = 16;  // coordinates per step: four independent Horner chains
 // z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
 constexpr double kZSeries = 10.0;
 
 struct GeomConstants {
-  arma::uword d, dp;
+  arma::uword d;
   double neg_log_p, scale, scale_m2, scale_p2;
 };
 
-// GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p), over groups of 64 coordinates,
-// 16 at a time (four vectors of 4: independent Horner chains in registers).
-// z_l < 10 (most coordinates of unit-scale data): u_l = I0(z_l) - 1 from the economised series kI0Series. The u_l
-// of a group are multiplied as P <- P + u + P u in four chains (coordinate l in chain l mod 4), so that
-// P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log per
-// 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps absolute,
-// 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 2816), so a group cannot overflow (< 1e221).
-// 10 <= z_l finite (most coordinates of the shifted points of GeomRF+): log I0(z) = z - log(z)/2 + log g(z). The
-// coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points have
-// t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The g(z) of a group, in
+// GeomRF: H = sum_l h_l, h_l = -log p - 2 t_l + log I0(z_l), z_l = 2|t_l|/sqrt(1-p). A vector holds W pairs
+// (x_i, y), i = i0 ... i0 + W - 1, one per lane, so a lane does exactly what a scalar loop over the coordinates of its
+// pair would do: every lane width gives the same bits (test
+// DiscreteClosedForm.GeometricSumsGiveTheSameBitsAtEveryWidth). z_l < 10 (most coordinates of unit-scale data): u_l =
+// I0(z_l) - 1 from the economised series kI0Series. The u_l of a group are multiplied in order as P <- P + u + P u, so
+// that P = prod (1 + u_l) - 1 keeps its relative precision when every u_l is tiny, and the group adds log1p(P): one log
+// per 64 coordinates, with the accuracy of summing log1p(u_l) (the log of the rounded product would lose ~d eps
+// absolute, 1e-6 of log Var at H ~ 1e-11: issue #21). Each 1 + u_l lies in [1, 2816), so a group cannot overflow (<
+// 1e221). 10 <= z_l finite (most coordinates of the shifted points of GeomRF+): log I0(z) = z - log(z)/2 + log g(z).
+// The coordinate's linear term becomes -log p + z - 2t, with z - 2t = |t| (scale - 2) for t >= 0: the shifted points
+// have t ~ 10, z ~ 2t, and summing z and -2t separately lost ~1e-12 of H ~ 70 to cancellation. The g(z) of a group, in
 // [0.39, 0.41], and the significands m of z = m 2^e, in [1, 2), are multiplied (64 factors: in [6e-27, 2^64]), and
 // the exponents e summed exactly: a group adds log prod g - (log prod m) / 2 and the pair - (ln2 sum e) / 2. When
 // P >= 1 a group takes one log for the three products (at most three otherwise) instead of one GSL call and one log per
 // coordinate. Non-finite z_l (x_l y_l overflowed) use log_bessel_i0.
 // H >= 0 holds exactly; rounding below 0 is clamped to 0.
 
-// Lane policy of geometric_pairs: 4 lanes of GCC's vector extension, one pair (AVX2 + FMA, or two SSE2 registers).
+// Lane policy of geometric_lanes: 4 pairs in GCC's vector extension (AVX2 + FMA, or two SSE2 registers).
 struct Lanes4 {
-  static constexpr int kPairs = 1;
+  static constexpr int kWidth = 4;
   using V = double __attribute__((vector_size(4 * sizeof(double))));
   using I = long long __attribute__((vector_size(4 * sizeof(double))));
   using M = I;  // a lane mask is -1 or 0
-  static V load_x(const double* const* x, arma::uword l) {
+  static V load(const double* p) {
     V v;
-    std::memcpy(&v, x[0] + l, sizeof v);
-    return v;
-  }
-  static V load_y(const double* y, arma::uword l) {
-    V v;
-    std::memcpy(&v, y + l, sizeof v);
+    std::memcpy(&v, p, sizeof v);
     return v;
   }
   static M lt(V a, V b) { return a < b; }
@@ -100,157 +95,182 @@ struct Lanes4 {
   static M neither(M a, M b) { return ~(a | b); }
   static M none() { return M{}; }
   static bool any(M m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
-  static bool any_of_pair(M m, int) { return any(m); }
+  static bool lane(M m, int k) { return m[k] != 0; }
+  // 1/z to single precision (z below FLT_MAX): an IEEE float division, so the same bits at every width
+  static V recip_seed(V z) {
+    using F = float __attribute__((vector_size(4 * sizeof(float))));
+    return __builtin_convertvector(1.0f / __builtin_convertvector(z, F), V);
+  }
 };
 
-// A block's two Horner chains in geometric_pairs, independent, so a block needing both runs them in one loop (eight
-// chains, bound by throughput rather than by the latency of four): s the I0 series in y4 = z^2 / 4 (small z), g the
-// scaled I0 polynomial in v = 20 / zz - 1, zz = z where z is mid-range and a harmless value in the other lanes.
-template <class Lanes, class V = typename Lanes::V, class M = typename Lanes::M>
-inline __attribute__((always_inline)) void horner_chains(bool has_small, bool has_mid, const V* z, const M* mid,
-                                                         const V* y4, V* s, V* g, V* zz) {
-  const V zero = {};
-  V v[4];
-  for (int b = 0; b < 4; ++b) {
-    s[b] = zero + kI0Series[16];
-    g[b] = zero + kI0Scaled[20];
-    zz[b] = Lanes::sel(mid[b], z[b], zero + kZSeries);
-    v[b] = has_mid ? 20.0 / zz[b] - 1.0 : zero;
-  }
-  if (has_small && has_mid) {
-#pragma GCC unroll 20
-    for (int k = 19; k >= 0; --k) {
-      for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-      if (k <= 15)
-        for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-    }
-  } else if (has_small) {
-    for (int k = 15; k >= 0; --k)
-      for (int b = 0; b < 4; ++b) s[b] = kI0Series[k] + y4[b] * s[b];
-  } else if (has_mid) {
-    for (int k = 19; k >= 0; --k)
-      for (int b = 0; b < 4; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
-  }
+// 1/z for z in [10, inf) without a double division (16 cycles for 8 lanes on AVX-512): the float reciprocal (relative
+// error < 2^-23) and two Newton steps r <- r + r (1 - z r) (2^-46, then within an ulp or two). z >= 1e30 takes
+// 1/1e30, which gives the same v = 20/z - 1 = -1 in double.
+template <class Lanes, class V = typename Lanes::V>
+inline __attribute__((always_inline)) V reciprocal(V z) {
+  const V zero = {}, cap = zero + 1e30;
+  const V zc = Lanes::sel(Lanes::lt(z, cap), z, cap);
+  V r = Lanes::recip_seed(zc);
+  r = r + r * (1.0 - zc * r);
+  return r + r * (1.0 - zc * r);
 }
 
-// The end of a group of 64 coordinates of geometric_pairs: its lanes' products of (1 + u) series terms (pm), scaled
-// I0's (pg) and significands (pz) folded into each pair's logs (log1p where the product is small) and big terms.
-template <int NP, class V>
-inline __attribute__((always_inline)) void fold_group(const V& pm, const V& pg, const V& pz, const bool* group_mid,
-                                                      double* logs, double* big) {
-  for (int p = 0; p < NP; ++p) {
-    const int o = 4 * p;
-    const double p01 = pm[o] + pm[o + 1] + pm[o] * pm[o + 1], p23 = pm[o + 2] + pm[o + 3] + pm[o + 2] * pm[o + 3];
-    const double P = p01 + p23 + p01 * p23;
-    const double G = group_mid[p] ? (pg[o] * pg[o + 1]) * (pg[o + 2] * pg[o + 3]) : 1.0;
-    const double Z = group_mid[p] ? (pz[o] * pz[o + 1]) * (pz[o + 2] * pz[o + 3]) : 1.0;
-    if (P >= 1.0) {
-      // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
-      // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
-      logs[p] += std::log((1.0 + P) * G / std::sqrt(Z));
-    } else {
-      logs[p] += std::log1p(P);
-      if (group_mid[p]) big[p] += std::log(G) - 0.5 * std::log(Z);
-    }
-  }
-}
-
-// Each pair's sum at the end of geometric_pairs: the log I0 of coordinates whose z overflowed, the significands'
-// exponents (esum, times ln 2), the lanes' linear terms and the groups' logs, clamped at 0 (the sum is >= 0).
-template <int NP, class V, class I>
-inline __attribute__((always_inline)) void finish_pairs(const GeomConstants& c, const double* const* x, const double* y,
-                                                        const V& lin, const I& esum, const bool* any_huge,
-                                                        const double* logs, double* big, double* out) {
-  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
-  for (int p = 0; p < NP; ++p) {
-    const int o = 4 * p;
-    if (any_huge[p]) {
-      for (arma::uword l = 0; l < c.d; ++l) {
-        const double z = c.scale * std::abs(x[p][l] * y[l]);
-        if (!(z <= DBL_MAX)) big[p] += log_bessel_i0(z);
-      }
-    }
-    const double e = static_cast<double>((esum[o] + esum[o + 1]) + (esum[o + 2] + esum[o + 3]));
-    big[p] -= 0.5 * (e * ln2_hi + e * ln2_lo);
-    const double lsum = (lin[o] + lin[o + 1]) + (lin[o + 2] + lin[o + 3]);
-    out[p] = std::max(lsum + big[p] + logs[p], 0.0);
-  }
-}
-
-// NP pairs (x[p], y) at once in vectors of 4 NP lanes: lanes 4p..4p+3 are pair p's four chains. A lane's operations
-// do not depend on NP: a block runs the series or the g polynomial when any pair needs it, and a lane that does not
-// need it adds an exact 0 (u = 0) or multiplies by an exact 1, so every lane policy gives the same bits (test
-// DiscreteClosedForm.GeometricSumsTwoPairsPerVectorGiveTheSameBits). Two pairs fill AVX-512's 8 lanes (issue #19).
+// The running state of W pairs in geometric_lanes: per lane the linear terms, the exponents of the mid-range z, the
+// group's products (series terms pm, scaled I0's pg, significands pz), and which lanes met a mid-range or huge z.
+// The coordinate vectors that need the series (some lane has a small z) or the scaled I0 (some lane has a mid-range
+// z) wait in a queue of 8 for their polynomial, so each runs as eight independent Horner chains on just the vectors
+// that need it (on unit-scale data 1.6% of z are mid-range: 12% of vectors, but 64% of blocks of eight).
 template <class Lanes>
-inline __attribute__((always_inline)) void geometric_pairs(const GeomConstants& c, const double* const* x,
-                                                           const double* y, double* out) {
-  constexpr int NP = Lanes::kPairs, W = 4 * NP;
+struct GeomState {
   using V = typename Lanes::V;
   using I = typename Lanes::I;
   using M = typename Lanes::M;
-  V lane;
-  for (int k = 0; k < W; ++k) lane[k] = k % 4;
+  V lin, pm, pg, pz;
+  I esum;
+  M group_mid, huge;
+  V y4[8], zz[8];  // queued: y4 = z^2/4 where small (0 elsewhere); zz = z where mid-range (kZSeries elsewhere)
+  M mid[8];
+  int n_small = 0, n_mid = 0;
+};
+
+// The queued series terms u = y4 q(y4) joined to pm in coordinate order (a padded slot has y4 = 0: u = 0 exactly).
+template <class Lanes>
+inline __attribute__((always_inline)) void run_series(GeomState<Lanes>& st) {
+  using V = typename Lanes::V;
+  const V zero = {};
+  for (int b = st.n_small; b < 8; ++b) st.y4[b] = zero;
+  V s[8];
+  for (int b = 0; b < 8; ++b) s[b] = zero + kI0Series[16];
+  for (int k = 15; k >= 0; --k)
+    for (int b = 0; b < 8; ++b) s[b] = kI0Series[k] + st.y4[b] * s[b];
+  for (int b = 0; b < 8; ++b) {
+    const V u = st.y4[b] * s[b];
+    st.pm += u + st.pm * u;
+  }
+  st.n_small = 0;
+}
+
+// The queued scaled I0's g(zz) and significands of zz joined to pg, pz and esum where the lane is mid-range (a padded
+// slot has no lane).
+template <class Lanes>
+inline __attribute__((always_inline)) void run_scaled(GeomState<Lanes>& st) {
+  using V = typename Lanes::V;
+  using I = typename Lanes::I;
   const V zero = {}, one = zero + 1;
-  const I izero = {}, abs_mask = izero + 0x7fffffffffffffffLL, significand = izero + 0x000fffffffffffffLL,
-          exponent_zero = izero + 0x3ff0000000000000LL;
-  V lin = zero;  // lane 4p + k: pair p's coordinates l = k mod 4, in order
-  I esum = izero;
-  double logs[NP] = {}, big[NP] = {};
-  bool any_huge[NP] = {};
-  for (arma::uword l0 = 0; l0 < c.dp; l0 += 64) {
-    const arma::uword l1 = std::min(c.dp, l0 + 64);
-    V pm = zero, pg = one, pz = one;
-    bool group_mid[NP] = {};
-    for (arma::uword l = l0; l < l1; l += kBlock) {
-      V t[4], z[4], y4[4];
-      M mid[4], small_any = Lanes::none(), mid_any = Lanes::none();
-      for (int b = 0; b < 4; ++b) {
-        t[b] = Lanes::load_x(x, l + 4 * b) * Lanes::load_y(y, l + 4 * b);
-        const V at = (V)((I)t[b] & abs_mask);
-        z[b] = c.scale * at;
-        const M small = Lanes::lt(z[b], zero + kZSeries);
-        mid[b] = Lanes::both(Lanes::ge(z[b], zero + kZSeries), Lanes::le(z[b], zero + DBL_MAX));
-        const M huge = Lanes::neither(small, mid[b]);  // NaN or inf
-        for (int p = 0; p < NP; ++p) any_huge[p] |= Lanes::any_of_pair(huge, p);
-        small_any = Lanes::either(small_any, small);
-        mid_any = Lanes::either(mid_any, mid[b]);
-        const M valid = Lanes::lt(lane + static_cast<double>(l + 4 * b), zero + static_cast<double>(c.d));
-        lin += Lanes::sel(
-            valid,
-            c.neg_log_p + Lanes::sel(mid[b],
-                                     at * Lanes::sel(Lanes::ge(t[b], zero), zero + c.scale_m2, zero + c.scale_p2),
-                                     -2.0 * t[b]),
-            zero);
-        y4[b] = Lanes::sel(small, 0.25 * z[b] * z[b], zero);  // 0: the series gives I0 = 1 (log 1 = 0)
-      }
-      const bool has_small = Lanes::any(small_any), has_mid = Lanes::any(mid_any);
-      V s[4], g[4], zz[4];
-      horner_chains<Lanes>(has_small, has_mid, z, mid, y4, s, g, zz);
-      if (has_small) {
-        for (int b = 0; b < 4; ++b) {
-          const V u = y4[b] * s[b];
-          pm += u + pm * u;
-        }
-      }
-      if (has_mid) {
-        for (int p = 0; p < NP; ++p) group_mid[p] |= Lanes::any_of_pair(mid_any, p);
-        for (int b = 0; b < 4; ++b) {
-          const I bits = (I)zz[b];
-          pg *= Lanes::sel(mid[b], g[b], one);
-          pz *= Lanes::sel(mid[b], (V)((bits & significand) | exponent_zero), one);
-          esum += Lanes::sel(mid[b], (bits >> 52) - 1023, izero);
-        }
+  const I izero = {}, significand = izero + 0x000fffffffffffffLL, exponent_zero = izero + 0x3ff0000000000000LL;
+  for (int b = st.n_mid; b < 8; ++b) {
+    st.zz[b] = zero + kZSeries;
+    st.mid[b] = Lanes::none();
+  }
+  V g[8], v[8];
+  for (int b = 0; b < 8; ++b) {
+    v[b] = 20.0 * reciprocal<Lanes>(st.zz[b]) - 1.0;
+    g[b] = zero + kI0Scaled[20];
+  }
+  for (int k = 19; k >= 0; --k)
+    for (int b = 0; b < 8; ++b) g[b] = kI0Scaled[k] + v[b] * g[b];
+  for (int b = 0; b < 8; ++b) {
+    const I bits = (I)st.zz[b];
+    st.pg *= Lanes::sel(st.mid[b], g[b], one);
+    st.pz *= Lanes::sel(st.mid[b], (V)((bits & significand) | exponent_zero), one);
+    st.esum += Lanes::sel(st.mid[b], (bits >> 52) - 1023, izero);
+  }
+  st.n_mid = 0;
+}
+
+// Coordinate l of the W pairs (x row xt + l ldx, y[l]): its linear term, and its vector queued for the polynomials
+// its lanes need (a lane that does not need one adds an exact 0 or multiplies by an exact 1).
+template <class Lanes>
+inline __attribute__((always_inline)) void geometric_coordinate(const GeomConstants& c, const double* xt,
+                                                                arma::uword ldx, const double* y, arma::uword l,
+                                                                GeomState<Lanes>& st) {
+  using V = typename Lanes::V;
+  using I = typename Lanes::I;
+  using M = typename Lanes::M;
+  const V zero = {};
+  const I abs_mask = I{} + 0x7fffffffffffffffLL;
+  const V t = Lanes::load(xt + l * ldx) * y[l];
+  const V at = (V)((I)t & abs_mask);
+  const V z = c.scale * at;
+  const M small = Lanes::lt(z, zero + kZSeries);
+  const M mid = Lanes::both(Lanes::ge(z, zero + kZSeries), Lanes::le(z, zero + DBL_MAX));
+  st.huge = Lanes::either(st.huge, Lanes::neither(small, mid));  // NaN or inf
+  st.lin += c.neg_log_p +
+            Lanes::sel(mid, at * Lanes::sel(Lanes::ge(t, zero), zero + c.scale_m2, zero + c.scale_p2), -2.0 * t);
+  // Written to the next slot always, kept (the count moved on) only when some lane needs it.
+  st.y4[st.n_small] = Lanes::sel(small, 0.25 * z * z, zero);
+  st.n_small += Lanes::any(small);
+  if (st.n_small == 8) run_series(st);
+  st.zz[st.n_mid] = Lanes::sel(mid, z, zero + kZSeries);
+  st.mid[st.n_mid] = mid;
+  st.group_mid = Lanes::either(st.group_mid, mid);
+  st.n_mid += Lanes::any(mid);
+  if (st.n_mid == 8) run_scaled(st);
+}
+
+// The end of a group of 64 coordinates: lane k's products folded into its log (log1p where the product is small) and
+// big term.
+template <class Lanes>
+inline __attribute__((always_inline)) void fold_group(const GeomState<Lanes>& st, double* logs, double* big) {
+  for (int k = 0; k < Lanes::kWidth; ++k) {
+    const double P = st.pm[k];
+    const bool mid = Lanes::lane(st.group_mid, k);
+    const double G = mid ? st.pg[k] : 1.0, Z = mid ? st.pz[k] : 1.0;
+    if (P >= 1.0) {
+      // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
+      // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
+      logs[k] += std::log((1.0 + P) * G / std::sqrt(Z));
+    } else {
+      logs[k] += std::log1p(P);
+      if (mid) big[k] += std::log(G) - 0.5 * std::log(Z);
+    }
+  }
+}
+
+// H of the W pairs (x_{i0 + k}, y), k < W, with x_{i0 + k, l} at xt[l ldx + k]: groups of 64 coordinates, then each
+// lane's sum: the log I0 of coordinates whose z overflowed, the
+// exponents of the mid-range z (times ln 2), the linear terms and the groups' logs, clamped at 0 (the sum is >= 0).
+template <class Lanes>
+inline __attribute__((always_inline)) void geometric_lanes(const GeomConstants& c, const double* xt, arma::uword ldx,
+                                                           const double* y, double* out) {
+  constexpr int W = Lanes::kWidth;
+  using V = typename Lanes::V;
+  const V zero = {}, one = zero + 1;
+  GeomState<Lanes> st;
+  st.lin = zero;
+  st.esum = typename Lanes::I{};
+  st.huge = Lanes::none();
+  double logs[W] = {}, big[W] = {};
+  for (arma::uword l0 = 0; l0 < c.d; l0 += 64) {
+    const arma::uword l1 = std::min(c.d, l0 + 64);
+    st.pm = zero;
+    st.pg = one;
+    st.pz = one;
+    st.group_mid = Lanes::none();
+    for (arma::uword l = l0; l < l1; ++l) geometric_coordinate<Lanes>(c, xt, ldx, y, l, st);
+    if (st.n_small > 0) run_series(st);
+    if (st.n_mid > 0) run_scaled(st);
+    fold_group<Lanes>(st, logs, big);
+  }
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
+  for (int k = 0; k < W; ++k) {
+    if (Lanes::lane(st.huge, k)) {
+      for (arma::uword l = 0; l < c.d; ++l) {
+        const double z = c.scale * std::abs(xt[l * ldx + k] * y[l]);
+        if (!(z <= DBL_MAX)) big[k] += log_bessel_i0(z);
       }
     }
-    fold_group<NP>(pm, pg, pz, group_mid, logs, big);
+    const double e = static_cast<double>(st.esum[k]);
+    big[k] -= 0.5 * (e * ln2_hi + e * ln2_lo);
+    out[k] = std::max(st.lin[k] + big[k] + logs[k], 0.0);
   }
-  finish_pairs<NP>(c, x, y, lin, esum, any_huge, logs, big, out);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define KESTREL_GEOMETRIC_AVX512 1
-// Two pairs at a time in AVX-512's 8 lanes (geometric_avx512.cpp; call only when simd::active() is AVX-512).
-void geometric_sums8(const GeomConstants& c, const double* xs, const double* ys, arma::mat& out);
+// Eight pairs at a time in AVX-512's lanes (geometric_avx512.cpp; call only when simd::active() is AVX-512). xt holds
+// the points of X as rows (ldx = its row count, a multiple of 8, zero rows after X's n_cols), ys those of Y as columns.
+void geometric_sums8(const GeomConstants& c, const double* xt, arma::uword ldx, const double* ys, arma::mat& out);
 #endif
 
 }  // namespace kestrel::geometric_detail
