@@ -15,8 +15,12 @@
 #include "core/vecmath.hpp"
 #include "data/regimes.hpp"
 #include "estimators/discrete/discrete.hpp"
+#include "estimators/discrete/geometric_kernel.hpp"
 #include "estimators/registry.hpp"
 #include "test_util.hpp"
+
+// The GeomRF kernel's vectors are passed by value between its inline functions (GCC warns at the file's end).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 using namespace kestrel;
 using big = boost::multiprecision::cpp_bin_float_50;
@@ -267,6 +271,39 @@ TEST(DiscreteClosedForm, GeometricSumsGiveTheSameBitsAtEveryWidth) {
     ASSERT_TRUE(wide.is_finite());
     EXPECT_EQ(arma::accu(wide != narrow), 0u) << "d = " << c.d;
   }
+}
+
+TEST(DiscreteClosedForm, GeometricKernelLogsAreWithinTwoUlpOfTheLibm) {
+  // The pairwise sums' own log and log1p (geometric_kernel.hpp: the same operations at every width) against std::log
+  // and std::log1p over the ranges they are used on: log of [1e-40, 1e230] and log1p of [1e-300, 1), 4 lanes at a
+  // time, relative error at most 2 eps (measured 1.0 and 1.4 eps). Deterministic inputs, no false failures.
+  using L = geometric_detail::Lanes4;
+  Rng rng(29);
+  double worst_log = 0, worst_log1p = 0;
+  for (int n = 0; n < 25000; ++n) {
+    L::V x, P;
+    for (int k = 0; k < 4; ++k) {
+      x[k] = std::pow(10.0, -40.0 + 270.0 * rng.uniform());
+      P[k] = n % 2 ? std::pow(10.0, -300.0 * rng.uniform()) : rng.uniform();
+    }
+    if (n == 0) x[0] = 1.0, x[1] = 0.5, x[2] = std::nextafter(1.0, 2.0), P[0] = 0.0, P[1] = 0.41421356237309503;
+    const L::V lx = geometric_detail::log_lanes<L>(x), lp = geometric_detail::log1p_lanes<L>(P);
+    for (int k = 0; k < 4; ++k) {
+      const double a = std::log(x[k]), b = std::log1p(P[k]);
+      if (a == 0)
+        ASSERT_EQ(lx[k], 0.0);
+      else
+        worst_log = std::max(worst_log, std::abs(lx[k] - a) / std::abs(a));
+      if (b == 0)
+        ASSERT_EQ(lp[k], 0.0);
+      else
+        worst_log1p = std::max(worst_log1p, std::abs(lp[k] - b) / std::abs(b));
+    }
+  }
+  EXPECT_LE(worst_log, 2 * DBL_EPSILON);
+  EXPECT_LE(worst_log1p, 2 * DBL_EPSILON);
+  RecordProperty("worst_log_ulp", std::to_string(worst_log / DBL_EPSILON));
+  RecordProperty("worst_log1p_ulp", std::to_string(worst_log1p / DBL_EPSILON));
 }
 
 TEST(DiscreteClosedForm, PoissonExactWhenEveryProductEqualsLambda) {

@@ -38,7 +38,7 @@ struct Lanes8 {
   static M neither(M a, M b) { return static_cast<M>(~(a | b)); }
   static M none() { return 0; }
   static bool any(M m) { return m != 0; }
-  static bool lane(M m, int k) { return (m >> k & 1) != 0; }
+  static V sqrt(V a) { return _mm512_sqrt_pd(a); }
   static V recip_seed(V z) { return _mm512_cvtps_pd(_mm256_div_ps(_mm256_set1_ps(1.0f), _mm512_cvtpd_ps(z))); }
 };
 

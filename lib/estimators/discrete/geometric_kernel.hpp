@@ -95,7 +95,10 @@ struct Lanes4 {
   static M neither(M a, M b) { return ~(a | b); }
   static M none() { return M{}; }
   static bool any(M m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
-  static bool lane(M m, int k) { return m[k] != 0; }
+  static V sqrt(V a) {  // lane by lane (IEEE: the bits of vsqrtpd)
+    for (int k = 0; k < 4; ++k) a[k] = std::sqrt(a[k]);
+    return a;
+  }
   // 1/z to single precision (z below FLT_MAX): an IEEE float division, so the same bits at every width
   static V recip_seed(V z) {
     using F = float __attribute__((vector_size(4 * sizeof(float))));
@@ -103,9 +106,9 @@ struct Lanes4 {
   }
 };
 
-// 1/z for z in [10, inf) without a double division (16 cycles for 8 lanes on AVX-512): the float reciprocal (relative
-// error < 2^-23) and two Newton steps r <- r + r (1 - z r) (2^-46, then within an ulp or two). z >= 1e30 takes
-// 1/1e30, which gives the same v = 20/z - 1 = -1 in double.
+// 1/z for z in {1} or [10, inf) without a double division (16 cycles for 8 lanes on AVX-512): the float reciprocal
+// (relative error < 2^-23) and two Newton steps r <- r + r (1 - z r) (2^-46, then within an ulp or two). z >= 1e30
+// takes 1/1e30, which gives the same v = 20/z - 1 = -1 in double.
 template <class Lanes, class V = typename Lanes::V>
 inline __attribute__((always_inline)) V reciprocal(V z) {
   const V zero = {}, cap = zero + 1e30;
@@ -126,9 +129,12 @@ struct GeomState {
   using I = typename Lanes::I;
   using M = typename Lanes::M;
   V lin, pm, pg, pz;
+  V zsum;  // the z summed: not finite where some z is NaN or inf (or, harmlessly, where the sum overflowed)
   I esum;
-  M group_mid, huge;
-  V y4[8], zz[8];  // queued: y4 = z^2/4 where small (0 elsewhere); zz = z where mid-range (kZSeries elsewhere)
+  M group_mid;
+  // queued: y4 = z^2/4 where small (0 elsewhere); zz = z where mid-range, 1 elsewhere (its v = 19 gives a finite g,
+  // not used, and its significand and exponent multiply and add exactly nothing)
+  V y4[8], zz[8];
   M mid[8];
   int n_small = 0, n_mid = 0;
 };
@@ -158,8 +164,9 @@ inline __attribute__((always_inline)) void run_scaled(GeomState<Lanes>& st) {
   using I = typename Lanes::I;
   const V zero = {}, one = zero + 1;
   const I izero = {}, significand = izero + 0x000fffffffffffffLL, exponent_zero = izero + 0x3ff0000000000000LL;
+  for (int b = 0; b < st.n_mid; ++b) st.group_mid = Lanes::either(st.group_mid, st.mid[b]);
   for (int b = st.n_mid; b < 8; ++b) {
-    st.zz[b] = zero + kZSeries;
+    st.zz[b] = one;
     st.mid[b] = Lanes::none();
   }
   V g[8], v[8];
@@ -172,8 +179,8 @@ inline __attribute__((always_inline)) void run_scaled(GeomState<Lanes>& st) {
   for (int b = 0; b < 8; ++b) {
     const I bits = (I)st.zz[b];
     st.pg *= Lanes::sel(st.mid[b], g[b], one);
-    st.pz *= Lanes::sel(st.mid[b], (V)((bits & significand) | exponent_zero), one);
-    st.esum += Lanes::sel(st.mid[b], (bits >> 52) - 1023, izero);
+    st.pz *= (V)((bits & significand) | exponent_zero);  // zz = 1 = 2^0 1 where not mid-range: exact
+    st.esum += (bits >> 52) - 1023;
   }
   st.n_mid = 0;
 }
@@ -194,36 +201,70 @@ inline __attribute__((always_inline)) void geometric_coordinate(const GeomConsta
   const V z = c.scale * at;
   const M small = Lanes::lt(z, zero + kZSeries);
   const M mid = Lanes::both(Lanes::ge(z, zero + kZSeries), Lanes::le(z, zero + DBL_MAX));
-  st.huge = Lanes::either(st.huge, Lanes::neither(small, mid));  // NaN or inf
-  st.lin += c.neg_log_p +
-            Lanes::sel(mid, at * Lanes::sel(Lanes::ge(t, zero), zero + c.scale_m2, zero + c.scale_p2), -2.0 * t);
+  st.zsum += z;
+  st.lin += Lanes::sel(mid, at * Lanes::sel(Lanes::ge(t, zero), zero + c.scale_m2, zero + c.scale_p2), -2.0 * t);
   // Written to the next slot always, kept (the count moved on) only when some lane needs it.
   st.y4[st.n_small] = Lanes::sel(small, 0.25 * z * z, zero);
   st.n_small += Lanes::any(small);
   if (st.n_small == 8) run_series(st);
-  st.zz[st.n_mid] = Lanes::sel(mid, z, zero + kZSeries);
+  st.zz[st.n_mid] = Lanes::sel(mid, z, zero + 1.0);
   st.mid[st.n_mid] = mid;
-  st.group_mid = Lanes::either(st.group_mid, mid);
   st.n_mid += Lanes::any(mid);
   if (st.n_mid == 8) run_scaled(st);
 }
 
-// The end of a group of 64 coordinates: lane k's products folded into its log (log1p where the product is small) and
-// big term.
-template <class Lanes>
-inline __attribute__((always_inline)) void fold_group(const GeomState<Lanes>& st, double* logs, double* big) {
-  for (int k = 0; k < Lanes::kWidth; ++k) {
-    const double P = st.pm[k];
-    const bool mid = Lanes::lane(st.group_mid, k);
-    const double G = mid ? st.pg[k] : 1.0, Z = mid ? st.pz[k] : 1.0;
-    if (P >= 1.0) {
-      // log1p(P) is only needed for small P; here 1 + P rounds with relative error eps, and one log takes all
-      // three products (1 + P < 1e221, G in [6e-27, 1], Z in [1, 2^64]).
-      logs[k] += std::log((1.0 + P) * G / std::sqrt(Z));
-    } else {
-      logs[k] += std::log1p(P);
-      if (mid) big[k] += std::log(G) - 0.5 * std::log(Z);
-    }
+// log e 2 + log(1 + f) for e an integer and f in [sqrt(1/2) - 1, sqrt(2) - 1], lane by lane with the same operations
+// at every width: log(1 + f) = 2 atanh(s) = f - s (f - R), s = f / (2 + f) (|s| < 0.1716), R = 2 (s^2/3 + s^4/5 + ...
+// + s^24/25) from atanh's Taylor series (the first term left out is < 1e-21 of R), so f's own bits lead and the
+// roundings of s only touch the small s (f - R): within about an ulp of std::log.
+template <class V>
+inline __attribute__((always_inline)) V log_parts(V e, V f) {
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
+  const V s = f / (2.0 + f), z = s * s;
+  V q = V{} + 2.0 / 25;
+  for (int k = 11; k >= 1; --k) q = 2.0 / (2 * k + 1) + z * q;
+  const V R = z * q;
+  return e * ln2_hi - ((s * (f - R) - e * ln2_lo) - f);
+}
+
+// log x of positive normal x: x = 2^e m with m in [sqrt(1/2), sqrt(2)), then log_parts(e, m - 1) (m - 1 is exact).
+template <class Lanes, class V = typename Lanes::V>
+inline __attribute__((always_inline)) V log_lanes(V x) {
+  using I = typename Lanes::I;
+  const V zero = {};
+  const I izero = {}, bits = (I)x;
+  // the exponent field as a double: 2^52 + field, less 2^52 + 1023 (exact)
+  V e = (V)((bits >> 52) | (izero + 0x4330000000000000LL)) - (4503599627370496.0 + 1023.0);
+  V m = (V)((bits & (izero + 0x000fffffffffffffLL)) | (izero + 0x3ff0000000000000LL));
+  const auto high = Lanes::lt(zero + 1.4142135623730951, m);
+  m = Lanes::sel(high, 0.5 * m, m);
+  e = Lanes::sel(high, e + 1.0, e);
+  return log_parts(e, m - 1.0);
+}
+
+// log1p(P) of P in [0, 1): log_parts(0, P) below sqrt(2) - 1 (P's relative precision kept for tiny P), else log(1 + P).
+template <class Lanes, class V = typename Lanes::V>
+inline __attribute__((always_inline)) V log1p_lanes(V P) {
+  const V zero = {};
+  const auto low = Lanes::lt(P, zero + 0.41421356237309503);
+  return Lanes::sel(low, log_parts(zero, P), log_lanes<Lanes>(1.0 + P));
+}
+
+// The end of a group of 64 coordinates: each lane's products folded into its logs (log1p where the series product is
+// below 1) and big terms.
+template <class Lanes, class V = typename Lanes::V>
+inline __attribute__((always_inline)) void fold_group(const GeomState<Lanes>& st, V& logs, V& big) {
+  const V zero = {}, one = zero + 1;
+  const V P = st.pm, G = Lanes::sel(st.group_mid, st.pg, one), Z = Lanes::sel(st.group_mid, st.pz, one);
+  const auto large = Lanes::ge(P, one);
+  // P >= 1: 1 + P rounds with relative error eps, and one log takes all three products (1 + P < 1e221, G in
+  // [6e-27, 1], Z in [1, 2^64]).
+  if (Lanes::any(large)) logs += Lanes::sel(large, log_lanes<Lanes>((1.0 + P) * G / Lanes::sqrt(Z)), zero);
+  const auto below = Lanes::neither(large, Lanes::none());
+  if (Lanes::any(below)) {
+    logs += Lanes::sel(below, log1p_lanes<Lanes>(P), zero);
+    const auto mid = Lanes::both(below, st.group_mid);
+    if (Lanes::any(mid)) big += Lanes::sel(mid, log_lanes<Lanes>(G) - 0.5 * log_lanes<Lanes>(Z), zero);
   }
 }
 
@@ -238,9 +279,9 @@ inline __attribute__((always_inline)) void geometric_lanes(const GeomConstants& 
   const V zero = {}, one = zero + 1;
   GeomState<Lanes> st;
   st.lin = zero;
+  st.zsum = zero;
   st.esum = typename Lanes::I{};
-  st.huge = Lanes::none();
-  double logs[W] = {}, big[W] = {};
+  V logs = zero, big = zero;
   for (arma::uword l0 = 0; l0 < c.d; l0 += 64) {
     const arma::uword l1 = std::min(c.d, l0 + 64);
     st.pm = zero;
@@ -253,16 +294,18 @@ inline __attribute__((always_inline)) void geometric_lanes(const GeomConstants& 
     fold_group<Lanes>(st, logs, big);
   }
   const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
+  const double d_log_p = static_cast<double>(c.d) * c.neg_log_p;  // the coordinates' -log p, added once
   for (int k = 0; k < W; ++k) {
-    if (Lanes::lane(st.huge, k)) {
+    double b = big[k];
+    if (!(st.zsum[k] <= DBL_MAX)) {
       for (arma::uword l = 0; l < c.d; ++l) {
         const double z = c.scale * std::abs(xt[l * ldx + k] * y[l]);
-        if (!(z <= DBL_MAX)) big[k] += log_bessel_i0(z);
+        if (!(z <= DBL_MAX)) b += log_bessel_i0(z);
       }
     }
     const double e = static_cast<double>(st.esum[k]);
-    big[k] -= 0.5 * (e * ln2_hi + e * ln2_lo);
-    out[k] = std::max(st.lin[k] + big[k] + logs[k], 0.0);
+    b -= 0.5 * (e * ln2_hi + e * ln2_lo);
+    out[k] = std::max(st.lin[k] + d_log_p + b + logs[k], 0.0);
   }
 }
 
