@@ -135,6 +135,48 @@ TEST(Pairwise, NanLogVarianceNamesItsPair) {
   }
 }
 
+TEST(Pairwise, SeveralEstimatorsShareTilesWithTheBitsOfOneAtATime) {
+  // summarize_exact_variances forms each tile's Gram product and kernel once for all estimators: every summary must
+  // have the bits of its own call, and an estimator failing on every tile (NaN at each tile's entry (2, 3)) must
+  // report the first tile's pair, (x_2, y_3), and leave the others untouched.
+  const auto [X, Y] = sets(5, 37, 29);
+  const auto pos = make_estimator("pos", X, Y);
+  const WithLogVar bad(make_estimator("pos", X, Y), [&](const PairGram& g) {
+    arma::mat r = pos->log_var_over_k2(g.X, g.Y);
+    r(2, 3) = arma::datum::nan;
+    return r;
+  });
+  std::vector<std::unique_ptr<Estimator>> owned;
+  for (const char* name : {"trig", "pos", "oprf", "pois", "geom+"}) owned.push_back(make_estimator(name, X, Y));
+  std::vector<const Estimator*> es;
+  for (const auto& e : owned) es.push_back(e.get());
+  es.insert(es.begin() + 2, &bad);
+  const std::vector<arma::uword> Ms = {1, 4, 1, 2, 1, 3};
+  const std::vector<SummaryOrError> all = summarize_exact_variances(es, Kernel::softmax(), X, Y, 20, Ms);
+  ASSERT_EQ(all.size(), es.size());
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    if (es[i] == &bad) {
+      ASSERT_TRUE(all[i].error);
+      try {
+        std::rethrow_exception(all[i].error);
+      } catch (const NumericalError& err) {
+        EXPECT_NE(std::string(err.what()).find("(x_2, y_3)"), std::string::npos) << err.what();
+      }
+      continue;
+    }
+    ASSERT_FALSE(all[i].error) << es[i]->info().name;
+    const PairwiseSummary one = summarize_exact_variance(*es[i], Kernel::softmax(), X, Y, 20, Ms[i]);
+    const PairwiseSummary& s = all[i].summary;
+    EXPECT_EQ(s.n_exact, one.n_exact) << es[i]->info().name;
+    for (const auto& [u, v] :
+         {std::pair{s.log_var, one.log_var}, {s.log_rel_var, one.log_rel_var}, {s.log_kernel, one.log_kernel}}) {
+      EXPECT_EQ(u.n, v.n) << es[i]->info().name;
+      EXPECT_EQ(u.mean, v.mean) << es[i]->info().name;
+      EXPECT_EQ(u.m2, v.m2) << es[i]->info().name;
+    }
+  }
+}
+
 TEST(PairGram, SharedProductGivesTheDirectFormsBitForBit) {
   const auto [X, Y] = sets(7, 23, 19);
   const PairGram g(X, Y);

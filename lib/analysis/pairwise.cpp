@@ -163,16 +163,42 @@ PairwiseSummary summarize_tile(const Estimator& e, const arma::mat& r, const arm
 
 PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
                                          arma::uword block, arma::uword M) {
-  validate_pair(X, Y, e.dim());
+  SummaryOrError r = std::move(summarize_exact_variances({&e}, k, X, Y, block, {M}).front());
+  if (r.error) std::rethrow_exception(r.error);
+  return r.summary;
+}
+
+std::vector<SummaryOrError> summarize_exact_variances(const std::vector<const Estimator*>& es, const Kernel& k,
+                                                      const arma::mat& X, const arma::mat& Y, arma::uword block,
+                                                      const std::vector<arma::uword>& Ms) {
+  require(Ms.size() == es.size(), "{} feature counts for {} estimators", Ms.size(), es.size());
+  for (const Estimator* e : es) validate_pair(X, Y, e->dim());
   require(block > 0, "block size must be > 0, got 0");
-  return map_fold_pair_blocks<PairwiseSummary>(
+  return map_fold_pair_blocks<std::vector<SummaryOrError>>(
       X, Y, block,
       [&](const arma::mat& Xb, const arma::mat& Yb, arma::uword i0, arma::uword j0) {
-        const PairGram g(Xb, Yb);  // one Gram product for the variance and the kernel (where the family forms one)
-        const arma::mat r = e.log_var_over_k2_m(g, M);
-        return summarize_tile(e, r, log_kernel(k, g), i0, j0);
+        const PairGram g(Xb, Yb);  // one Gram product for the variances and the kernel (where a family forms one)
+        const arma::mat lk = log_kernel(k, g);
+        std::vector<SummaryOrError> out(es.size());
+        for (std::size_t i = 0; i < es.size(); ++i) {
+          try {
+            out[i].summary = summarize_tile(*es[i], es[i]->log_var_over_k2_m(g, Ms[i]), lk, i0, j0);
+          } catch (...) {
+            out[i].error = std::current_exception();
+          }
+        }
+        return out;
       },
-      [](PairwiseSummary& acc, const PairwiseSummary& p) { acc.merge(p); }, PairwiseSummary{});
+      [](std::vector<SummaryOrError>& acc, const std::vector<SummaryOrError>& tile) {
+        for (std::size_t i = 0; i < acc.size(); ++i) {
+          if (acc[i].error) continue;
+          if (tile[i].error)
+            acc[i] = {PairwiseSummary{}, tile[i].error};
+          else
+            acc[i].summary.merge(tile[i].summary);
+        }
+      },
+      std::vector<SummaryOrError>(es.size()));
 }
 
 }  // namespace kestrel

@@ -4,6 +4,8 @@
 // and left out of the means of logs, which would otherwise be -inf.
 #pragma once
 #include <cstdint>
+#include <exception>
+#include <vector>
 
 #include "analysis/stats.hpp"
 #include "estimators/estimator.hpp"
@@ -28,5 +30,16 @@ struct PairwiseSummary {
 // Variances are of the M-feature estimate (Estimator::log_var_over_k2_m).
 PairwiseSummary summarize_exact_variance(const Estimator& e, const Kernel& k, const arma::mat& X, const arma::mat& Y,
                                          arma::uword block = 256, arma::uword M = 1);
+
+// The same for several estimators (estimator i at Ms[i] features) over one pair of sets: each tile's Gram product
+// and kernel are formed once for all of them. An estimator that throws on a tile gets the error of its first such
+// tile in tile order and no summary; the others are not affected. Each summary has the bits of the one-estimator call.
+struct SummaryOrError {
+  PairwiseSummary summary;
+  std::exception_ptr error;
+};
+std::vector<SummaryOrError> summarize_exact_variances(const std::vector<const Estimator*>& es, const Kernel& k,
+                                                      const arma::mat& X, const arma::mat& Y, arma::uword block,
+                                                      const std::vector<arma::uword>& Ms);
 
 }  // namespace kestrel

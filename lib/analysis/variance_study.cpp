@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -243,20 +246,67 @@ Status parse_status(const std::string& s) {
 
 namespace {
 
+// One estimator of a set pair, made before any is studied: the estimator, or the error that stopped it; and for an
+// exact pairwise variance its summary, formed with the set pair's other such estimators (summarize_exact_variances).
+struct Prepared {
+  std::unique_ptr<Estimator> e;
+  std::exception_ptr error;
+  std::optional<SummaryOrError> exact;
+};
+
+arma::uword study_features(const std::string& name, const VarianceStudyOptions& opt) {
+  return opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
+}
+
+// The estimators of the rows still ok, and the exact pairwise summaries of those with an exact variance, their tiles'
+// Gram products and kernels shared.
+std::vector<Prepared> prepare(const std::vector<VarianceResult>& row, const VarianceStudyOptions& opt,
+                              const SetPair& sp) {
+  std::vector<Prepared> out(row.size());
+  std::vector<const Estimator*> exact;
+  std::vector<arma::uword> Ms;
+  std::vector<std::size_t> which;
+  for (std::size_t k = 0; k < row.size(); ++k) {
+    if (row[k].status != Status::Ok) continue;
+    try {
+      out[k].e = make_estimator(opt.estimators[k], sp.X, sp.Y);
+    } catch (...) {
+      out[k].error = std::current_exception();
+      continue;
+    }
+    if (opt.quantity == Quantity::Pair && find_family(opt.estimators[k]).exact_variance) {
+      exact.push_back(out[k].e.get());
+      Ms.push_back(study_features(opt.estimators[k], opt));
+      which.push_back(k);
+    }
+  }
+  if (!exact.empty()) {
+    std::vector<SummaryOrError> s = summarize_exact_variances(exact, opt.kernel, sp.X, sp.Y, 256, Ms);
+    for (std::size_t i = 0; i < which.size(); ++i) out[which[i]].exact = std::move(s[i]);
+  }
+  return out;
+}
+
 // One estimator on one set pair; an undefined estimator or a numerical failure marks the row.
 void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, const VarianceStudyOptions& opt,
-               arma::uword p) {
+               arma::uword p, const Prepared& prep) {
   try {
-    const auto e = make_estimator(name, sp.X, sp.Y);
-    const arma::uword M = opt.features * (opt.halve_real && halved_by_halve_real(name) ? 2 : 1);
+    if (prep.error) std::rethrow_exception(prep.error);
+    const Estimator& e = *prep.e;
+    const arma::uword M = study_features(name, opt);
     row.features = M;
     bool exact = find_family(name).exact_variance;
     PairwiseSummary s;
     if (opt.quantity == Quantity::Pair) {
-      s = exact ? summarize_exact_variance(*e, opt.kernel, sp.X, sp.Y, 256, M) : empirical_summary(*e, sp, opt, M, p);
+      if (exact) {
+        if (prep.exact->error) std::rethrow_exception(prep.exact->error);
+        s = prep.exact->summary;
+      } else {
+        s = empirical_summary(e, sp, opt, M, p);
+      }
     } else {
       bool empirical = false;
-      s = operator_summary(*e, sp, opt, M, p, empirical, row.mc);
+      s = operator_summary(e, sp, opt, M, p, empirical, row.mc);
       exact = !empirical;
     }
     if (!exact) row.empirical_reps = kEmpiricalReps;
@@ -267,9 +317,9 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
     }
     row.summary.merge(s);
     row.per_set.push_back(s);
-    row.params.push_back(e->params());
+    row.params.push_back(e.params());
     if (opt.mc_reps > 0 && exact && opt.quantity == Quantity::Pair)
-      row.mc = monte_carlo(*e, sp, opt, M, p, row.mc.value_or(McSummary{}));
+      row.mc = monte_carlo(e, sp, opt, M, p, row.mc.value_or(McSummary{}));
   } catch (const Undefined& err) {
     row.status = Status::Undefined;
     row.reason = err.what();
@@ -299,8 +349,9 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
                                       .seed = opt.seed,
                                       .pair_index = p,
                                       .options = opt.regime_options});
+      const std::vector<Prepared> prep = prepare(row, opt, sp);
       for (std::size_t k = 0; k < row.size(); ++k)
-        if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p);
+        if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p, prep[k]);
     }
     for (auto& r : row) {
       if (r.status == Status::Ok && r.summary.log_var.n == 0) {
