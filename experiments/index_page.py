@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 
 VERDICTS = ["holds", "not contradicted", "differs", "contradicted"]
@@ -236,9 +237,20 @@ def main():
     directory = sys.argv[1]
     runs = load(directory, sys.argv[2:])
     out = os.path.join(directory, "index.html")
-    with open(out + ".tmp", "w", encoding="utf-8") as fh:
-        fh.write(page(directory, runs))
-    os.replace(out + ".tmp", out)
+    # A temporary file of this process's own (two runs with --force may write the page at the same moment), replaced
+    # atomically: the page is always one run's whole page.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="index.html.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page(directory, runs))
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # as open() would have made it (mkstemp's file is private)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 if __name__ == "__main__":
