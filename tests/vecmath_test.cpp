@@ -284,6 +284,22 @@ TEST(GramForm, PoissonSumsMatchPerCoordinateSums) {
 // float addition does and returns the largest sum; exp_shifted is within 4 ulp of exp(x - shift) (the float
 // difference, evaluated in double), 0 for -inf and below -87 (no subnormal results), and the same in the vector body
 // and the padded tail.
+TEST(VecMath, RowMaxIsArmadillosRowMaximum) {
+  // The clone this CPU picks against arma::max(P, 1): sizes around the vector widths, -inf entries
+  // and whole -inf rows, and no columns at all (-inf).
+  Rng rng(41);
+  for (const auto& [r, c] :
+       std::vector<std::pair<arma::uword, arma::uword>>{{1, 1}, {7, 3}, {8, 5}, {17, 33}, {64, 2}}) {
+    arma::mat P = 50.0 * rng.normal_matrix(r, c);
+    P(0, 0) = -HUGE_VAL;
+    if (r > 3) P.row(3).fill(-HUGE_VAL);
+    const arma::vec want = arma::max(P, 1);
+    const arma::vec got = simd::row_max(P);
+    EXPECT_EQ(arma::accu(got != want), 0u) << r << " x " << c;
+  }
+  EXPECT_TRUE(arma::all(simd::row_max(arma::mat(4, 0)) == -HUGE_VAL));
+}
+
 TEST(VecMath, SinglePrecisionAddMaxAndShiftedExp) {
   for_each_isa([&] {
     Rng rng(7, Stream::User, 0);

@@ -271,6 +271,15 @@ inline __attribute__((always_inline)) void log1mexp_neg(const double* u, double*
 }
 
 KESTREL_VECTOR_CLONES
+void row_max(const double* p, std::size_t n_rows, std::size_t n_cols, double* out) {
+  for (std::size_t i = 0; i < n_rows; ++i) out[i] = -HUGE_VAL;
+  for (std::size_t j = 0; j < n_cols; ++j) {
+    const double* c = p + j * n_rows;
+    for (std::size_t i = 0; i < n_rows; ++i) out[i] = out[i] < c[i] ? c[i] : out[i];
+  }
+}
+
+KESTREL_VECTOR_CLONES
 void log_expm1(double* p, std::size_t n, double scale, double shift) {
   double t[kChunk];
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {

@@ -117,7 +117,7 @@ arma::mat kernel_times(const Kernel& k, const arma::mat& X, const arma::mat& Y, 
   for_each_block((X.n_cols + kRows - 1) / kRows, [&](std::size_t b) {
     const arma::span rows(b * kRows, std::min<arma::uword>(X.n_cols, (b + 1) * kRows) - 1);
     arma::mat lk = log_kernel(k, X.cols(rows), Y);
-    const arma::colvec shift = arma::max(lk, 1);
+    const arma::colvec shift = simd::row_max(lk);
     lk.each_col() -= shift;
     simd::exp(lk);
     out.rows(rows) = lk * C;

@@ -223,7 +223,7 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   };
   r.query_max = P.max();
   r.query_min = finite_min(P);
-  r.row_max_min = arma::max(P, 1).min();
+  r.row_max_min = simd::row_max(P).min();
   const KeyRange keys = key_range(e, w, in.Kk, k, log_abs);
   r.key_max = keys.max;
   r.key_min = keys.min;
@@ -235,7 +235,7 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
   const double raw_max = std::max({r.query_max, r.key_max, r.key_sum_max, log_norm.max()});
   // Stabilised: query rows minus their max, keys minus the global max.
   arma::mat Ps = P;
-  Ps.each_col() -= arma::max(P, 1);
+  Ps.each_col() -= simd::row_max(P);
   r.s_query_min = finite_min(Ps);
   r.s_key_min = r.key_min - r.key_max;
   r.s_key_sum_max = r.key_sum_max - r.key_max;

@@ -38,7 +38,7 @@ ExactAttention exact_attention(const arma::mat& Q, const arma::mat& K, const arm
     for (arma::uword j0 = 0; j0 < Lk; j0 += block) {
       const arma::uword j1 = std::min(j0 + block, Lk) - 1;
       arma::mat Z = Qb.t() * Ks.cols(j0, j1);  // logits of this tile
-      const arma::vec m_new = arma::max(m, arma::max(Z, 1));
+      const arma::vec m_new = arma::max(m, simd::row_max(Z));
       const arma::vec shrink = arma::exp(m - m_new);  // rescales the sums of earlier tiles (0 at the first)
       Z.each_col() -= m_new;
       simd::exp_libm(Z);  // std::exp's bits, as arma::exp
@@ -69,11 +69,11 @@ ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const 
   arma::mat P, S;
   if (opt.stabilise && e.info().positive) {
     P = e.log_features(w, Qs, Side::Query);
-    const arma::vec row_max = arma::max(P, 1);
+    const arma::vec row_max = simd::row_max(P);
     P.each_col() -= row_max;
     simd::exp_libm(P);  // std::exp's bits, as arma::exp, 8 at a time
     S = e.log_features(w, Ks, Side::Key);
-    const double key_max = S.max();
+    const double key_max = simd::row_max(S).max();
     S -= key_max;
     simd::exp_libm(S);
     out.log_scale = row_max + key_max;
