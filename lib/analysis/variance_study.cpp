@@ -281,7 +281,12 @@ std::vector<Prepared> prepare(const std::vector<VarianceResult>& row, const Vari
     }
   }
   if (!exact.empty()) {
-    std::vector<SummaryOrError> s = summarize_exact_variances(exact, opt.kernel, sp.X, sp.Y, 256, Ms);
+    std::vector<SummaryOrError> s(exact.size());
+    try {
+      s = summarize_exact_variances(exact, opt.kernel, sp.X, sp.Y, 256, Ms);
+    } catch (...) {  // not one estimator's (the shared kernel's, say): each of them records it, as before the sharing
+      for (auto& r : s) r.error = std::current_exception();
+    }
     for (std::size_t i = 0; i < which.size(); ++i) out[which[i]].exact = std::move(s[i]);
   }
   return out;
