@@ -52,6 +52,9 @@ constexpr double kI0Series[17] = {1.0,
 // z < kZSeries: u = I0(z) - 1 = y q(y), y = z^2/4 < 25 (kI0Series). z >= kZSeries: g(z) (kI0Scaled).
 constexpr double kZSeries = 10.0;
 
+// ln 2 = kLn2Hi + kLn2Lo, kLn2Hi with trailing zero bits so that e kLn2Hi is exact for the exponents e met here.
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+
 struct GeomConstants {
   arma::uword d;
   double neg_log_p, scale, scale_m2, scale_p2;
@@ -119,10 +122,10 @@ inline __attribute__((always_inline)) V reciprocal(V z) {
 }
 
 // The running state of W pairs in geometric_lanes: per lane the linear terms, the exponents of the mid-range z, the
-// group's products (series terms pm, scaled I0's pg, significands pz), and which lanes met a mid-range or huge z.
+// group's products (series terms pm, scaled I0's pg, significands pz), which lanes met a mid-range z, and the sum of z.
 // The coordinate vectors that need the series (some lane has a small z) or the scaled I0 (some lane has a mid-range
 // z) wait in a queue of 8 for their polynomial, so each runs as eight independent Horner chains on just the vectors
-// that need it (on unit-scale data 1.6% of z are mid-range: 12% of vectors, but 64% of blocks of eight).
+// that need it (GeomRF on unit-scale data: 1.6% of z are mid-range, in 8.6% of vectors, but 64% of blocks of eight).
 template <class Lanes>
 struct GeomState {
   using V = typename Lanes::V;
@@ -219,12 +222,11 @@ inline __attribute__((always_inline)) void geometric_coordinate(const GeomConsta
 // roundings of s only touch the small s (f - R): within about an ulp of std::log.
 template <class V>
 inline __attribute__((always_inline)) V log_parts(V e, V f) {
-  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
   const V s = f / (2.0 + f), z = s * s;
   V q = V{} + 2.0 / 25;
   for (int k = 11; k >= 1; --k) q = 2.0 / (2 * k + 1) + z * q;
   const V R = z * q;
-  return e * ln2_hi - ((s * (f - R) - e * ln2_lo) - f);
+  return e * kLn2Hi - ((s * (f - R) - e * kLn2Lo) - f);
 }
 
 // log x of positive normal x: x = 2^e m with m in [sqrt(1/2), sqrt(2)), then log_parts(e, m - 1) (m - 1 is exact).
@@ -293,7 +295,6 @@ inline __attribute__((always_inline)) void geometric_lanes(const GeomConstants& 
     if (st.n_mid > 0) run_scaled(st);
     fold_group<Lanes>(st, logs, big);
   }
-  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;  // ln2_hi e exact
   const double d_log_p = static_cast<double>(c.d) * c.neg_log_p;  // the coordinates' -log p, added once
   for (int k = 0; k < W; ++k) {
     double b = big[k];
@@ -304,7 +305,7 @@ inline __attribute__((always_inline)) void geometric_lanes(const GeomConstants& 
       }
     }
     const double e = static_cast<double>(st.esum[k]);
-    b -= 0.5 * (e * ln2_hi + e * ln2_lo);
+    b -= 0.5 * (e * kLn2Hi + e * kLn2Lo);
     out[k] = std::max(st.lin[k] + d_log_p + b + logs[k], 0.0);
   }
 }
