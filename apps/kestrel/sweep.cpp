@@ -1,10 +1,14 @@
 // `kestrel sweep`: a variance study over a grid of sigma, d, L and M (comma-separated lists, or a
 // TOML config file via --config), resumable, writing one HDF5 file and optionally a JSON summary.
-// Under mpirun/srun the grid is shared among the MPI ranks and rank 0 writes the outputs.
+// Under mpirun/srun the grid is shared among the MPI ranks and rank 0 writes the outputs; with --shard (or in a Slurm
+// job array) this run computes one shard of the grid and `kestrel sweep merge OUT` writes the file.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <regex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/sweep.hpp"
 #include "commands.hpp"
@@ -14,12 +18,62 @@
 
 namespace kestrel::cli {
 
+namespace {
+
+// The summary on stdout: one line per row, or the JSON document of --json.
+void print_rows(const SweepReport& rep, const nlohmann::json& prov, bool json) {
+  if (json) {
+    nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
+    for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  for (const auto& r : rep.rows) {
+    const std::string at =
+        fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g}", r.estimator, r.dim, r.points, r.features, r.sigma);
+    if (r.status != Status::Ok)
+      std::cout << fmt::format("{} {}: {}\n", at, to_string(r.status), r.reason);
+    else
+      std::cout << fmt::format("{} mean log Var {:10.4f}  mean log(Var/K) {:10.4f}\n", at, r.mean_log_var,
+                               r.mean_log_rel_var);
+  }
+}
+
+// `kestrel sweep merge OUT`: the file from the parts of the shards.
+Action add_merge(CLI::App& sweep, const Global& g) {
+  CLI::App* merge = sweep.add_subcommand(
+      "merge",
+      "Write OUT from the grid points the shards (--shard, or Slurm array tasks) left in OUT.parts/; exit 3 naming "
+      "the missing grid points when some are missing");
+  auto out = std::make_shared<std::string>();
+  merge->add_option("OUT", *out, "The sweep's --out file")->required();
+  auto io = add_output_options(*merge, {.out = "",
+                                        .force = "Replace an existing OUT (not needed to extend a finished sweep)",
+                                        .json = "Print the summary as JSON on stdout"});
+  return [&sweep, out, io, &g] {
+    for (const CLI::Option* o : sweep.get_options())
+      if (o->count() > 0 && o != sweep.get_help_ptr())
+        throw InvalidArgument(fmt::format(
+            "{} is an option of the sweep, not of `kestrel sweep merge` (which takes OUT, --force and --json): the "
+            "options were recorded by the shards",
+            o->get_name()));
+    const SweepReport rep = merge_sweep(*out, io->force);
+    progress(g, fmt::format("wrote {} ({} grid points from the shards {})", *out, rep.total,
+                            fmt::join(rep.provenance.at("shards").get<std::vector<std::string>>(), ", ")));
+    if (!rep.undefined.empty()) progress(g, rep.undefined);
+    print_rows(rep, rep.provenance, io->json);
+  };
+}
+
+}  // namespace
+
 Action add_sweep(CLI::App& app, const Global& g) {
   struct Args {
     SweepOptions opt;
   };
   auto a = std::make_shared<Args>();
   auto study = add_study_options(app, StudyCommand::Sweep);
+  auto run = add_table(app, sweep_run_options());
   // --out is required, but checked after the config is read (validate): a config's `out` key gets its own error first.
   auto io = add_output_options(
       app,
@@ -32,38 +86,44 @@ Action add_sweep(CLI::App& app, const Global& g) {
       ->group("");                                                                                  // hidden
   app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
   app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");         // hidden
-  return [a, study, io, &g] {
+  app.add_flag("--stop-paused", o.stop_paused, "Testing hook: wait for a signal")->group("");       // hidden
+  Action merge = add_merge(app, g);
+  return [a, study, run, io, merge, &app, &g] {
+    if (app.got_subcommand("merge")) return merge();
     const SweepOptions hooks = a->opt;
     a->opt = sweep_options(study_values(*study));
+    apply_sweep_run(given_values(*run), a->opt, [](const char* v) { return std::getenv(v); });
     a->opt.out = io->out;
     a->opt.force = io->force;
     a->opt.stop_after = hooks.stop_after, a->opt.stop_rank = hooks.stop_rank, a->opt.stop_killed = hooks.stop_killed;
+    a->opt.stop_paused = hooks.stop_paused;
     validate(a->opt);  // before MPI: every rank fails alike on bad input
+    if (a->opt.base.regime == "file")
+      note_layout({a->opt.base.regime_options.x_file, a->opt.base.regime_options.y_file});
+    const bool sharded = a->opt.shard.count > 0;
     SweepGroup& group = process_group();
-    nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
+    // The shard is how this run takes part, not what it computes: the merged file records the sweep's command.
+    const std::string command = std::regex_replace(g.command_line, std::regex(" --shard[= ][^ ]*"), "");
+    nlohmann::json prov = provenance(command, to_json(a->opt));
     prov["mpi_ranks"] = group.size();
-    const std::string who = group.size() > 1 ? fmt::format("rank {}/{}: ", group.rank(), group.size()) : "";
+    std::string who = sharded ? fmt::format("shard {}: ", to_string(a->opt.shard)) : "";
+    if (group.size() > 1) who += fmt::format("rank {}/{}: ", group.rank(), group.size());
     const SweepReport rep = run_sweep(
         a->opt, prov, [&](const std::string& m) { progress(g, who + m); }, group);
     if (group.rank() != 0) return;  // rank 0 reports for all
-    progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
-                            group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : ""));
+    const std::string ranks = group.size() > 1 ? fmt::format(", {} MPI ranks", group.size()) : "";
+    if (sharded)
+      progress(g, fmt::format(
+                      "shard {}: {} grid points computed, {} resumed{}; {} of the sweep's {} grid points are "
+                      "finished in {}.parts/{}",
+                      to_string(a->opt.shard), rep.computed, rep.resumed, ranks, rep.finished, rep.total, a->opt.out,
+                      rep.finished == rep.total ? fmt::format("; `kestrel sweep merge {}` writes the file", a->opt.out)
+                                                : ""));
+    else
+      progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
+                              ranks));
     if (!rep.undefined.empty()) progress(g, rep.undefined);
-    if (io->json) {
-      nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
-      for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
-      std::cout << j.dump(2) << '\n';
-    } else {
-      for (const auto& r : rep.rows) {
-        const std::string at = fmt::format("{:<10} d={:<4} L={:<6} M={:<5} sigma={:<6.3g}", r.estimator, r.dim,
-                                           r.points, r.features, r.sigma);
-        if (r.status != Status::Ok)
-          std::cout << fmt::format("{} {}: {}\n", at, to_string(r.status), r.reason);
-        else
-          std::cout << fmt::format("{} mean log Var {:10.4f}  mean log(Var/K) {:10.4f}\n", at, r.mean_log_var,
-                                   r.mean_log_rel_var);
-      }
-    }
+    print_rows(rep, prov, io->json);
   };
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
@@ -27,10 +29,21 @@ namespace {
 void check_extension(const SweepOptions& opt);
 }  // namespace
 
+std::string to_string(const SweepShard& s) { return fmt::format("{}/{}", s.index, s.count); }
+
 void validate(const SweepOptions& opt) {
   require(!opt.out.empty(), "a sweep needs --out FILE.h5 (missing, or an empty path)");
-  if (!opt.force) check_extension(opt);
-  check_output(opt.out, opt.force || sweep_extends(opt));  // extending a finished sweep needs no --force
+  if (opt.shard.count > 0) {
+    require(opt.shard.index < opt.shard.count, "--shard: expected K/N with 0 <= K < N, got '{}'", to_string(opt.shard));
+    require(!opt.force,
+            "--force cannot be combined with --shard {}: a shard writes only '{}.parts/'; run `kestrel sweep merge "
+            "--force {}` to replace '{}', or remove '{}.parts' to discard finished grid points",
+            to_string(opt.shard), opt.out, opt.out, opt.out, opt.out);
+    check_output(opt.out, true);  // OUT itself is written by `kestrel sweep merge`, which checks it again
+  } else {
+    if (!opt.force) check_extension(opt);
+    check_output(opt.out, opt.force || sweep_extends(opt));  // extending a finished sweep needs no --force
+  }
   require(!opt.sigmas.empty() && !opt.dims.empty() && !opt.points.empty() && !opt.features.empty(),
           "every sweep axis needs at least one value");
   VarianceStudyOptions probe = opt.base;
@@ -56,8 +69,9 @@ nlohmann::json to_json(const SweepOptions& opt) {
 
 namespace {
 
+// The temporary name is unique to the process: shards of different N may publish the same grid point at once.
 void write_atomic(const fs::path& p, const std::string& text) {
-  const fs::path tmp = p.string() + ".tmp";
+  const fs::path tmp = fmt::format("{}.tmp{}", p.string(), static_cast<long>(::getpid()));
   register_temp_file(tmp);
   {
     std::ofstream f(tmp);
@@ -201,11 +215,25 @@ std::size_t reuse_finished(const std::string& out, const fs::path& parts, const 
   return n;
 }
 
-// Rank 0 creates OUT.parts/, locks it, checks that its parts belong to this sweep and seeds it with the
-// grid points a finished sweep in OUT already holds; the other ranks then check that they see it (a sweep
-// over several machines needs OUT on a shared filesystem).
-std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::string& out, const nlohmann::json& options,
-                                          bool force, SweepGroup& group, const std::function<void()>& seed_parts) {
+// A shard's files in OUT.parts/: "shard-K-of-N" + ".json" (its provenance) or ".lock".
+std::string shard_file(const SweepShard& s, const char* ext) {
+  return fmt::format("shard-{}-of-{}{}", s.index, s.count, ext);
+}
+
+// A grid point's results in OUT.parts/ (not options.json, a shard's record or a temporary file).
+bool is_point_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return p.extension() == ".json" && name != "options.json" && name.rfind("shard-", 0) != 0;
+}
+
+// Rank 0 creates OUT.parts/, locks it (a shard locks its own shard-K-of-N.lock: shards run at once), checks that its
+// parts belong to this sweep and seeds it with the grid points a finished sweep in OUT already holds; the other ranks
+// then check that they see it (a sweep over several machines needs OUT on a shared filesystem).
+std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const SweepOptions& opt, const nlohmann::json& options,
+                                          SweepGroup& group, const std::function<void()>& seed_parts) {
+  const std::string& out = opt.out;
+  const bool sharded = opt.shard.count > 0;
+  const std::string lock_name = sharded ? shard_file(opt.shard, ".lock") : "lock";
   const fs::path opt_file = parts / "options.json";
   std::unique_ptr<OutputLock> lock;
   std::string err;
@@ -215,21 +243,23 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const std::stri
       std::error_code ec;
       fs::create_directories(parts, ec);
       if (!fs::is_directory(parts)) throw IoError(fmt::format("cannot create '{}'", parts.string()));
-      lock = std::make_unique<OutputLock>((parts / "lock").string(), fmt::format("the sweep '{}'", out));
+      lock = std::make_unique<OutputLock>((parts / lock_name).string(),
+                                          sharded ? fmt::format("shard {} of the sweep '{}'", to_string(opt.shard), out)
+                                                  : fmt::format("the sweep '{}'", out));
       // Parts from another sweep must not be mixed into this one: refused naming the differences, or with --force
       // discarded (every file but the lock this run holds).
       const nlohmann::json recorded = fs::exists(opt_file) ? nlohmann::json::parse(read_text(opt_file)) : options;
       if (recorded != options) {
         std::size_t finished = 0;
-        for (const auto& e : fs::directory_iterator(parts))
-          finished += e.path().extension() == ".json" && e.path().filename() != "options.json";
-        if (!force)
+        for (const auto& e : fs::directory_iterator(parts)) finished += is_point_file(e.path());
+        if (!opt.force)
           throw InvalidArgument(fmt::format(
               "'{}' holds {} finished grid points of an interrupted sweep with other options, so this run cannot "
-              "resume it: {}; rerun with those options to resume it, or pass --force to discard them",
-              parts.string(), finished, option_differences(options, recorded)));
+              "resume it: {}; rerun with those options to resume it, or {} to discard them",
+              parts.string(), finished, option_differences(options, recorded),
+              sharded ? fmt::format("remove '{}'", parts.string()) : std::string("pass --force")));
         for (const auto& e : fs::directory_iterator(parts))
-          if (e.path().filename() != "lock") fs::remove_all(e.path());
+          if (e.path().filename() != lock_name) fs::remove_all(e.path());
       }
       if (!fs::exists(opt_file)) write_atomic(opt_file, options.dump(2));
       seed_parts();
@@ -278,16 +308,30 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
 
 namespace {
 
-// Computes this rank's static share of the grid points into the parts directory (points i = rank, rank + N, ...);
-// finished parts are skipped. Counts go into `report`; an error is thrown to the caller.
+// The grid points this rank computes: i = first, first + step, ... (i = rank, rank + size, ... unsharded; in shard
+// K/N the shard's points K, K + N, ... shared among the ranks alike).
+struct Share {
+  std::size_t first, step;
+  std::size_t size(std::size_t n) const { return n > first ? (n - first + step - 1) / step : 0; }
+};
+
+Share share_of(const SweepShard& shard, const SweepGroup& group) {
+  const std::size_t k = shard.count ? shard.index : 0, n = shard.count ? shard.count : 1;
+  const auto rank = static_cast<std::size_t>(group.rank()), size = static_cast<std::size_t>(group.size());
+  return {k + n * rank, n * size};
+}
+
+// Computes this rank's static share of the grid points into the parts directory; finished parts are skipped. Counts
+// go into `report`; an error is thrown to the caller.
 void compute_share(const SweepOptions& opt, const std::vector<GridPoint>& points, const fs::path& parts,
                    const SweepGroup& group, const std::function<void(const std::string&)>& progress,
                    SweepReport& report) {
   const bool may_stop = opt.stop_after && (opt.stop_rank < 0 || opt.stop_rank == group.rank());
-  const std::size_t share = (points.size() - group.rank() + group.size() - 1) / group.size();
+  const Share mine = share_of(opt.shard, group);
+  const std::size_t share = mine.size(points.size());
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t done = 0;
-  for (std::size_t i = group.rank(); i < points.size(); i += group.size()) {
+  for (std::size_t i = mine.first; i < points.size(); i += mine.step) {
     ++done;
     const GridPoint& p = points[i];
     const fs::path part = parts / p.file();
@@ -297,6 +341,10 @@ void compute_share(const SweepOptions& opt, const std::vector<GridPoint>& points
     }
     if (may_stop && report.computed == opt.stop_after) {
       if (opt.stop_killed) std::raise(SIGKILL);
+      if (opt.stop_paused) {
+        if (progress) progress("paused (testing hook): waiting for a signal");
+        for (;;) ::pause();  // until a signal ends the process (SIGTERM from scancel: preemption)
+      }
       throw IoError(fmt::format("sweep stopped after {} points (testing hook)", report.computed));
     }
     if (progress) {
@@ -314,8 +362,17 @@ void compute_share(const SweepOptions& opt, const std::vector<GridPoint>& points
   }
 }
 
+// "a; b; c" of the first 20 items, then "; and N more".
+std::string first_names(const std::vector<std::string>& items) {
+  constexpr std::size_t kShown = 20;
+  std::string names;
+  for (std::size_t i = 0; i < items.size() && i < kShown; ++i) names += (i ? "; " : "") + items[i];
+  if (items.size() > kShown) names += fmt::format("; and {} more", items.size() - kShown);
+  return names;
+}
+
 // Rank 0: sums every rank's outcome (JSON {error, computed, resumed}) into `report` and throws naming the failed
-// ranks and the lost grid points when a part is missing.
+// ranks and the lost grid points when a part of `points` (the run's share: the grid, or a shard's points) is missing.
 void check_complete(const std::vector<std::string>& outcomes, const std::vector<GridPoint>& points,
                     const fs::path& parts, SweepReport& report) {
   report.computed = report.resumed = 0;
@@ -330,28 +387,25 @@ void check_complete(const std::vector<std::string>& outcomes, const std::vector<
   for (const auto& p : points)
     if (!fs::exists(parts / p.file())) lost.push_back(p.label());
   if (failed.empty() && lost.empty()) return;
-  constexpr std::size_t kShown = 20;
-  std::string names;
-  for (std::size_t i = 0; i < lost.size() && i < kShown; ++i) names += (i ? "; " : "") + lost[i];
-  if (lost.size() > kShown) names += fmt::format("; and {} more", lost.size() - kShown);
   throw IoError(
       fmt::format("sweep incomplete{}: {} of {} grid points lost: {}. Finished points are kept in '{}'; "
                   "rerun the same command (any number of ranks) to compute only the lost ones",
                   failed.empty() ? "" : fmt::format(" ({})", fmt::join(failed, "; ")), lost.size(), points.size(),
-                  names, parts.string()));
+                  first_names(lost), parts.string()));
 }
 
-// Rank 0: the finished HDF5 file from the parts (the table and the resume record), then the parts are removed.
-void write_sweep_file(const SweepOptions& opt, const nlohmann::json& provenance, const nlohmann::json& options,
+// The finished HDF5 file `out` from the parts (the table and the resume record), then the parts are removed.
+void write_sweep_file(const std::string& out, bool replace, const std::vector<std::string>& estimators,
+                      const nlohmann::json& provenance, const nlohmann::json& options,
                       const std::vector<GridPoint>& points, const fs::path& parts, int ranks,
                       const SweepReport& report) {
-  H5Writer h5(opt.out, opt.force || sweep_extends(opt));  // otherwise a file that appeared meanwhile is kept
+  H5Writer h5(out, replace);  // otherwise a file that appeared meanwhile is kept
   write_provenance(h5, provenance);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(ranks));
   h5.attr("/", "layout",
           "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
           "each column with its description; rows whose status is not 0 (ok) say why in reason");
-  write_table(h5, "/sweep", report.rows, opt.base.estimators);
+  write_table(h5, "/sweep", report.rows, estimators);
   nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
   for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
   h5.write_text("/sweep/resume", record.dump());
@@ -364,6 +418,14 @@ void write_sweep_file(const SweepOptions& opt, const nlohmann::json& provenance,
   fs::remove_all(parts, ec);
 }
 
+// The rows of `points` from their parts, in grid order.
+std::vector<ResultRow> read_rows(const std::vector<GridPoint>& points, const fs::path& parts) {
+  std::vector<ResultRow> rows;
+  for (const auto& p : points)
+    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file()))) rows.push_back(row_from_json(r));
+  return rows;
+}
+
 }  // namespace
 
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
@@ -371,24 +433,32 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   validate(opt);
   require(group.size() >= 1 && group.rank() >= 0 && group.rank() < group.size(), "invalid rank {} of {}", group.rank(),
           group.size());
+  const bool sharded = opt.shard.count > 0;
   const fs::path parts = opt.out + ".parts";
   const nlohmann::json options = to_json(opt);
   const std::vector<GridPoint> points = grid(opt);
   std::vector<std::string> files;
   for (const auto& p : points) files.push_back(p.file());
   std::size_t reused = 0;
-  const auto lock = prepare_parts(parts, opt.out, options, opt.force, group,
-                                  [&] { reused = reuse_finished(opt.out, parts, options, files); });
+  const auto lock = prepare_parts(parts, opt, options, group, [&] {
+    reused = reuse_finished(opt.out, parts, options, files);
+    if (sharded) write_atomic(parts / shard_file(opt.shard, ".json"), provenance.dump(2));  // for the merge
+  });
   if (progress && reused)
     progress(fmt::format("extending the finished sweep in {}: {} of its grid points are reused", opt.out, reused));
   // Said if SIGINT or SIGTERM stops the command line from here on (the parts are written atomically).
+  const std::string again = sharded ? fmt::format(
+                                          "run this shard again (resubmit the task) to resume, then `kestrel "
+                                          "sweep merge {}`",
+                                          opt.out)
+                                    : "run the same command again to resume";
   struct Note {
     explicit Note(const std::string& text) { set_interrupt_note(text); }
     ~Note() { set_interrupt_note(""); }
   } note(group.rank() != 0 ? ""
-                           : fmt::format("sweep interrupted: its finished grid points are kept in '{}'; run the same "
-                                         "command again to resume (only the unfinished points are computed)",
-                                         parts.string()));
+                           : fmt::format("sweep{} interrupted: its finished grid points are kept in '{}'; {} (only the "
+                                         "unfinished points are computed)",
+                                         sharded ? " shard " + to_string(opt.shard) : "", parts.string(), again));
 
   // An error stops this rank only: the others finish their shares, so a rerun has as little as possible left to do.
   SweepReport report;
@@ -401,9 +471,9 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     err = e.what();
   }
   if (group.size() == 1 && failure) {
-    // Nothing to resume from: leave no empty parts directory behind.
+    // Nothing to resume from: leave no empty parts directory behind (other shards' parts stay).
     std::error_code ec;
-    if (report.computed == 0 && report.resumed == 0) fs::remove_all(parts, ec);
+    if (report.computed == 0 && report.resumed == 0 && !sharded) fs::remove_all(parts, ec);
     std::rethrow_exception(failure);
   }
 
@@ -415,12 +485,102 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     if (failure) std::rethrow_exception(failure);
     return report;
   }
-  check_complete(outcomes, points, parts, report);
-  for (const auto& p : points)
-    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file()))) report.rows.push_back(row_from_json(r));
+  std::vector<GridPoint> run_points;  // this run's points: the grid, or the shard's points
+  for (std::size_t i = sharded ? opt.shard.index : 0; i < points.size(); i += sharded ? opt.shard.count : 1)
+    run_points.push_back(points[i]);
+  check_complete(outcomes, run_points, parts, report);
+  report.rows = read_rows(run_points, parts);
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
   report.undefined = undefined_summary(report.rows);
-  write_sweep_file(opt, provenance, options, points, parts, group.size(), report);
+  if (sharded) {
+    report.total = points.size();
+    for (const auto& f : files) report.finished += fs::exists(parts / f);
+    return report;
+  }
+  write_sweep_file(opt.out, opt.force || sweep_extends(opt), opt.base.estimators, provenance, options, points, parts,
+                   group.size(), report);
+  return report;
+}
+
+SweepReport merge_sweep(const std::string& out, bool force) {
+  require(!out.empty(), "`kestrel sweep merge` needs the sweep's output file OUT.h5");
+  const fs::path parts = out + ".parts", opt_file = parts / "options.json";
+  std::error_code ec;
+  require(fs::is_directory(parts, ec),
+          "nothing to merge: '{}' does not exist; the shards of `kestrel sweep ... --out {} --shard K/N` (or of a "
+          "Slurm job array) write their grid points there{}",
+          parts.string(), out, fs::exists(out, ec) ? fmt::format(" ('{}' exists: merged already?)", out) : "");
+  require(fs::exists(opt_file, ec), "'{}' has no options.json: it holds no parts of a kestrel sweep", parts.string());
+  const nlohmann::json options = nlohmann::json::parse(read_text(opt_file));
+
+  // The shards that ran: their provenance records (shard-K-of-N.json), in name order, with the same options.
+  std::vector<fs::path> record_files;
+  for (const auto& e : fs::directory_iterator(parts)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("shard-", 0) == 0 && e.path().extension() == ".json") record_files.push_back(e.path());
+  }
+  std::sort(record_files.begin(), record_files.end());
+  require(!record_files.empty(),
+          "'{}' holds the parts of an interrupted sweep run without --shard: run that command again to resume and "
+          "finish it (`kestrel sweep merge` assembles the parts of shards)",
+          parts.string());
+  std::vector<nlohmann::json> records;
+  std::vector<std::string> shards;
+  std::set<std::size_t> counts;
+  for (const auto& f : record_files) {
+    records.push_back(nlohmann::json::parse(read_text(f)));
+    const nlohmann::json& there = records.back().at("options");
+    require(there == options, "'{}' is a shard of another sweep than '{}': {}; remove the parts of the other sweep",
+            f.string(), opt_file.string(), option_differences(options, there));
+    SweepShard s;
+    require(std::sscanf(f.filename().c_str(), "shard-%zu-of-%zu.json", &s.index, &s.count) == 2 && s.count > 0,
+            "'{}' is not named shard-K-of-N.json", f.string());
+    shards.push_back(to_string(s));
+    counts.insert(s.count);
+  }
+
+  // No sweep into OUT may run meanwhile: the lock of a one-process run and of every shard that left one.
+  OutputLock lock((parts / "lock").string(), fmt::format("the sweep '{}'", out));
+  std::vector<std::unique_ptr<OutputLock>> shard_locks;
+  for (const auto& e : fs::directory_iterator(parts))
+    if (e.path().extension() == ".lock")
+      shard_locks.push_back(std::make_unique<OutputLock>(
+          e.path().string(), fmt::format("{} of the sweep '{}'", e.path().stem().string(), out)));
+
+  const nlohmann::json finished = finished_record(out);
+  const bool replace =
+      force || (!finished.is_null() && finished.value("options", nlohmann::json()) == resume_key(options));
+  check_output(out, replace);
+
+  SweepOptions axes;
+  axes.sigmas = options.at("sweep_sigmas").get<std::vector<double>>();
+  axes.dims = options.at("sweep_dims").get<std::vector<arma::uword>>();
+  axes.points = options.at("sweep_points").get<std::vector<arma::uword>>();
+  axes.features = options.at("sweep_features").get<std::vector<arma::uword>>();
+  const std::vector<GridPoint> points = grid(axes);
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (fs::exists(parts / points[i].file())) continue;
+    std::vector<std::string> of;
+    for (const std::size_t n : counts) of.push_back(fmt::format("{}/{}", i % n, n));
+    missing.push_back(fmt::format("#{} {} (shard {})", i, points[i].label(), fmt::join(of, " or ")));
+  }
+  if (!missing.empty())
+    throw Incomplete(fmt::format(
+        "cannot merge '{}': {} of {} grid points are missing: {}. Run those shards again (resubmit the tasks; any "
+        "shards of any N will do, finished points are skipped), then merge again; nothing was written",
+        out, missing.size(), points.size(), first_names(missing)));
+
+  SweepReport report;
+  report.rows = read_rows(points, parts);
+  report.resumed = report.finished = report.total = points.size();
+  report.undefined = undefined_summary(report.rows);
+  nlohmann::json prov = records.front();
+  prov["created_utc"] = provenance("", nlohmann::json::object())["created_utc"];
+  prov["shards"] = shards;
+  report.provenance = prov;
+  write_sweep_file(out, replace, options.at("estimators").get<std::vector<std::string>>(), prov, options, points, parts,
+                   prov.value("mpi_ranks", 1), report);
   return report;
 }
 

@@ -1,5 +1,6 @@
 """Compares two kestrel HDF5 files (issue #10): same objects, bit-identical datasets, same attributes
-except the provenance that legitimately differs between runs (creation time, threads, MPI ranks)."""
+except the provenance that legitimately differs between runs (creation time, threads, MPI ranks, the shards of a
+merged sweep)."""
 import json
 import sys
 
@@ -8,7 +9,7 @@ import numpy as np
 
 # Root attributes / provenance keys that describe how a run was executed, not what it computed.
 RUN_ATTRS = {"mpi_ranks", "created_utc"}
-RUN_PROVENANCE = {"created_utc", "threads", "mpi_ranks"}
+RUN_PROVENANCE = {"created_utc", "threads", "mpi_ranks", "shards"}
 
 
 def attrs(obj):
