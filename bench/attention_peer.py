@@ -12,6 +12,9 @@ Definitions (one token per row):
                 moved into Q), r_m ~ chi(d) independent; the last partial block keeps its first M mod d columns;
     simplex     blocks of d columns r_k Q s_k, Q Haar as above, s_k the unit vertices of a regular simplex centred at 0
                 (normalised columns of I - 11^T/d), r_k ~ chi(d) independent; last partial block as above.
+Causal mode (causal=True, --causal; needs Lq = Lk): query row i attends to keys j <= i only. Written from the
+definition with the mask, not with prefix sums: A-hat = phi(Q') phi(K')^T (rows x keys) with the entries j > i set to 0,
+Y-hat_i = (A-hat V)_i / (A-hat 1)_i; the exact rows are the masked softmax. Both cost rows x Lk x M per draw.
 Error metric: for query row i over R independent draws of W, err_i = sqrt(mean_r |Y-hat_i - Y_i|^2) / RMS with
 RMS = sqrt(mean_i |Y_i|^2) over the rows considered; summaries are the median and 95th percentile over rows
 (numpy.quantile, linear interpolation). Standard errors: nonparametric bootstrap over the R draws (resample the draws
@@ -138,12 +141,30 @@ def posrf_attention(Qs, Ks, V, W, block=BLOCK):
     return Yh
 
 
+def causal_exact_attention(Qs, Ks, V, rows):
+    """Masked softmax: Y_r = sum_{j <= rows[r]} exp(q_r.k_j) V_j / sum_{j <= rows[r]} exp(q_r.k_j)."""
+    L = Qs @ Ks.T
+    L[np.arange(Ks.shape[0])[None, :] > np.asarray(rows)[:, None]] = -np.inf
+    E = np.exp(L - L.max(1, keepdims=True))
+    return (E @ V) / E.sum(1, keepdims=True)
+
+
+def causal_posrf_attention(Qs, Ks, V, W, rows):
+    """Y-hat of the masked random-feature attention matrix: A-hat_rj = phi(q_r).phi(k_j) for j <= rows[r], else 0.
+    Log-features minus their row max (queries) and the global max (keys); both cancel in each row's ratio."""
+    Lq = Qs @ W - 0.5 * (Qs * Qs).sum(1, keepdims=True)
+    Lk = Ks @ W - 0.5 * (Ks * Ks).sum(1, keepdims=True)
+    A = np.exp(Lq - Lq.max(1, keepdims=True)) @ np.exp(Lk - Lk.max()).T
+    A[np.arange(Ks.shape[0])[None, :] > np.asarray(rows)[:, None]] = 0.0
+    return (A @ V) / A.sum(1, keepdims=True)
+
+
 # ----------------------------------------------------------------------------------------------------- error
 def _quantiles(err):
     return float(np.quantile(err, 0.5)), float(np.quantile(err, 0.95))
 
 
-def posrf_attention_error(Q, K, V, M, sampler, draws, seed, rows=None, boot=200, block=BLOCK):
+def posrf_attention_error(Q, K, V, M, sampler, draws, seed, rows=None, boot=200, block=BLOCK, causal=False):
     """Relative attention error of PosRF with M features over `draws` independent draws of W.
     rows: None for all query rows, an int N for a seeded sample of N rows (default_rng([seed, 2]), without
     replacement, sorted), or an explicit index array. Returns dict(median, p95, median_se, p95_se, per_row, rows, rms,
@@ -155,6 +176,8 @@ def posrf_attention_error(Q, K, V, M, sampler, draws, seed, rows=None, boot=200,
         raise ValueError(f"shapes Q {Q.shape}, K {K.shape}, V {V.shape}: need Lq x d, Lk x d, Lk x dv")
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; use one of {SAMPLERS}")
+    if causal and Q.shape[0] != K.shape[0]:
+        raise ValueError(f"causal attention needs one query per key, got {Q.shape[0]} and {K.shape[0]}")
     M, draws = int(M), int(draws)
     if M < 1 or draws < 2:
         raise ValueError("need M >= 1 and draws >= 2")
@@ -168,14 +191,14 @@ def posrf_attention_error(Q, K, V, M, sampler, draws, seed, rows=None, boot=200,
         idx = np.asarray(rows, dtype=int)
     s = d ** -0.25
     Qs, Ks = Q[idx] * s, K * s
-    Y = exact_attention(Qs, Ks, V, block)
+    Y = causal_exact_attention(Qs, Ks, V, idx) if causal else exact_attention(Qs, Ks, V, block)
     rms = float(np.sqrt((Y * Y).sum(1).mean()))
 
     rng = np.random.default_rng(seed)
     e2 = np.empty((draws, len(idx)))               # |Y-hat_i - Y_i|^2 per draw and row
     for r in range(draws):
         W = sample_projections(d, M, sampler, rng)
-        D = posrf_attention(Qs, Ks, V, W, block) - Y
+        D = (causal_posrf_attention(Qs, Ks, V, W, idx) if causal else posrf_attention(Qs, Ks, V, W, block)) - Y
         e2[r] = (D * D).sum(1)
     err = np.sqrt(e2.mean(0)) / rms
     med, p95 = _quantiles(err)
@@ -205,9 +228,10 @@ def main(argv=None):
                     help="measure on a seeded random sample of N query rows (default: all rows)")
     ap.add_argument("--boot", type=int, default=200, help="bootstrap replicates over draws for the SEs")
     ap.add_argument("--per-row", action="store_true", help="include the per-row errors in the JSON")
+    ap.add_argument("--causal", action="store_true", help="causal attention: row i attends to keys j <= i")
     a = ap.parse_args(argv)
     res = posrf_attention_error(np.load(a.queries), np.load(a.keys), np.load(a.values), a.m, a.sampler, a.draws,
-                                a.seed, rows=a.rows, boot=a.boot)
+                                a.seed, rows=a.rows, boot=a.boot, causal=a.causal)
     out = {k: v for k, v in res.items() if k not in ("per_row", "rows")}
     out["rows"] = "all" if a.rows is None else res["rows"].tolist()
     if a.per_row:

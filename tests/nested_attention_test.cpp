@@ -332,3 +332,80 @@ TEST(NestedAttention, DrawsAreCutWhereTheRelativeStandardErrorAllows) {
 
 }  // namespace
 }  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+// Causal attention (NestedOptions::positions): the prefix sums of the nested simulation against independent draws of
+// each row alone through the production attention path (simulate_attention) on its own keys 0..position, in rows given
+// out of position order. 5 rows x 3 M x 2 samplers = 30 two-sample checks at test::kSigmas = 4.5 combined SE
+// (P(|Z| > 4.5) = 6.8e-6 each, < 2.5e-4 in all, union bound). The row at position 0 sees one key: Y-hat = v_0 exactly.
+TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
+  const arma::mat X = test::points(4, 6, 0.6, 401), Y = test::points(4, 10, 0.6, 402);
+  arma::mat V = test::points(2, 10, 1.0, 403).t();
+  V.col(0) += 1.0;
+  const arma::uvec pos{7, 0, 4, 9, 2, 5};
+  const double root4 = std::pow(4.0, 0.25);
+  arma::mat Yexact(6, 2);
+  arma::vec log_norm(6);
+  for (arma::uword i = 0; i < 6; ++i) {
+    const ExactAttention ex = exact_attention(X.col(i) * root4, Y.cols(0, pos(i)) * root4, V.rows(0, pos(i)));
+    Yexact.row(i) = ex.Y;
+    log_norm(i) = ex.log_normaliser(0);
+  }
+  const std::vector<arma::uword> grid{2, 8, 32};
+  for (Sampler s : {Sampler::Iid, Sampler::Orthogonal}) {
+    const auto e = make_estimator("pos", X, Y);
+    NestedOptions o = options(grid, 6000, s);
+    o.positions = pos;
+    const NestedErrors n = simulate_nested(*e, X, Y, V, Yexact, log_norm, o);
+    for (std::size_t k = 0; k < grid.size(); ++k) {
+      // Y-hat = v_0 up to rounding (a few ulps of |v_0| per entry).
+      EXPECT_LT(n.sq(1, k), 1e-26 * arma::accu(arma::square(V.row(0)))) << "position 0 sees one key";
+      for (arma::uword i = 0; i < 6; ++i) {
+        if (pos(i) == 0) continue;
+        const auto m = simulate_attention(*e, Kernel::softmax(), X.col(i), Y.cols(0, pos(i)), V.rows(0, pos(i)),
+                                          {6000, grid[k], 5 + i, s});
+        EXPECT_LT(std::abs(n.sq(i, k) - m.mse(0)), test::kSigmas * std::hypot(n.sq_se(i, k), m.se_mse(0)))
+            << to_string(s) << " M = " << grid[k] << " row " << i << " (position " << pos(i) << "): nested "
+            << n.sq(i, k) << " +- " << n.sq_se(i, k) << ", independent " << m.mse(0) << " +- " << m.se_mse(0);
+      }
+    }
+  }
+  // The row at the last position sees every key: the same estimate as bidirectional attention of that row.
+  const auto e = make_estimator("pos", X, Y);
+  NestedOptions o = options(grid, 200, Sampler::Iid);
+  o.positions = arma::uvec{9};
+  const ExactAttention full = exact_attention(X.col(3) * root4, Y * root4, V);
+  const NestedErrors c = simulate_nested(*e, X.col(3), Y, V, full.Y, full.log_normaliser, o);
+  const NestedErrors b =
+      simulate_nested(*e, X.col(3), Y, V, full.Y, full.log_normaliser, options(grid, 200, Sampler::Iid));
+  // Same draws; the bidirectional path sums keys in single precision (relative rounding ~1e-6 of the error).
+  EXPECT_TRUE(arma::approx_equal(c.sq, b.sq, "reldiff", 1e-4)) << c.sq << b.sq;
+}
+
+TEST(NestedAttention, CausalIsTheSameForOneAndTwoThreadsAndRefusesBadPositions) {
+  const Input in(0.7, 421);
+  const auto e = make_estimator("sderf", in.X, in.Y);
+  std::vector<arma::mat> out;
+  for (int threads : {1, 2}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    NestedOptions o = options({1, 3, 9, 27}, 40, Sampler::Simplex);
+    o.positions = arma::uvec{9, 3, 5, 5, 0, 8};
+    const NestedErrors n = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+    out.push_back(arma::join_rows(n.sq, n.abs));
+    EXPECT_TRUE(out.back().is_finite());
+  }
+  EXPECT_TRUE(arma::approx_equal(out[0], out[1], "absdiff", 0));
+  NestedOptions o = options({2}, 4, Sampler::Iid);
+  o.positions = arma::uvec{1, 2, 3};  // 3 positions for 6 rows
+  EXPECT_THROW(simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o), InvalidArgument);
+  o.positions = arma::uvec{1, 2, 3, 4, 5, 10};  // beyond the 10 keys
+  EXPECT_THROW(simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o), InvalidArgument);
+  o = options({2}, 4, Sampler::Iid, true);
+  o.positions = arma::uvec{1, 2, 3, 4, 5, 6};
+  EXPECT_THROW(simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kestrel

@@ -1,12 +1,16 @@
-// `kestrel reproduce advise` (advise.cpp): the inputs it checks `kestrel advise` on, and the check on a chosen subset
-// of them (tests/advise_test.cpp runs a fast subset; the reproduction runs all).
+// `kestrel reproduce advise` (advise.cpp): the inputs it checks `kestrel advise` on, the independent measurement and
+// the check of one advise row (tests/advise_test.cpp runs them on a fast subset and on rows with a wrong M).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <armadillo>
 
 #include "experiment.hpp"
+#include "sampling/omega.hpp"
+#include "tasks/advise/advise.hpp"
+#include "tasks/attention.hpp"
 
 namespace kestrel::experiments {
 
@@ -16,8 +20,44 @@ struct AdviseCase {
   arma::uword budget;
 };
 
-// The ten inputs at the run's sizes (quick or paper).
+// The inputs at the run's sizes (quick or paper).
 std::vector<AdviseCase> advise_cases(const Options& opt);
+
+// The 95th percentile over rows of sqrt(mean |Y-hat_i - Y_i|^2) / RMS |Y| at m features from fresh draws, drawn in
+// batches until it has its power (powered()) or `cap` draws (m = 0: not measured).
+struct AdviseMeasurement {
+  arma::uword m = 0;
+  double p95 = 0, se = 0;
+  std::size_t draws = 0;
+  // The slope of -log p95 against log M that the power is for: 1/2 (the M^(-1/2) law), or the flatter slope that the
+  // two checks of a decision measure between them (at least 0.05).
+  double slope = 0.5;
+  double needed_se() const;  // (1 - 1.25^(-slope)) target / z_0.95
+  // se <= needed_se(), or p95 -+ z_0.95 se beyond target x 1.25^(+-slope) (the side would not change were M a further
+  // 1.25x off)
+  bool powered() const;
+  double power() const;  // Phi((1 - 1.25^(-slope)) target / se): an error a 1.25x step of M from the target seen on
+                         // its side (0: not measured)
+};
+double advise_needed_se();  // (1 - 1.25^(-1/2)) target / z_0.95 = 0.00642 for the 10% target
+
+AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
+                                  const ExactAttention& exact, arma::uword m, Sampler sampler, std::size_t cap,
+                                  std::uint64_t seed, double slope = 0.5);
+
+// One advise row checked by independent measurements: where the target must be missed (`missed`) and met (`met`).
+struct AdviseCheck {
+  std::string decision;  // the row's: "M", "out of reach", "not settled"
+  AdviseMeasurement missed, met;
+  double pred_missed = 0, pred_missed_se = 0, pred_met = 0, pred_met_se = 0;  // advise's curve there (0: none)
+  std::string outcome;                                                        // "confirmed", "differs", "underpowered"
+  double m_simulated = 0;  // the independent M (log-log between the checks; slope -1/2 beyond them)
+  int failed() const;      // checks not passed: on the wrong side or underpowered
+};
+
+// Qr: the rows advise sampled; exact: exact attention on them; cap: draws at most per measurement.
+AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma::mat& Qr, const ExactAttention& exact,
+                             std::size_t cap, std::uint64_t seed);
 
 // The reproduction on `inputs`: per input the advise report, the independent measurements and the claims.
 void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5, std::vector<Claim>& claims);

@@ -29,6 +29,7 @@ struct DrawState {
 // One draw's errors at one grid M, per row.
 struct RowErrors {
   arma::vec sq, abs, tv;
+  arma::vec c;  // D-hat_i / D_i - 1: the control variate (mean exactly 0)
 };
 
 // log f(w_m, x_i) without features()'s 1/sqrt(count): a block's features are those of the whole draw.
@@ -73,7 +74,8 @@ struct Problem {
   std::vector<KeyTile> tiles;
   arma::mat Zq;  // d' x Lx
   arma::vec row_q;
-  arma::uvec group_q;  // the queries' groups, for a form with groups
+  arma::uvec group_q;           // the queries' groups, for a form with groups
+  arma::uvec positions, order;  // causal: each row's last key, and the rows in ascending position (stable)
 };
 
 constexpr arma::uword kAllGroups = ~arma::uword{0};
@@ -267,12 +269,52 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
   return T;
 }
 
+// Causal: adds a block b of the draw's columns to its sums with the prefix sums of the keys up to each row's position.
+// The keys are walked once in order, in segments between consecutive rows' positions; each segment raises the scale
+// a_m to the running maximum (the sums so far shrink by e^(a_old - a_new)), so every prefix sum
+// S~_m(j) = sum_{j' <= j} e^{log f2(w_m, k_j') - a_m(j)} C_j' has a_m(j) = max_{j' <= j} log f2(w_m, k_j'): exact.
+void advance_causal(const Problem& p, DrawState& s, const Draw& b) {
+  const arma::uword last = p.positions.max();
+  const arma::mat F = raw_log_features(p.e, b, p.Y.cols(0, last), Side::Key);  // keys x B
+  const arma::mat Tt = query_log_features(p, b).t();                           // B x Lx
+  const arma::uword B = F.n_cols, n = p.C.n_cols;
+  arma::vec a(B, arma::fill::value(-kInf));  // the prefix's scale per column
+  arma::mat S(B, n, arma::fill::zeros);      // the prefix's sums on that scale
+  arma::uword next = 0;                      // the first key not yet in the prefix
+  for (arma::uword i : p.order) {
+    const arma::uword pos = p.positions(i);
+    if (pos >= next) {  // the segment next..pos, on its own scale, merged: the larger scale wins
+      const arma::vec seg = arma::max(F.rows(next, pos), 0).t();
+      const arma::vec top = arma::max(a, seg);
+      arma::mat E = F.rows(next, pos);
+      E.each_row() -= top.t();
+      E = arma::exp(E);
+      E.replace(arma::datum::nan, 0.0);  // columns whose features are all 0 so far (-inf - -inf)
+      arma::vec shrink = arma::exp(a - top);
+      shrink.replace(arma::datum::nan, 0.0);
+      S.each_col() %= shrink;
+      S += E.t() * p.C.rows(next, pos);
+      a = top;
+      next = pos + 1;
+    }
+    arma::vec t = Tt.col(i) + a;
+    const double m = std::max(s.run_max(i), t.max());
+    const double shrink = std::exp(s.run_max(i) - m);  // 0 at the first block
+    t = arma::exp(t - m);
+    s.acc.row(i) = s.acc.row(i) * shrink + t.t() * S;
+    s.run_max(i) = m;
+  }
+}
+
 // Adds the draw's columns [m0, m1) to its sums (with their key sums ks, unless the total variation is asked) and
 // returns the rows' errors with its first m1 columns.
 RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums* ks) {
   const bool values = !p.V.is_empty();
   const arma::uword dv = values ? p.V.n_cols : 0;
-  if (m1 > s.m0) {
+  if (m1 > s.m0 && !p.positions.is_empty()) {
+    advance_causal(p, s, s.w.columns(s.m0, m1));
+    s.m0 = m1;
+  } else if (m1 > s.m0) {
     const Draw b = s.w.columns(s.m0, m1);
     arma::rowvec a;
     arma::mat S;  // B x n: S~^T C, or Ly x B features when the total variation needs them
@@ -304,6 +346,9 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
   }
   RowErrors out;
   const arma::vec den = s.acc.col(p.C.n_cols - 1);  // >= 1: the row's largest term has S~ column sum >= 1, weight 1
+  // D-hat_i = e^{run_max_i} den_i / M: relative error expm1(log D-hat - log D), accurate when it is tiny.
+  out.c = s.run_max + arma::log(den) - std::log(static_cast<double>(m1)) - p.log_norm;
+  for (double& v : out.c) v = std::expm1(v);
   if (values) {
     arma::mat Yh = s.acc.head_cols(dv);
     Yh.each_col() /= den;
@@ -311,10 +356,7 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
     out.sq = arma::sum(arma::square(diff), 1);
     out.abs = arma::mean(arma::abs(diff), 1);
   } else {
-    // D-hat_i = e^{run_max_i} den_i / M: relative error expm1(log D-hat - log D), accurate when it is tiny.
-    arma::vec rel = s.run_max + arma::log(den) - std::log(static_cast<double>(m1)) - p.log_norm;
-    for (double& v : rel) v = std::expm1(v);
-    out.sq = arma::square(rel);
+    out.sq = arma::square(out.c);
   }
   if (p.tv) {
     arma::mat D = s.Ahat;
@@ -375,6 +417,11 @@ void check_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, c
                        : (V.n_rows == Y.n_cols && Yexact.n_rows == X.n_cols && Yexact.n_cols == V.n_cols),
           "values must be Ly x dv with exact rows Lx x dv");
   require(log_norm.n_elem == X.n_cols, "{} log normalisers for {} query rows", log_norm.n_elem, X.n_cols);
+  if (!opt.positions.is_empty()) {
+    require(opt.positions.n_elem == X.n_cols, "{} positions for {} query rows", opt.positions.n_elem, X.n_cols);
+    require(opt.positions.max() < Y.n_cols, "position {} is beyond the {} keys", opt.positions.max(), Y.n_cols);
+    require(!opt.total_variation, "the total variation is not simulated for causal attention");
+  }
 }
 
 // Blocks of a draw must add up to the draw: M K-hat(w) = sum_blocks B K-hat(w_block) (not for hybrids whose features
@@ -408,7 +455,10 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   const bool values = !V.is_empty();
   Problem p{e, X, Y, V, Yexact, log_norm, {}, {}, opt.total_variation};
   p.C = values ? arma::mat(arma::join_rows(V, arma::ones(V.n_rows))) : arma::mat(arma::ones(Y.n_cols, 1));
-  if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
+  if (!opt.positions.is_empty()) {  // causal: prefix sums per draw in double (advance_causal)
+    p.positions = opt.positions;
+    p.order = arma::stable_sort_index(opt.positions);
+  } else if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
     if (form) {
@@ -434,7 +484,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
         DrawState& s = state[r];
         std::size_t reach = 0;
         while (reach < G && r < opt.draws[reach]) ++reach;
-        Rng rng(opt.seed, Stream::Prediction, r);
+        Rng rng(opt.seed, Stream::Prediction, opt.first_draw + r);
         s.w = e.draw_nested(opt.grid[reach - 1], rng, opt.sampler);
         s.run_max.set_size(Lx);
         s.run_max.fill(-kInf);
@@ -444,20 +494,23 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     // Every draw still advancing is at the previous grid point: the key sums of their new columns are computed
     // together, kWaveColumns columns at a time (memory), then each draw advances.
     const arma::uword B = opt.grid[k] - (k == 0 ? 0 : opt.grid[k - 1]);
-    const std::size_t wave = p.tv ? n : std::max<std::size_t>(1, kWaveColumns / B);
+    const bool alone = p.tv || !p.positions.is_empty();  // each draw forms its own key sums
+    const std::size_t wave = alone ? n : std::max<std::size_t>(1, kWaveColumns / B);
     for (std::size_t r0 = 0; r0 < n; r0 += wave) {
       const std::size_t r1 = std::min(n, r0 + wave);
       std::vector<KeySums> ks;
-      if (!p.tv) {
+      if (!alone) {
         std::vector<Draw> blocks(r1 - r0);
         for (std::size_t r = r0; r < r1; ++r) blocks[r - r0] = state[r].w.columns(state[r].m0, opt.grid[k]);
         ks = key_sums(p, blocks);
       }
       for_each_block(r1 - r0, [&](std::size_t i) {
-        per[r0 + i] = advance(p, state[r0 + i], opt.grid[k], p.tv ? nullptr : &ks[i]);
+        per[r0 + i] = advance(p, state[r0 + i], opt.grid[k], alone ? nullptr : &ks[i]);
       });
     }
     reduce(per, &RowErrors::sq, n, k, out.sq, out.sq_se);
+    out.sq_sums.emplace_back();
+    for (std::size_t r = 0; r < n; ++r) out.sq_sums.back().add(opt.first_draw + r, per[r].sq, per[r].c);
     if (values) reduce(per, &RowErrors::abs, n, k, out.abs, out.abs_se);
     if (p.tv) reduce(per, &RowErrors::tv, n, k, out.tv, out.tv_se);
     out.draws.push_back(n);

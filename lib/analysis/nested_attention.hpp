@@ -22,6 +22,7 @@
 
 #include <armadillo>
 
+#include "analysis/control_variate.hpp"
 #include "estimators/estimator.hpp"
 #include "sampling/omega.hpp"
 
@@ -31,7 +32,7 @@ struct NestedOptions {
   std::vector<arma::uword> grid;   // ascending feature counts, >= 1
   std::vector<std::size_t> draws;  // draws at each grid M, non-increasing, >= 2: draw r reaches the largest grid M
                                    // with r < draws[k]
-  std::uint64_t seed = 0;          // draw r from the stream (seed, Prediction, r)
+  std::uint64_t seed = 0;          // draw r from the stream (seed, Prediction, first_draw + r)
   Sampler sampler = Sampler::Iid;
   bool total_variation = false;  // also the total-variation error of the attention rows (rows x Lk work per feature)
   // Fewer draws where they are not needed: after each grid M >= adapt_from, the draws that continue are cut to
@@ -40,6 +41,13 @@ struct NestedOptions {
   double se_goal = 0;
   arma::uword adapt_from = 0;
   std::size_t min_draws = 2;
+  std::uint64_t first_draw = 0;  // a further run of fresh draws continues where an earlier one ended
+  // Causal attention (empty: every row attends to every key): row i attends to keys 0..positions[i] only. The key sums
+  // are prefix sums, as causal random-feature attention forms them (Performer's unidirectional mode): the keys are
+  // walked in order in segments between the rows' positions, each segment summed with its own per-feature scale and
+  // merged into the running prefix (the larger scale wins), so the log-domain stabilisation stays exact; features in
+  // double. Not with total_variation.
+  arma::uvec positions;
 };
 
 // Per sampled row (rows) and grid M (columns): the mean over the draws at that M and its standard error. Columns exist
@@ -49,6 +57,9 @@ struct NestedErrors {
   arma::mat abs, abs_se;  // with values: mean_a |Y-hat_ia - Y_ia|
   arma::mat tv, tv_se;    // when asked: (1/2) sum_j |A-hat_ij - A_ij|, A = diag(K 1)^-1 K
   std::vector<std::size_t> draws;  // the draws behind each column
+  // Per column: the sums behind sq with the control variate c = D-hat_i / D_i - 1 (mean exactly 0), by draw index
+  // (analysis/control_variate.hpp); sums of further runs (first_draw) add to them.
+  std::vector<ControlVariateSums> sq_sums;
 };
 
 // X: d x Lx kernel query points, Y: d x Ly kernel keys (softmax kernel exp(x^T y); attention's q / d^(1/4)), V: Ly x dv

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/rounded_sums.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "estimators/registry.hpp"
@@ -124,11 +125,44 @@ std::vector<AdviseOption> make_table() {
       OptionKind::Integer, [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
       [](const O& o) { return std::to_string(o.draws); }));
   t.push_back(opt(
+      "max-draws",
+      "Most draws at the M around a simulated row's answer before it says \"not settled\" (the answer is settled when "
+      "its interval is at most 1.5x wide; a row whose projected draws to settle exceed it stops sooner); >= 2",
+      OptionKind::Integer, [](O& o, W where, W text) { o.max_draws = parse_uint(where, text, 2, 1u << 20); },
+      [](const O& o) { return std::to_string(o.max_draws); }));
+  t.push_back(opt(
       "full-curve",
       "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
-      "2 SE reaches the target, or where the target is out of reach)",
+      "2 SE reaches the target; draws are then added around the answer until it is settled)",
       OptionKind::Flag, [](O& o, W where, W text) { o.full_curve = parse_bool(where, text); },
       [](const O&) { return std::string("false"); }));
+  t.push_back(opt(
+      "sums",
+      "Number formats to hold the key sums S = sum_j phi(k_j) [v_j, 1]^T in: fp32, bf16, fp16 (comma-separated; "
+      "the recommended estimator at its M, every addition rounded to the format; needs values)",
+      OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.sums.clear();
+        for (const auto& item : split_list(where, text)) o.sums.push_back(one_of(where, item, float_format_names()));
+        require_distinct(where, o.sums);
+      },
+      [](const O&) { return std::string(""); }, true));
+  t.push_back(uint_opt("chunk",
+                       "With --sums: keys per chunk, summed in fp32 before each chunk's total is added in the format, "
+                       "as chunked prefill (1: token by token, as decoding)",
+                       &O::chunk, 1));
+  t.push_back(opt(
+      "causal",
+      "Causal attention: query i attends to keys 0..i (needs as many queries as keys), summed by prefix sums as causal "
+      "random-feature attention does; rows are sampled stratified over positions and the error is reported by position",
+      OptionKind::Flag, [](O& o, W where, W text) { o.causal = parse_bool(where, text); },
+      [](const O&) { return std::string("false"); }));
+  t.push_back(opt(
+      "from-position",
+      "With --causal: also decide M over the sampled rows at positions >= this one (early rows see few keys; 0: not "
+      "asked)",
+      OptionKind::Integer, [](O& o, W where, W text) { o.from_position = parse_uint(where, text); },
+      [](const O& o) { return std::to_string(o.from_position); }));
   t.push_back(opt(
       "seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,
       [](O& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
@@ -151,10 +185,10 @@ AdviseOptions advise_options_from(const StudyValues& values) {
   AdviseOptions o;
   apply_given(advise_options(), values, o);
   // Options that one quantity only reads are refused with the other, naming what is set (issue 37 item 9): kernel
-  // and pairs are for kernel entries; metric, draws and full-curve for simulated attention rows (kernel entries are
-  // exact).
+  // and pairs are for kernel entries; metric, draws, max-draws and full-curve for simulated attention rows (kernel
+  // entries are exact).
   const bool kernel = o.quantity == AdviseQuantity::Kernel;
-  for (const char* name : {"kernel", "pairs", "metric", "draws", "full-curve"}) {
+  for (const char* name : {"kernel", "pairs", "metric", "draws", "max-draws", "full-curve", "sums", "chunk"}) {
     const bool for_kernel = std::string(name) == "kernel" || std::string(name) == "pairs";
     if (values.count(name) && for_kernel != kernel)
       throw InvalidArgument(fmt::format("{} '{}': only used with quantity {} (the quantity is '{}'{})",
@@ -162,6 +196,17 @@ AdviseOptions advise_options_from(const StudyValues& values) {
                                         for_kernel ? "kernel" : "attention", to_string(o.quantity),
                                         std::string(name) == "kernel" ? ": attention is softmax attention" : ""));
   }
+  if (values.count("chunk") && o.sums.empty())
+    throw InvalidArgument(
+        fmt::format("{} '{}': the chunk is the order of the key sums in number formats: give --sums "
+                    "too (e.g. --sums fp32,bf16,fp16)",
+                    values.at("chunk").where, values.at("chunk").text));
+  // A total variation is at most 1: a target of 1 or more is reached by any M.
+  if (o.metric == AdviseMetric::Tv && o.target >= 1)
+    throw InvalidArgument(fmt::format(
+        "{} '{}': metric tv (the total variation of attention rows) is at most 1, so any M reaches it; give a target "
+        "below 1 (e.g. 0.1)",
+        values.count("target") ? values.at("target").where : "target", fmt::format("{}", o.target)));
   return o;
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "frontend/study_options.hpp"
-#include "tasks/advise.hpp"
+#include "tasks/advise/advise.hpp"
 
 namespace kestrel {
 

@@ -1,6 +1,10 @@
 """`kestrel advise` reports as pictures: the predicted error against M per estimator (one panel per sampler, +-2 SE
-bands where simulated, the target), with measured points from independent draws. Pure matplotlib and NumPy (kestrel is
-imported only by `check_points`), so the command line's plot script (apps/kestrel/advise_plot.py) loads this file too."""
+bands where simulated, the target), with measured points from independent draws. Pure matplotlib, NumPy and h5py (the
+compiled module is imported only by `check_points`), so the command line runs this file for the plot of
+`kestrel advise --out R.h5`: `python3 -m kestrel.advice R.h5 OUT.png` (or the file by its path in the package)."""
+import json
+import sys
+
 import numpy as np
 
 MARKERS = "os^vD<>ph*"
@@ -25,10 +29,10 @@ def check_points(Q, K, V, targets=(0.4, 0.2, 0.1, 0.05), validate=100, **options
 
 
 def plot_report(report, points=(), title=None):
-    """A figure of the report's curves (95th percentile solid with its +-2 SE band, median dotted), the target dashed,
-    the extrapolated lower bound of a curve that ended because the target is out of reach thin-dashed to the budget,
-    and `points` (dicts with estimator, sampler, m, measured_p95, measured_p95_se; the report's own --validate points
-    are added) as open markers with 2 SE bars."""
+    """A figure of the report's curves (95th percentile solid with its +-2 SE band, median dotted; each estimator its
+    own colour and marker, the recommended curve drawn thick), the target dashed, the named M and its interval as a
+    bar on the target, and `points` (dicts with estimator, sampler, m, measured_p95, measured_p95_se; the report's own
+    --validate points are added) as open markers with 2 SE bars. The legend sits beside the panels, off the data."""
     import matplotlib.pyplot as plt
 
     ok = [r for r in report["rows"] if r["status"] == "ok"]
@@ -37,23 +41,47 @@ def plot_report(report, points=(), title=None):
     pts = list(points) + [dict(estimator=r["estimator"], sampler=r["sampler"], **r["validation"])
                           for r in ok if "validation" in r]
     target = report["options"]["target"]
-    fig, axes = plt.subplots(1, len(samplers), figsize=(3.6 * len(samplers) + 1.2, 4.0), sharey=True, squeeze=False)
+    best = report.get("best")  # the recommended row's label: "NAME" (iid) or "NAME (SAMPLER)", or None
+    colors = plt.get_cmap("tab20").colors if len(names) > 10 else [f"C{k}" for k in range(10)]
+    causal = [r for r in ok if "causal" in r]  # --causal: one more panel, the error against position
+    fig, axes = plt.subplots(1, len(samplers) + bool(causal), figsize=(3.6 * (len(samplers) + bool(causal)) + 1.2, 4.0),
+                             squeeze=False)
+    for ax in axes[0][1:len(samplers)]:
+        ax.sharey(axes[0][0])
+    if causal:
+        ax = axes[0][-1]
+        for r in causal:
+            k = names.index(r["estimator"])
+            pos, err = np.array(r["causal"]["position"]), np.array(r["causal"]["error_at_m"])
+            order = np.argsort(pos)
+            ax.plot(pos[order], err[order], MARKERS[k % len(MARKERS)], ms=1.5, alpha=0.4, color=colors[(k + samplers.index(r["sampler"])) % len(colors)])
+            b = r["causal"]["bands"]
+            ax.step([x["lo"] for x in b] + [b[-1]["hi"]], [x["p95"] for x in b] + [b[-1]["p95"]], where="post",
+                    color=colors[(k + samplers.index(r["sampler"])) % len(colors)], lw=1, label=f"{r['estimator']} {r['sampler']} M={r['causal']['m']}")
+        ax.axhline(target, color="gray", ls="--", lw=0.8)
+        ax.set_xlabel("position (keys seen - 1)", fontsize=9)
+        ax.set_title("causal: error by position (steps: band p95)", fontsize=9)
+        ax.legend(fontsize=6)
+        ax.tick_params(labelsize=8)
     for ax, sampler in zip(axes[0], samplers):
         for r in (x for x in ok if x["sampler"] == sampler):
             k = names.index(r["estimator"])
-            color, marker = f"C{k % 10}", MARKERS[k % len(MARKERS)]
+            color, marker = colors[k % len(colors)], MARKERS[k % len(MARKERS)]
+            chosen = best == (r["estimator"] if sampler == "iid" else f"{r['estimator']} ({sampler})")
             c = r["curve"]
             m, p95 = np.array(c["m"]), np.array(c["p95"])
             se = np.array(c.get("p95_se", np.zeros(len(m))))
-            ax.plot(m, p95, "-", color=color, marker=marker, ms=3, markevery=4, label=r["estimator"])
+            label = r["estimator"] + (" (recommended)" if chosen else "")
+            ax.plot(m, p95, "-", color=color, marker=marker, ms=4 if chosen else 3, markevery=4, lw=2.6 if chosen else 1,
+                    label=label, zorder=3 if chosen else 2)
             if np.any(se > 0):
                 ax.fill_between(m, np.maximum(p95 - 2 * se, p95 / 10), p95 + 2 * se, color=color, alpha=0.15, lw=0)
             ax.plot(m, c["median"], ":", color=color, lw=0.9)
-            far = r.get("out_of_reach")
-            if far:  # the extrapolated lower bound from the curve's end to the budget (advise.hpp OutOfReach)
-                budget = report["options"]["budget"]
-                ax.plot([far["from_m"], budget], [far["p95_minus_2se"], far["error_at_budget_p95_at_least"]], "--",
-                        color=color, lw=0.8)
+            lo, hi = r.get("m_for_target_p95_interval") or (None, None)
+            if r.get("decision") == "M" and lo and hi:  # the named M and its interval, on the target line
+                ax.errorbar([r["m_for_target_p95"]], [target], xerr=[[r["m_for_target_p95"] - lo],
+                                                                    [hi - r["m_for_target_p95"]]],
+                            fmt="|", color=color, ms=8, capsize=2, lw=1)
             for p in (p for p in pts if p["estimator"] == r["estimator"] and p["sampler"] == sampler):
                 ax.errorbar([p["m"]], [p["measured_p95"]], yerr=[2 * p["measured_p95_se"]], fmt=marker, color=color,
                             mfc="white", ms=6, capsize=2)
@@ -64,7 +92,13 @@ def plot_report(report, points=(), title=None):
         ax.set_title(f"{sampler} projections", fontsize=9)
         ax.tick_params(labelsize=8)
     axes[0][0].set_ylabel("error (95th pct solid, median dotted)", fontsize=9)
-    axes[0][-1].legend(fontsize=8, loc="upper right", title="open markers: measured", title_fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:len(samplers)]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h), labels.append(lab)
+    fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               title="open markers: measured", title_fontsize=7)
     i = report["inputs"]
     metric = report["options"].get("metric", "rmse")
     fig.suptitle(title or f"kestrel advise: d={i['d']} Lq={i['Lq']} Lk={i['Lk']} dv={i['dv']}, "
@@ -73,3 +107,21 @@ def plot_report(report, points=(), title=None):
     fig.text(0.01, 0.01, report["quantity"], fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
+
+
+def plot_file(report_h5, out_png):
+    """The plot of `kestrel advise --out REPORT_H5` (its /advise/report.json) written to OUT_PNG."""
+    import h5py
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with h5py.File(report_h5, "r") as f:
+        raw = f["advise/report.json"][()]
+    report = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    plot_report(report).savefig(out_png, dpi=130, bbox_inches="tight")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python3 -m kestrel.advice REPORT.h5 OUT.png")
+    plot_file(sys.argv[1], sys.argv[2])

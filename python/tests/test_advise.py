@@ -88,3 +88,26 @@ def test_bad_keywords_and_values(data):
         kestrel.advise(Q, K, V, kernel="gaussian")
     with pytest.raises(ValueError, match="did you mean 'sderf'"):
         kestrel.advise(Q, K, V, estimators=["sdrf"])
+
+
+@needs_cli
+def test_the_plot_is_the_packages(tmp_path, data):
+    """`kestrel advise --out R.h5` draws R.png with the package's kestrel.advice, and `python3 -m kestrel.advice`
+    draws the same report: both PNG files exist and are pictures of the report's size (not empty)."""
+    Q, K, V = data
+    for name, a in zip("QKV", data):
+        np.save(tmp_path / f"{name}.npy", a)
+    subprocess.run([CLI, "advise", "--queries", str(tmp_path / "Q.npy"), "--keys", str(tmp_path / "K.npy"),
+                    "--values", str(tmp_path / "V.npy"), "--estimators", "pos", "--budget", "64", "--draws", "8",
+                    "--no-timing", "--quiet", "--out", str(tmp_path / "r.h5")], check=True)
+    again = tmp_path / "again.png"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(kestrel.__path__[0]))  # this package
+    subprocess.run(["/usr/bin/python3", "-m", "kestrel.advice", str(tmp_path / "r.h5"), str(again)], check=True, env=env)
+    from PIL import Image
+
+    for png in (tmp_path / "r.png", again):
+        with Image.open(png) as im:
+            assert im.size[0] > 400 and im.size[1] > 300
+    bad = subprocess.run(["/usr/bin/python3", "-m", "kestrel.advice", str(tmp_path / "r.h5")], capture_output=True,
+                         text=True, env=env)
+    assert bad.returncode != 0 and "usage" in bad.stderr

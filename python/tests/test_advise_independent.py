@@ -11,7 +11,8 @@ kestrel.advise(Q, K, V, estimators=["pos"], samplers=[...], target=0.1, budget=1
   * m_for_target_p95 = M*: the simulated p95 at M*/1.25 must not lie clearly below the target and at 1.25 M* not
     clearly above it:  p95(M*/1.25) + k s >= target  and  p95(1.25 M*) - k s <= target,  s = sqrt(se_sim^2 + se_t^2),
     se_t = target * (p95_se / p95) at the curve point nearest M* (the prediction's relative SE carried to the target).
-    If M* is None (target not reached within the budget): p95(budget) + k s >= target (R = 200 there, for time).
+    A row whose decision is 'not settled' names no M* but an interval [lo, hi]: the same two checks at lo/1.25 and
+    1.25 hi. A row 'out of reach' (no M* within the budget): p95(budget) + k s >= target (R = 200 there, for time).
 False-failure rate: with normal-approximated estimates, a check whose true discrepancy sits exactly at the 15% boundary
 fails with probability P(Z > k / 1.15) = 2.5e-4 (the 1.15 because the tolerance itself moves with sim); at most 48
 checks (2 inputs x 3 samplers x (3 M x 2 quantiles + 2 crossing sides)) give <= 1.2e-2 even if every true discrepancy
@@ -64,7 +65,7 @@ def nearest_log(values, x):
     return int(np.argmin(np.abs(np.log(v) - np.log(x))))
 
 
-def compare_report(rows, Q, K, V, target=TARGET, budget=BUDGET, draws=DRAWS, at=(4, 32, 256)):
+def compare_report(rows, Q, K, V, target=TARGET, budget=BUDGET, draws=DRAWS, at=(4, 32, 256), causal=False):
     """Apply the module docstring's rule to advise report rows; returns a list of failure messages."""
     failures = []
     for j, row in enumerate(rows):
@@ -72,7 +73,7 @@ def compare_report(rows, Q, K, V, target=TARGET, budget=BUDGET, draws=DRAWS, at=
         tag = f"{row['estimator']}/{samp} (status {row.get('status')!r})"
 
         def sim(m, r=draws):
-            return peer.posrf_attention_error(Q, K, V, m, samp, r, seed=1_000_003 * (j + 1) + int(m))
+            return peer.posrf_attention_error(Q, K, V, m, samp, r, seed=1_000_003 * (j + 1) + int(m), causal=causal)
 
         for i in sorted({nearest_log(c["m"], x) for x in at}):
             m = int(c["m"][i])
@@ -83,24 +84,31 @@ def compare_report(rows, Q, K, V, target=TARGET, budget=BUDGET, draws=DRAWS, at=
                     failures.append(f"{tag} M={m} {q}: predicted {pred:.4g} +- {se:.2g}, "
                                     f"simulated {s[q]:.4g} +- {s[q + '_se']:.2g}")
         mstar = row.get("m_for_target_p95")
-        ref = nearest_log(c["m"], mstar if mstar else budget)
-        se_t = target * float(c["p95_se"][ref]) / float(c["p95"][ref])
-        if mstar is None:
+        if row.get("decision") == "not settled":
+            first, last = (int(x) for x in row["m_for_target_p95_interval"])
+            named = f"not settled on [{first}, {last}]"
+        elif mstar is not None:
+            first = last = int(mstar)
+            named = f"m_for_target_p95={first}"
+        else:                                   # out of reach: the target is not met within the budget
+            ref = nearest_log(c["m"], budget)
+            se_t = target * float(c["p95_se"][ref]) / float(c["p95"][ref])
             s = sim(budget, max(100, draws // 4))
             if s["p95"] + K_SE * np.hypot(s["p95_se"], se_t) < target:
                 failures.append(f"{tag}: no M within budget {budget} predicted, but the simulated p95 at {budget} is "
                                 f"{s['p95']:.4g} +- {s['p95_se']:.2g} < target {target}")
             continue
-        mstar = int(mstar)
-        lo, hi = max(1, round(mstar / 1.25)), max(round(mstar * 1.25), mstar + 1)
-        if lo < mstar:
+        ref = nearest_log(c["m"], first)
+        se_t = target * float(c["p95_se"][ref]) / float(c["p95"][ref])
+        lo, hi = max(1, round(first / 1.25)), max(round(last * 1.25), last + 1)
+        if lo < first:
             s = sim(lo)
             if s["p95"] + K_SE * np.hypot(s["p95_se"], se_t) < target:
-                failures.append(f"{tag}: m_for_target_p95={mstar} but the simulated p95 at M={lo} is already "
+                failures.append(f"{tag}: {named} but the simulated p95 at M={lo} is already "
                                 f"{s['p95']:.4g} +- {s['p95_se']:.2g} < target {target}")
         s = sim(hi)
         if s["p95"] - K_SE * np.hypot(s["p95_se"], se_t) > target:
-            failures.append(f"{tag}: m_for_target_p95={mstar} but the simulated p95 at M={hi} is still "
+            failures.append(f"{tag}: {named} but the simulated p95 at M={hi} is still "
                             f"{s['p95']:.4g} +- {s['p95_se']:.2g} > target {target}")
     return failures
 
@@ -120,6 +128,33 @@ def test_advise_matches_independent_simulation(name):
     assert sorted(r["sampler"] for r in rows) == sorted(SAMPLERS)
     failures = compare_report(rows, Q, K, V)
     assert not failures, "\n".join(failures)
+
+
+def test_advise_causal_matches_independent_simulation():
+    """--causal (causal=True) on the mild input against the peer's masked PosRF attention (the same rule and
+    false-failure bound as above: at most 24 checks, <= 6e-3 even with every true discrepancy on the boundary)."""
+    kestrel = pytest.importorskip("kestrel", reason="kestrel (the Python package) is not importable here")
+    Q, K, V = make_input("mild")
+    adv = kestrel.advise(Q, K, V, estimators=["pos"], samplers=SAMPLERS, target=TARGET, budget=BUDGET, seed=2024,
+                         no_timing=True, causal=True)
+    rows = [r for r in adv["rows"] if r.get("estimator") == "pos"]
+    assert sorted(r["sampler"] for r in rows) == sorted(SAMPLERS)
+    for r in rows:  # every row sampled (96 < 512): positions 0..95, and the error is 0 at position 0
+        assert r["causal"]["position"] == list(range(96)) and r["causal"]["error_at_m"][0] < 1e-12
+    failures = compare_report(rows, Q, K, V, causal=True)
+    assert not failures, "\n".join(failures)
+
+
+def test_causal_peer_is_the_masked_definition():
+    """The peer's causal mode: row i equals bidirectional attention over keys 0..i (exact and PosRF, same W)."""
+    r = np.random.default_rng(9)
+    Qs, Ks, V = 0.5 * r.normal(size=(12, 8)), 0.5 * r.normal(size=(12, 8)), r.normal(size=(12, 3))
+    W = peer.sample_projections(8, 20, "iid", r)
+    rows = np.arange(12)
+    Y, Yh = peer.causal_exact_attention(Qs, Ks, V, rows), peer.causal_posrf_attention(Qs, Ks, V, W, rows)
+    for i in rows:
+        np.testing.assert_allclose(Y[i], peer.exact_attention(Qs[i:i + 1], Ks[:i + 1], V[:i + 1])[0], rtol=1e-12)
+        np.testing.assert_allclose(Yh[i], peer.posrf_attention(Qs[i:i + 1], Ks[:i + 1], V[:i + 1], W)[0], rtol=1e-10)
 
 
 def _synthetic_rows(Q, K, V, sampler="iid", seed=5):

@@ -1,0 +1,82 @@
+// `kestrel advise` (advise.hpp): fit every family on the user's points, predict the error over a sample of rows
+// (simulated with nested draws, or exact), read off M, measure the features' exponents and the cost, and say what to
+// use. The steps are in this folder (steps.hpp); this file runs them over families and samplers.
+#include "tasks/advise/steps.hpp"
+
+#include "core/error.hpp"
+
+namespace kestrel {
+
+using namespace advise_steps;
+
+Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
+              const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& m) {
+    if (progress) progress(m);
+  };
+  check_inputs(Q, K, V, opt);
+  check_sums(V, opt);
+
+  Advice a;
+  Inputs in = prepare(a, Q, K, V, opt);
+  // Exact attention on the sampled rows: Y, what the metric divides by, and the normalisers.
+  const ExactAttention exact = exact_rows(in);
+  if (opt.quantity == AdviseQuantity::Attention) in.norm = metric_norms(exact.Y, in, V, opt.metric, a.offset_share);
+  const arma::vec log_norm = opt.quantity == AdviseQuantity::Kernel
+                                 ? arma::vec(arma::max(log_kernel(opt.kernel, in.Qk.cols(in.rows), in.Kk), 1))
+                                 : exact.log_normaliser;
+
+  std::vector<Family> families;
+  if (opt.estimators.empty())
+    families = estimator_families();
+  else
+    for (const auto& n : opt.estimators) families.push_back(find_family(n));
+  std::vector<std::unique_ptr<Estimator>> fitted;
+  for (const Family& f : families) {
+    AdviceRow base;
+    base.estimator = f.name;
+    if (!applicable(f, base)) {
+      base.sampler = "any";
+      a.rows.push_back(base);
+      continue;
+    }
+    say("fitting " + f.name);
+    std::unique_ptr<Estimator> e;
+    try {
+      e = make_estimator(f.name, in.Qk, in.Kk);
+    } catch (const std::exception& ex) {
+      base.sampler = "any";
+      base.status = "failed";
+      base.reason = std::string("fitting failed: ") + ex.what();
+      a.rows.push_back(base);
+      fitted.push_back(nullptr);
+      continue;
+    }
+    std::optional<ThreePointForm> form;
+    if (opt.quantity == AdviseQuantity::Attention) form = three_point_form(*e);
+    for (Sampler sampler : opt.samplers) {
+      AdviceRow row = base;
+      row.sampler = to_string(sampler);
+      try {
+        predict_row(row, f, *e, form, in, exact, log_norm, sampler, opt, say);
+      } catch (const Undefined& ex) {
+        row = base;
+        row.sampler = to_string(sampler);
+        row.status = "not applicable";
+        row.reason = ex.what();
+      } catch (const std::exception& ex) {
+        row = base;
+        row.sampler = to_string(sampler);
+        row.status = "failed";
+        row.reason = ex.what();
+      }
+      a.rows.push_back(std::move(row));
+    }
+    fitted.push_back(std::move(e));
+  }
+  cost_and_recommendation(a, in, fitted, say);
+  emulate_sums(a, in, fitted, say);
+  return a;
+}
+
+}  // namespace kestrel

@@ -1,0 +1,167 @@
+// advise's recommendation: the best row (the smallest M reaching the target at the 95th percentile) and the words:
+// the others ranked, the noise of its M, V's offset, fp16 and the cost; or the closest row when none reaches it.
+#include "tasks/advise/steps.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace kestrel::advise_steps {
+
+namespace {
+
+std::string percent(double v) { return fmt::format("{:.3g}%", 100 * v); }
+
+std::string count(arma::uword m, const AdviseOptions& opt) {
+  return m ? std::to_string(m) : "> " + std::to_string(opt.budget);
+}
+
+std::string needs(const AdviceRow& r, const AdviseOptions& opt) {
+  if (r.decision == "M") return fmt::format("needs M = {}", r.m_p95);
+  if (r.decision == "out of reach") return fmt::format("needs M > {} (the budget)", opt.budget);
+  return fmt::format("is not settled (M in [{}, {}])", r.m_p95_low, count(r.m_p95_high, opt));
+}
+
+// The recommendation: the smallest M reaching the target at the 95th percentile; ties to the smaller predicted error.
+void choose_best(Advice& a) {
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    const auto& r = a.rows[i];
+    if (r.status != "ok" || !r.m_p95) continue;
+    if (!a.best || std::pair(r.m_p95, r.at_m_p95) < std::pair(a.rows[*a.best].m_p95, a.rows[*a.best].at_m_p95))
+      a.best = i;
+  }
+}
+
+std::string error_name(const Advice& a, const Inputs& in) {
+  return a.options.quantity == AdviseQuantity::Kernel ? "kernel-entry error"
+         : in.normaliser                              ? "row-normaliser error"
+                                                      : "row error";
+}
+
+// The words when no row reaches the target: the closest one, by the lowest 95th percentile at the largest M every
+// curve reached (the budget unless some curve ended where the target is out of reach).
+std::string unreached(const Advice& a, const Inputs& in) {
+  const auto& opt = a.options;
+  double common = static_cast<double>(opt.budget);
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && !r.curve_m.empty()) common = std::min(common, r.curve_m.back());
+  auto at = [&](const AdviceRow& r) { return curve_at(r.curve_m, r.curve_p95, common); };
+  const AdviceRow* closest = nullptr;
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && !r.curve_m.empty() && (!closest || at(r) < at(*closest))) closest = &r;
+  if (!closest) {  // no result to report: refused (every row the user chose cannot apply) or failed, with the reasons
+    bool chosen = true;
+    std::string why;
+    for (const auto& r : a.rows) {
+      chosen = chosen && r.status == "not applicable";
+      why +=
+          fmt::format("{}{}: {}", why.empty() ? "" : "; ", r.sampler == "any" ? r.estimator : row_label(r), r.reason);
+    }
+    if (chosen)
+      throw InvalidArgument(
+          fmt::format("no estimator can be evaluated for quantity {}: {}; choose other --estimators "
+                      "or --samplers",
+                      to_string(opt.quantity), why));
+    throw NumericalError(fmt::format("no estimator could be evaluated on these inputs: {}", why));
+  }
+  std::string s = fmt::format(
+      "No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}.",
+      error_name(a, in), percent(opt.target), opt.budget, row_label(*closest), percent(at(*closest)), common);
+  std::size_t open = 0, most = 0;  // rows not settled, and the draws that would settle the hardest one
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && r.decision == "not settled") ++open, most = std::max(most, r.draws_to_settle);
+  if (open)
+    s += fmt::format(" {} of the rows are not settled within --max-draws {}: about {} draws would settle them.", open,
+                     opt.max_draws, most);
+  return s + " Raise --budget, or accept a larger --target.";
+}
+
+// The words for the best row, the others ranked, the noise of its M and what V's offset does to the metric.
+std::string best_and_others(const Advice& a, const Inputs& in) {
+  const auto& opt = a.options;
+  const std::string what = error_name(a, in);
+  const AdviceRow& b = a.rows[*a.best];
+  std::string s = fmt::format(
+      "{}{}, M = {}, the fewest features of the settled answers (the cost of random-feature attention "
+      "grows with M): predicted 95th-percentile {} {}{} (median {}).",
+      b.estimator, b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what, percent(b.at_m_p95),
+      b.at_m_p95_se > 0 ? " +- " + percent(b.at_m_p95_se) : "", percent(b.at_m_median));
+  std::vector<const AdviceRow*> ranked;  // the others, fewest features first (unreached last)
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && &r != &b) ranked.push_back(&r);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const AdviceRow* x, const AdviceRow* y) {
+    return (x->m_p95 ? x->m_p95 : ~arma::uword{0}) < (y->m_p95 ? y->m_p95 : ~arma::uword{0});
+  });
+  std::vector<std::string> others;
+  for (const AdviceRow* r : ranked)
+    if (others.size() < 4) others.push_back(row_label(*r) + " " + needs(*r, opt));
+  if (!others.empty()) {
+    s += " ";
+    for (std::size_t i = 0; i < others.size(); ++i) s += (i ? "; " : "") + others[i];
+    s += ".";
+  }
+  if (b.m_p95_low != b.m_p95_high)
+    s += fmt::format(" Within the simulation's noise (+-2 SE) the M for the target lies in [{}, {}].", b.m_p95_low,
+                     count(b.m_p95_high, opt));
+  for (const auto& r : a.rows)  // an open question that could change the answer
+    if (r.status == "ok" && r.decision == "not settled" && r.m_p95_low && r.m_p95_low < b.m_p95)
+      s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; about {} draws would settle it).",
+                       row_label(r), r.m_p95_low, count(r.m_p95_high, opt), r.draws_to_settle);
+  if (a.offset_share > 0.5 && !in.normaliser &&
+      (opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::MeanAbs ||
+       opt.metric == AdviseMetric::RowRelative))
+    s += fmt::format(
+        " V's mean row makes up {} of mean |Y_i|^2 (V has a common offset, or attention is close to uniform, so each "
+        "output row is close to mean(V)): errors relative to |Y| look small for any M, and --metric centred gives the "
+        "error relative to the centred output Y - mean(V), the one to decide by when what matters is how rows differ.",
+        percent(a.offset_share));
+  return s;
+}
+
+// The words on fp16 and on the cost of the best row.
+std::string format_and_cost(const Advice& a, const AdviceRow& b) {
+  const auto& opt = a.options;
+  std::string s;
+  if (b.range) {
+    const auto& fmts = number_formats();
+    for (std::size_t k = 0; k < fmts.size(); ++k)
+      if (fmts[k].name == "fp16") {
+        const auto& [raw, stab] = b.range->verdict[k];
+        s += fmt::format(" fp16: {} without the stabiliser, {} with it.", raw, stab);
+      }
+  }
+  if (opt.quantity == AdviseQuantity::Attention && !a.cost.m.empty()) {
+    const auto it = std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95);
+    const std::size_t k = static_cast<std::size_t>(it - a.cost.m.begin());
+    s += fmt::format(
+        " Cost at L = {}: {:.3g} GFLOP against {:.3g} for exact attention (random features are cheaper "
+        "for L > {:.0f} when Lq = Lk).",
+        a.Lk, a.cost.rf_flops[k] / 1e9, a.cost.exact_flops / 1e9, a.cost.crossover_length[k]);
+    if (a.cost.rf_seconds >= 0)
+      s +=
+          fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds, a.cost.exact_seconds);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string row_label(const AdviceRow& r) {
+  return r.sampler == "iid" ? r.estimator : fmt::format("{} ({})", r.estimator, r.sampler);
+}
+
+void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
+                             const std::function<void(const std::string&)>& say) {
+  attention_costs(a);
+  choose_best(a);
+  if (a.options.timing && a.best && a.options.quantity == AdviseQuantity::Attention) time_attention(a, in, fitted, say);
+  if (!a.best) {
+    a.recommendation = unreached(a, in);
+    return;
+  }
+  a.recommendation = best_and_others(a, in) + format_and_cost(a, a.rows[*a.best]);
+}
+
+}  // namespace kestrel::advise_steps

@@ -1,0 +1,273 @@
+// advise's report, written from the column table (columns.cpp): the JSON report (--json, the HDF5 report.json, Python's
+// dict), the HDF5 report's per-row datasets and attributes, and the command line's table.
+#include "tasks/advise/steps.hpp"
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "io/hdf5.hpp"
+
+namespace kestrel {
+
+using advise_steps::row_label;
+
+nlohmann::json to_json(const AdviseOptions& o) {
+  std::vector<std::string> samplers;
+  for (Sampler x : o.samplers) samplers.push_back(to_string(x));
+  return {{"quantity", to_string(o.quantity)},
+          {"kernel", o.kernel.name()},
+          {"scaling", o.scale_sqrt_d ? "sqrt-d" : "none"},
+          {"target", o.target},
+          {"budget", o.budget},
+          {"estimators", o.estimators},
+          {"samplers", samplers},
+          {"rows", o.rows},
+          {"pairs", o.pairs},
+          {"validate", o.validate},
+          {"metric", to_string(o.metric)},
+          {"draws", o.draws},
+          {"max_draws", o.max_draws},
+          {"full_curve", o.full_curve},
+          {"seed", o.seed},
+          {"timing", o.timing},
+          {"sums", o.sums},
+          {"chunk", o.chunk},
+          {"causal", o.causal},
+          {"from_position", o.from_position}};
+}
+
+namespace {
+
+// A row's JSON: who and its status; for ok rows the note and every JSON column of the table ("a/b" inside object a).
+// Rows without range or validation leave them out.
+nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options) {
+  nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
+  if (r.status != "ok") {
+    j["reason"] = r.reason;
+    return j;
+  }
+  if (!r.note.empty()) j["note"] = r.note;
+  for (const auto& c : advice_columns()) {
+    if (!(c.where & AdviceColumn::Json)) continue;
+    std::optional<nlohmann::json> v = c.value(r, options);
+    if (!v) continue;
+    const std::string key = c.key;
+    const auto slash = key.find('/');
+    if (slash == std::string::npos)
+      j[key] = std::move(*v);
+    else {
+      nlohmann::json& group = j[key.substr(0, slash)];
+      if (group.is_null()) group = nlohmann::json::object();
+      group[key.substr(slash + 1)] = std::move(*v);
+    }
+  }
+  return j;
+}
+
+nlohmann::json cost_json(const AdviceCost& c) {
+  nlohmann::json cost = {
+      {"exact_flops", c.exact_flops}, {"exact_bytes", c.exact_bytes}, {"m", c.m},
+      {"rf_flops", c.rf_flops},       {"rf_bytes", c.rf_bytes},       {"crossover_length", c.crossover_length}};
+  if (c.exact_seconds >= 0)
+    cost["measured_on_this_machine"] = {{"exact_seconds", c.exact_seconds},
+                                        {"rf_seconds", c.rf_seconds},
+                                        {"rf_estimator", c.timed_estimator},
+                                        {"rf_m", c.timed_m},
+                                        {"exact_timed_rows", c.exact_timed_rows}};
+  if (!c.rf_not_timed.empty()) cost["measured_on_this_machine"]["rf_not_timed"] = c.rf_not_timed;
+  return cost;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Advice& a) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : a.rows) rows.push_back(row_json(r, a.options));
+  const nlohmann::json cost = cost_json(a.cost);
+  return {{"options", to_json(a.options)},
+          {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
+          {"values_offset_share", a.offset_share},
+          {"quantity", a.quantity_label},
+          {"sampled_rows", a.sampled_rows.n_elem},
+          {"rows", rows},
+          {"best", a.best ? nlohmann::json(row_label(a.rows[*a.best])) : nlohmann::json(nullptr)},
+          {"cost", cost},
+          {"recommendation", a.recommendation},
+          {"sums", a.sums ? advise_steps::sums_json(*a.sums) : nlohmann::json(nullptr)}};
+}
+
+namespace {
+
+std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
+
+// The report's lines are at most kWidth characters: longer text is broken at spaces, continued with an indent.
+constexpr std::size_t kWidth = 120;
+std::string wrapped(const std::string& text) {
+  const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
+  std::string out, line = text.substr(0, lead);
+  const std::string indent = line + "  ";
+  bool first = true;  // the first word of the line
+  for (std::size_t i = lead; i < text.size();) {
+    const std::size_t j = std::min(text.find(' ', i), text.size());
+    const std::string word = text.substr(i, j - i);
+    if (!first && line.size() + 1 + word.size() > kWidth) {
+      out += line + '\n';
+      line = indent;
+      first = true;
+    }
+    line += (first ? "" : " ") + word;
+    first = false;
+    i = j + 1;
+  }
+  return out + line + '\n';
+}
+
+// One cell of the command line's table.
+std::string cell(const AdviceColumn& c, const AdviceRow& r, const AdviseOptions& o) {
+  const nlohmann::json v = c.value(r, o).value_or(nullptr);
+  switch (c.cli) {
+    case AdviceCli::Percent:
+      return pct(v.get<double>());
+    case AdviceCli::FirstWord: {
+      const auto s = v.get<std::string>();
+      return s.substr(0, s.find(' '));
+    }
+    default:
+      return v.get<std::string>();
+  }
+}
+
+}  // namespace
+
+void write_table(std::ostream& out, const Advice& a) {
+  const auto& o = a.options;
+  out << fmt::format("inputs: d={} Lq={} Lk={} dv={}  scaling={}  kernel={}  target={}  budget={}\n", a.d, a.Lq, a.Lk,
+                     a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)", o.kernel.name(),
+                     pct(o.target), o.budget);
+  out << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem, o.seed);
+  out << fmt::format("{:<22}", "estimator");
+  for (const auto& c : advice_columns())
+    if (c.cli != AdviceCli::None) out << fmt::format(fmt::runtime(c.cell), c.header);
+  out << (o.validate ? "  measured p95 +- SE" : "") << '\n';
+  std::vector<std::string> notes;
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
+  for (const auto& r : a.rows) {
+    const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
+    if (r.status != "ok") {
+      auto& who = skipped[r.status + ": " + r.reason];
+      if (std::find(who.begin(), who.end(), r.estimator) == who.end()) who.push_back(label);
+      continue;
+    }
+    out << fmt::format("{:<22}", label);
+    for (const auto& c : advice_columns())
+      if (c.cli != AdviceCli::None) out << fmt::format(fmt::runtime(c.cell), cell(c, r, o));
+    if (r.validate_reps)
+      out << fmt::format("  {} +- {}{}", pct(r.measured_p95), pct(r.measured_p95_se),
+                         r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
+    out << '\n';
+    if (r.decision == "not settled")
+      notes.push_back(
+          fmt::format("{}: not settled with {} draws around the answer; about {} would settle it "
+                      "(--max-draws)",
+                      label, r.settle_draws, r.draws_to_settle));
+    if (!r.note.empty()) notes.push_back(label + ": " + r.note);
+    if (!r.bands.empty()) {  // causal: the error against position
+      std::string line = fmt::format("{}: p95 error by position at M = {}:", label, r.position_m);
+      for (const auto& b : r.bands) line += fmt::format(" [{},{}) {}", b.lo, b.hi, pct(b.p95));
+      notes.push_back(line);
+    }
+    if (!r.from.decision.empty())
+      notes.push_back(fmt::format(
+          "{}: rows from position {}: {} {}", label, o.from_position,
+          r.from.decision == "M" ? fmt::format("M = {}", r.from.m_p95) : r.from.decision,
+          fmt::format("(interval {}..{}, p95 {})", r.from.m_p95_low,
+                      r.from.m_p95_high ? std::to_string(r.from.m_p95_high) : ">" + std::to_string(o.budget),
+                      pct(r.from.at_m_p95))));
+  }
+  if (!notes.empty()) out << "notes:\n";
+  for (const auto& n : notes) out << wrapped("  " + n);
+  if (!skipped.empty()) out << "not compared:\n";
+  for (const auto& [why, who] : skipped) out << wrapped(fmt::format("  {}: {}", fmt::join(who, ", "), why));
+  if (!a.cost.m.empty()) {
+    out << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB\n", a.cost.exact_flops / 1e9,
+                       a.cost.exact_bytes / 1e6);
+    for (std::size_t k = 0; k < a.cost.m.size(); ++k)
+      out << fmt::format("  M={}: {:.3g} GFLOP, {:.3g} MB (cheaper for L > {:.0f})\n", a.cost.m[k],
+                         a.cost.rf_flops[k] / 1e9, a.cost.rf_bytes[k] / 1e6, a.cost.crossover_length[k]);
+  }
+  if (a.cost.exact_seconds >= 0)
+    out << wrapped(
+        fmt::format("measured on this machine: exact {:.3g} s{}, {} (median of 3)", a.cost.exact_seconds,
+                    a.cost.exact_timed_rows < a.Lq
+                        ? fmt::format(" (timed on {} of the {} query rows, scaled)", a.cost.exact_timed_rows, a.Lq)
+                        : std::string(),
+                    a.cost.rf_not_timed.empty()
+                        ? fmt::format("{} M={} {:.3g} s", a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds)
+                        : "random features not timed: " + a.cost.rf_not_timed));
+  std::size_t fewest = SIZE_MAX, most = 0, simulated = 0;  // draws around the answers of the simulated rows
+  for (const auto& r : a.rows)
+    if (r.status == "ok" && r.method.rfind("simulated", 0) == 0)
+      ++simulated, fewest = std::min(fewest, r.settle_draws), most = std::max(most, r.settle_draws);
+  if (simulated)
+    out << wrapped(
+        fmt::format("simulated rows: {} nested draws up to M = 128, then {}..{} draws at the M around each decision "
+                    "(control variate D-hat/D - 1; seed {})",
+                    o.draws, fewest, most, o.seed));
+  out << wrapped("recommendation: " + a.recommendation);
+  if (a.sums) advise_steps::write_sums_table(out, *a.sums);
+}
+
+void write_report(H5Writer& h5, const Advice& a) {
+  h5.attr("/", "layout",
+          "advise/report.json: the whole report (options, per estimator and sampler the predicted error quantiles, "
+          "M for the target, numerical range, validation; cost; recommendation); advise/sampled_rows: the query rows; "
+          "advise/<estimator>/<sampler>/curve_*: predicted error against M with standard errors and draws, "
+          "error_at_1: each sampled row's (or pair's) predicted error at M = 1; advise/sums (--sums): the key sums in "
+          "number "
+          "formats against the number of keys");
+  h5.group("/advise");
+  h5.write_text("/advise/report.json", to_json(a).dump(2));
+  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
+  h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "quantity", a.quantity_label);
+  h5.attr("/advise", "target", a.options.target);
+  h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()));
+  h5.describe("/advise/sampled_rows", "indices (0-based) of the query rows the quantiles are over", "row");
+  if (a.sums) advise_steps::write_sums(h5, *a.sums);
+  for (const auto& r : a.rows) {
+    if (r.status != "ok") continue;
+    const std::string g = "/advise/" + r.estimator + "/" + r.sampler;
+    h5.group(g);
+    auto name = [](const AdviceColumn& c) {
+      std::string n = c.key;
+      std::replace(n.begin(), n.end(), '/', '_');
+      return n;
+    };
+    for (const auto& c : advice_columns())  // datasets first, then attributes (the order of the file before the table)
+      if (c.where & AdviceColumn::Dataset) {
+        const std::optional<nlohmann::json> v = c.value(r, a.options);
+        if (!v) continue;  // a column the row has none of (causal ones for bidirectional rows)
+        h5.write(g + "/" + name(c), v->get<std::vector<double>>());
+        h5.describe(g + "/" + name(c), c.help, c.axis);
+      }
+    for (const auto& c : advice_columns()) {
+      if (!(c.where & AdviceColumn::Attribute)) continue;
+      const std::optional<nlohmann::json> v = c.value(r, a.options);
+      if (!v) continue;
+      if (v->is_string())
+        h5.attr(g, name(c), v->get<std::string>());
+      else if (v->is_number_float())
+        h5.attr(g, name(c), v->get<double>());
+      else  // counts; null is none: 0
+        h5.attr(g, name(c), v->is_null() ? std::int64_t{0} : v->get<std::int64_t>());
+    }
+  }
+}
+
+}  // namespace kestrel

@@ -1,0 +1,459 @@
+// advise's predictions: per (estimator, sampler), attention rows or normalisers simulated with nested draws (or exact
+// where a three-point form allows), kernel entries exact; the stop rule of a simulated curve; --validate's independent
+// measurement through the production attention code.
+#include "tasks/advise/steps.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "analysis/attention_variance.hpp"
+#include "analysis/control_variate.hpp"
+#include "analysis/coupled_variance.hpp"
+#include "analysis/montecarlo.hpp"
+#include "analysis/nested_attention.hpp"
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+#include "core/rng.hpp"
+
+namespace kestrel::advise_steps {
+
+namespace {
+
+// Per sampled row: mean over R independent draws of M features of the metric's per-draw quantity (|Y-hat_i - Y_i|^2,
+// mean_a |Y-hat_ia - Y_ia|, or (D-hat_i / D_i - 1)^2 for the normalisers), and its standard error. The production path
+// (approximate_attention, stabilised) with fresh draws: it shares neither the nested draws nor the blocked
+// accumulation with the prediction. Fixed chunks: thread-count independent.
+std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                                             arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed,
+                                             AdviseMetric metric) {
+  const arma::mat Qr = in.Qa.cols(in.rows);
+  constexpr std::size_t kChunks = 16;
+  const std::size_t n_chunks = std::min(kChunks, reps);
+  std::vector<arma::vec> s1(n_chunks), s2(n_chunks);
+  for_each_block(n_chunks, [&](std::size_t c) {
+    s1[c].zeros(Qr.n_cols);
+    s2[c].zeros(Qr.n_cols);
+    for (std::size_t r = reps * c / n_chunks; r < reps * (c + 1) / n_chunks; ++r) {
+      Rng rng(seed, Stream::MonteCarlo, r);
+      const Draw w = e.draw(M, rng, sampler);
+      const ApproxAttention a = approximate_attention(e, w, Qr, in.Ka, in.V);
+      arma::vec err;
+      if (in.normaliser)
+        err = arma::square(a.normaliser % arma::exp(a.log_scale - exact.log_normaliser) - 1);
+      else if (squared(metric))
+        err = arma::sum(arma::square(a.Y - exact.Y), 1);
+      else
+        err = arma::mean(arma::abs(a.Y - exact.Y), 1);
+      s1[c] += err;
+      s2[c] += arma::square(err);
+    }
+  });
+  arma::vec t1 = s1[0], t2 = s2[0];
+  for (std::size_t c = 1; c < n_chunks; ++c) t1 += s1[c], t2 += s2[c];
+  const double R = static_cast<double>(reps);
+  const arma::vec mean = t1 / R;
+  const arma::vec se = arma::sqrt(arma::clamp(t2 / R - arma::square(mean), 0, kInf) / (R - 1));
+  return {mean, se};
+}
+
+// Median and 95th percentile over rows of the measured errors, and the SE of the row at the 95th percentile.
+void summarise_measured(AdviceRow& row, const arma::vec& err, const arma::vec& se) {
+  row.measured_median = quantile(err, 0.5);
+  row.measured_p95 = quantile(err, 0.95);
+  row.measured_p95_se = se[arma::index_min(arma::abs(err - row.measured_p95))];
+}
+
+// How far past the M where the 95th percentile + 2 SE reaches the target the first pass of a simulated curve goes
+// (unless --full-curve): one doubling, so the plot shows the curve's slope beyond the answer.
+constexpr double kCurveBeyond = 2;
+
+// Beyond M = kDrawsKeptUpTo the draws of the first pass that continue are cut to what keeps the relative SE of the
+// rows' mean squared errors at about kDrawSeGoal (NestedOptions::se_goal), never below --draws / 16: rows of many
+// value columns have concentrated errors, and at long context the larger M are most of the cost. The decision then
+// adds draws where it needs them (settle).
+constexpr double kDrawSeGoal = 0.05;
+constexpr arma::uword kDrawsKeptUpTo = 128;
+
+// The draws of one settling run held at once: at most about this many bytes of draw state.
+constexpr double kSettleBytes = 1e9;
+
+// One grid point of a simulated curve: the draws' sums of the metric's per-row quantity (s1, s2) and, for the squared
+// metrics, the sums behind the control variate. Runs of fresh draws add to it.
+struct Column {
+  double n = 0;
+  arma::vec s1, s2;
+  ControlVariateSums cv;
+  Column& operator+=(const Column& o) {
+    if (n == 0) return *this = o;
+    n += o.n, s1 += o.s1, s2 += o.s2, cv += o.cv;
+    return *this;
+  }
+};
+
+// Column k of a nested simulation: the sums rebuilt exactly from the mean and SE (NestedErrors, n draws).
+Column column_of(const NestedErrors& ne, std::size_t k, AdviseMetric metric) {
+  const bool tv = metric == AdviseMetric::Tv;
+  const arma::mat& mean = tv ? ne.tv : squared(metric) ? ne.sq : ne.abs;
+  const arma::mat& se = tv ? ne.tv_se : squared(metric) ? ne.sq_se : ne.abs_se;
+  Column c;
+  c.n = static_cast<double>(ne.draws[k]);
+  c.s1 = c.n * mean.col(k);
+  c.s2 = c.n * (arma::square(se.col(k)) * (c.n - 1) + arma::square(mean.col(k)));
+  c.cv = ne.sq_sums[k];
+  return c;
+}
+
+// The metric's per-row errors and SEs at one column (with the control variate for the squared metrics), and the
+// per-row variance reduction it gave (1 for the others).
+struct ColumnErrors {
+  arma::vec err, se, reduction;
+};
+ColumnErrors errors_of(const Column& c, const Inputs& in, AdviseMetric metric, bool control_variate) {
+  ColumnErrors out;
+  if (squared(metric) && control_variate) {
+    const ControlVariateSums::Estimate e = c.cv.estimate();
+    std::tie(out.err, out.se) = row_errors(e.mean, e.se, in.norm, metric);
+    out.reduction = e.reduction;
+  } else {
+    const arma::vec mean = c.s1 / c.n;
+    const arma::vec se = arma::sqrt(arma::clamp(c.s2 / c.n - arma::square(mean), 0, kInf) / (c.n - 1));
+    std::tie(out.err, out.se) = row_errors(mean, se, in.norm, metric);
+    out.reduction.ones(mean.n_elem);
+  }
+  return out;
+}
+
+// The grid of a simulated curve: prediction_grid, and for orthogonal and simplex features whole blocks of d above d
+// (a partial block can have a larger error than the whole block below it), so the curve shows the block structure.
+std::vector<arma::uword> simulation_grid(arma::uword budget, Sampler sampler, arma::uword d) {
+  const std::vector<arma::uword> g = prediction_grid(budget);
+  if (sampler == Sampler::Iid) return g;
+  std::vector<arma::uword> out;
+  for (arma::uword m : g) {
+    const arma::uword w = m <= d ? m : std::min(budget, (m + d - 1) / d * d);
+    if (out.empty() || w > out.back()) out.push_back(w);
+  }
+  return out;
+}
+
+// The sampled rows (indices into Inputs::rows) at positions >= --from-position (empty when it is not given).
+arma::uvec from_rows(const Inputs& in, const AdviseOptions& opt) {
+  if (in.positions.is_empty() || opt.from_position == 0) return {};
+  const arma::uvec f = arma::find(in.positions >= opt.from_position);
+  require(f.n_elem >= 2,
+          "--from-position {}: only {} sampled rows are at or beyond it; give a smaller position or more "
+          "--rows",
+          opt.from_position, f.n_elem);
+  return f;
+}
+
+// Runs `draws` fresh draws (indices from `first`) on grid points [k0, k1] and adds them to cols (extended as needed),
+// in runs small enough to hold in memory.
+void add_draws(std::vector<Column>& cols, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+               const std::vector<arma::uword>& grid, std::size_t k0, std::size_t k1, std::size_t draws,
+               std::uint64_t first, Sampler sampler, const AdviseOptions& opt) {
+  const std::vector<arma::uword> sub(grid.begin() + static_cast<std::ptrdiff_t>(k0),
+                                     grid.begin() + static_cast<std::ptrdiff_t>(k1) + 1);
+  const double per_draw = 8.0 * (static_cast<double>(sub.back()) * static_cast<double>(in.Qk.n_rows) +
+                                 static_cast<double>(in.rows.n_elem) * static_cast<double>(in.V.n_cols + 1));
+  const auto chunk = static_cast<std::size_t>(std::max(2.0, std::floor(kSettleBytes / per_draw)));
+  if (cols.size() <= k1) cols.resize(k1 + 1);
+  for (std::size_t r0 = 0; r0 < draws; r0 += chunk) {
+    const std::size_t n = std::max<std::size_t>(2, std::min(chunk, draws - r0));
+    const NestedOptions nested{.grid = sub,
+                               .draws = std::vector<std::size_t>(sub.size(), n),
+                               .seed = opt.seed,
+                               .sampler = sampler,
+                               .total_variation = opt.metric == AdviseMetric::Tv,
+                               .first_draw = first + r0,
+                               .positions = in.positions};
+    const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
+                                            in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, nested);
+    for (std::size_t k = 0; k < sub.size(); ++k) cols[k0 + k] += column_of(ne, k, opt.metric);
+  }
+}
+
+// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
+// First pass: the grid up to kCurveBeyond times the first M whose p95 + 2 SE is at or below the target (to the budget
+// where none is, or with --full-curve). Then, until the decision is settled (AdviceRow::decision), fresh draws are
+// added at the grid points around it: from the interval's ends / 1.25 to x 1.25 (the budget where the upper end is
+// beyond it), doubling the draws there each round up to --max-draws. Where asked, the control variate c = D-hat_i /
+// D_i - 1 (mean exactly 0) reduces the variance of the squared errors (analysis/control_variate.hpp).
+void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                       Sampler sampler, bool control_variate, const AdviseOptions& opt) {
+  const arma::uword d = e.dim(), block = sampler == Sampler::Iid ? 0 : d;
+  const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, d);
+  const arma::uvec from = from_rows(in, opt);
+  std::optional<arma::uword> reached;  // the first grid M whose p95 + 2 SE <= target (over all rows and from rows)
+  auto stop = [&](const NestedErrors& ne) {
+    const std::size_t k = ne.sq.n_cols - 1;
+    const ColumnErrors c = errors_of(column_of(ne, k, opt.metric), in, opt.metric, control_variate);
+    auto upper = [&](const arma::vec& err, const arma::vec& se) {
+      const double p95 = quantile(err, 0.95);
+      return p95 + 2 * se[arma::index_min(arma::abs(err - p95))];
+    };
+    double up = upper(c.err, c.se);
+    if (!from.is_empty()) up = std::max(up, upper(arma::vec(c.err(from)), arma::vec(c.se(from))));
+    if (!reached && up <= opt.target) reached = grid[k];
+    if (opt.full_curve) return false;
+    return reached && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*reached);
+  };
+  const NestedOptions first{.grid = grid,
+                            .draws = prediction_draws(grid, opt.draws),
+                            .seed = opt.seed,
+                            .sampler = sampler,
+                            .total_variation = opt.metric == AdviseMetric::Tv,
+                            .se_goal = kDrawSeGoal,
+                            .adapt_from = kDrawsKeptUpTo,
+                            .min_draws = std::max<std::size_t>(2, opt.draws / 16),
+                            .positions = in.positions};
+  const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
+                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, stop);
+  std::vector<Column> cols;
+  for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
+  std::uint64_t next = first.draws.front();
+  for (;;) {
+    const std::vector<arma::uword> g(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(cols.size()));
+    arma::mat err(in.rows.n_elem, cols.size()), se(in.rows.n_elem, cols.size()), red(in.rows.n_elem, cols.size());
+    std::vector<std::size_t> draws;
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+      const ColumnErrors c = errors_of(cols[k], in, opt.metric, control_variate);
+      err.col(k) = c.err, se.col(k) = c.se, red.col(k) = c.reduction;
+      draws.push_back(static_cast<std::size_t>(cols[k].n));
+    }
+    row.curve_m.clear(), row.curve_median.clear(), row.curve_p95.clear();
+    row.curve_median_se.clear(), row.curve_p95_se.clear(), row.curve_draws.clear();
+    fill_simulated_curve(row, err, se, g, draws, block, opt);
+    // The grid points around the decision (and the from rows' decision): the interval's ends / 1.25 .. x 1.25.
+    auto ends = [&](const AdviceRow& r) {
+      return std::pair{static_cast<double>(r.m_p95_low    ? r.m_p95_low
+                                           : r.m_p95_high ? r.m_p95_high
+                                                          : grid.back()),
+                       r.m_p95_high ? static_cast<double>(r.m_p95_high) : static_cast<double>(grid.back())};
+    };
+    double lo, hi;
+    std::tie(lo, hi) = ends(row);
+    bool settled = row.decision != "not settled";
+    if (!from.is_empty()) {
+      AdviceRow f;
+      fill_simulated_curve(f, arma::mat(err.rows(from)), arma::mat(se.rows(from)), g, draws, block, opt);
+      row.from = {f.decision, f.m_p95,       f.m_p95_low, f.m_p95_high,
+                  f.at_m_p95, f.at_m_p95_se, f.curve_p95, f.curve_p95_se};
+      const auto [flo, fhi] = ends(f);
+      lo = std::min(lo, flo), hi = std::max(hi, fhi);
+      settled = settled && f.decision != "not settled";
+    }
+    std::size_t k0 = 0, k1 = grid.size() - 1;
+    while (k0 + 1 < grid.size() && static_cast<double>(grid[k0 + 1]) <= lo / 1.25) ++k0;
+    while (k1 > k0 && static_cast<double>(grid[k1 - 1]) >= hi * 1.25) --k1;
+    std::size_t have = SIZE_MAX;
+    for (std::size_t k = k0; k <= k1; ++k) have = std::min(have, k < cols.size() ? draws[k] : 0);
+    row.settle_draws = have;
+    // The variance reduction at the grid point of the decision (the named M, else the last point), over the rows at or
+    // above the 90th percentile: those that set the 95th.
+    std::size_t at = cols.size() - 1;
+    while (row.m_p95 && at > 0 && static_cast<double>(grid[at - 1]) >= static_cast<double>(row.m_p95)) --at;
+    const arma::vec top = red.col(at).eval()(arma::find(err.col(at) >= quantile(err.col(at), 0.9)));
+    row.variance_reduction = arma::median(top);
+    if (!in.positions.is_empty()) {  // the error against position, at the decision's grid point
+      row.err_at_m_each = err.col(at);
+      row.positions = in.positions;
+      row.position_m = grid[at];
+      row.bands.clear();
+      for (const auto& [b0, b1] : position_bands(in.Kk.n_cols)) {
+        const arma::uvec r = arma::find(in.positions >= b0 && in.positions < b1);
+        if (r.is_empty()) continue;
+        const arma::vec e = row.err_at_m_each(r);
+        row.bands.push_back({b0, b1, r.n_elem, quantile(e, 0.5), quantile(e, 0.95)});
+      }
+    }
+    // The draws that would settle it, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M to
+    // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to its distance from the
+    // target. A row whose projection is beyond --max-draws is not drawn further: the allowance would not settle it.
+    std::size_t need = 0;
+    if (!settled) {
+      const auto [rlo, rhi] = ends(row);
+      const double w = std::log(rhi / std::max(1.0, rlo)), goal = std::log(kSettledWidth);
+      double n = static_cast<double>(have) * std::pow(w / goal, 2);
+      const double p = row.curve_p95.back(), s = row.curve_p95_se.back();
+      if (g.back() == opt.budget && p > opt.target)
+        n = std::min(n, static_cast<double>(draws.back()) * std::pow(2 * s / (p - opt.target), 2));
+      need = static_cast<std::size_t>(std::ceil(std::min(n, 1e15)));
+    }
+    if (settled || have >= opt.max_draws || need > opt.max_draws) {
+      if (row.decision == "not settled") row.draws_to_settle = std::max(need, have + 1);
+      break;
+    }
+    const std::size_t more =
+        std::min(std::max(have, first.draws.back()), opt.max_draws - std::min(have, opt.max_draws));
+    add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
+    next += more;
+  }
+  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})",
+                           first.draws.front(), kDrawsKeptUpTo, row.settle_draws, opt.seed);
+}
+
+// Kernel entries on the grid rows x keys, with a per-M error function.
+void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sampler sampler, const AdviseOptions& opt) {
+  const arma::mat X = in.Qk.cols(in.rows), Y = in.Kk.cols(in.keys);
+  const arma::mat lv1 = e.log_var_over_k2(X, Y);
+  std::function<arma::vec(arma::uword)> err;
+  arma::mat S;  // |x + s y|^2 of the coupled rows (outlives err, which refers to it)
+  if (sampler == Sampler::Iid) {
+    err = [&](arma::uword M) { return arma::vec(arma::vectorise(arma::exp(0.5 * e.log_var_over_k2_m(X, Y, M)))); };
+    row.method = "exact";
+  } else {
+    const auto form = isotropic_form(e);
+    if (!form) throw Undefined("no exact variance with coupled projections for this family (no isotropic form)");
+    S = pairwise_sq_norm_sum(X, Y, form->s);
+    err = [&, f = *form](arma::uword M) {
+      arma::vec out(S.n_elem);
+      for (arma::uword i = 0; i < S.n_elem; ++i)
+        out[i] = std::exp(0.5 * coupled_log_var_over_k2(f, e.dim(), S[i], lv1[i], M, sampler));
+      return out;
+    };
+    row.method = "exact (coupled)";
+  }
+  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
+  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
+  const arma::vec e1 = err(1);
+  row.err1_each = e1;
+  row.err1_median = quantile(e1, 0.5);
+  row.err1_p95 = quantile(e1, 0.95);
+  const arma::vec eb = err(opt.budget);
+  row.err_budget_median = quantile(eb, 0.5);
+  row.err_budget_p95 = quantile(eb, 0.95);
+  // Coupled features in whole blocks of d (a partial block can be worse than the whole block below it): the search is
+  // over block counts, with a last partial block only where the budget ends in one.
+  const arma::uword block = sampler == Sampler::Iid ? 1 : e.dim();
+  const arma::uword blocks = (opt.budget + block - 1) / block;
+  auto smallest = [&](double q) {
+    const arma::uword b = smallest_m([&](arma::uword n) { return quantile(err(std::min(opt.budget, n * block)), q); },
+                                     opt.target, blocks);
+    return std::min(opt.budget, b * block);
+  };
+  row.m_median = smallest(0.5);
+  row.m_p95 = smallest(0.95);
+  row.decision = row.m_p95 ? "M" : "out of reach";
+  const arma::vec em = err(row.m_p95 ? row.m_p95 : opt.budget);
+  row.at_m_median = quantile(em, 0.5);
+  row.at_m_p95 = quantile(em, 0.95);
+  for (arma::uword m : curve_grid(opt.budget)) {
+    if (block > 1 && m > block) m = std::min(opt.budget, (m + block - 1) / block * block);
+    if (!row.curve_m.empty() && static_cast<double>(m) <= row.curve_m.back()) continue;
+    const arma::vec v = err(m);
+    row.curve_m.push_back(static_cast<double>(m));
+    row.curve_median.push_back(quantile(v, 0.5));
+    row.curve_p95.push_back(quantile(v, 0.95));
+  }
+  row.m_p95_low = row.m_p95_high = row.m_p95;
+  row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
+}
+
+// Below this share of the exact error at M = 1, a simulated normaliser curve is not trusted.
+constexpr double kHeavyTailRatio = 0.5;
+
+// Attention rows or normalisers: the normalisers' error is exact for iid features of a family with a three-point form
+// (e(M) = e(1) / sqrt(M)); everything else is simulated.
+void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreePointForm>& form, const Inputs& in,
+                  const ExactAttention& exact, Sampler sampler, bool control_variate, const AdviseOptions& opt) {
+  const arma::mat X = in.Qk.cols(in.rows);
+  if (in.normaliser && sampler == Sampler::Iid && form && opt.metric == AdviseMetric::Rmse) {
+    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
+    row.method = "exact";
+    row.err1_each = arma::exp(0.5 * p.log_rel_var);
+    fill_iid_curve(row, row.err1_each, opt);
+  } else {
+    predict_simulated(row, e, in, exact, sampler, control_variate, opt);
+  }
+  if (in.normaliser && form && opt.metric == AdviseMetric::Rmse && sampler != Sampler::Iid) {
+    // One orthogonal or simplex feature is one Gaussian draw (a Haar direction with a chi(d) norm), so at M = 1 the
+    // exact iid error is the truth for every sampler. A simulation far below it has not seen the tails of D-hat, and
+    // its M would be far too small (GUIDE: heavy tails).
+    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
+    const double exact1 = quantile(arma::exp(0.5 * p.log_rel_var), 0.95);
+    if (row.err1_p95 < kHeavyTailRatio * exact1)
+      throw NumericalError(fmt::format(
+          "simulation untrusted (heavy tails): at M = 1 its 95th-percentile normaliser error is {:.3g}, the exact "
+          "one {:.3g}; the draws have not seen the tails of D-hat, so no M is named (scale the inputs down, or use "
+          "iid features, whose error is exact)",
+          row.err1_p95, exact1));
+  }
+  // Pairs: the sampled rows against the sampled keys.
+  const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
+  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
+  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
+}
+
+// --validate: R fresh draws at the row's M through the production code, the measured error next to the prediction.
+void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact, Sampler sampler,
+                  const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
+  row.validate_reps = opt.validate;
+  row.validate_m = row.m_p95;
+  say(fmt::format("validating {} ({}) at M = {} with {} draws", row.estimator, row.sampler, row.validate_m,
+                  opt.validate));
+  if (opt.quantity == AdviseQuantity::Attention) {
+    const auto [mean, se] = measure_rows(e, in, exact, row.validate_m, sampler, opt.validate, opt.seed, opt.metric);
+    const auto [err, err_se] = row_errors(mean, se, in.norm, opt.metric);
+    summarise_measured(row, err, err_se);
+  } else {
+    const MonteCarloResult mc = simulate(e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
+                                         {opt.validate, row.validate_m, opt.seed, sampler});
+    const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
+    const auto [err, err_se] =
+        row_errors(arma::vectorise(mc.kernel.variance) / k2, arma::vectorise(mc.kernel.se_variance) / k2,
+                   arma::ones(k2.n_elem), AdviseMetric::Rmse);
+    summarise_measured(row, err, err_se);
+  }
+}
+
+}  // namespace
+
+// One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
+void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
+                 const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
+                 const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
+  if (opt.quantity == AdviseQuantity::Attention) {
+    if (!e.info().positive)
+      throw Undefined(
+          "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
+          "(quantity kernel covers it)");
+    if (sampler != Sampler::Iid && !e.info().projections)
+      throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
+    say(fmt::format("predicting {} ({})", f.name, row.sampler));
+    const auto t0 = std::chrono::steady_clock::now();
+    // The control variate needs E D-hat = D: a hybrid's D-hat pairs draws with each other (~M^2 features), so not
+    // there.
+    predict_rows(row, e, form, in, exact, sampler, f.kind != Kind::Hybrid, opt);
+    say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
+  } else {
+    say(fmt::format("predicting {} ({})", f.name, row.sampler));
+    predict_kernel(row, e, in, sampler, opt);
+  }
+  for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
+                   row.log_rel_var_median, row.log_rel_var_p95})
+    if (!std::isfinite(v) || !row.err1_each.is_finite())
+      throw NumericalError(fmt::format(
+          "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
+          "them down)",
+          log_norm.max()));
+  // A hybrid's feature map has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
+  const bool draws = f.kind != Kind::Hybrid;
+  if (!draws)
+    row.note = "a hybrid: its features have ~M^2 columns, so neither the feature range nor --validate is drawn";
+  Rng rng(opt.seed, Stream::Features, 0);
+  if (draws)
+    row.range = feature_range(e, e.draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
+  const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
+  if (opt.validate && row.m_p95 && draws && !measurable)
+    row.note = "--validate measures output rows and normalisers, not the total variation: not validated";
+  if (opt.validate && row.m_p95 && draws && measurable)  // where the target is not reached: no M to check
+    validate_row(row, e, in, exact, sampler, opt, say);
+}
+
+}  // namespace kestrel::advise_steps

@@ -1,0 +1,112 @@
+// The steps of `kestrel advise` (advise.hpp) and what they hand each other, one file each in this folder:
+// inputs.cpp (checks, scaling, sampled rows, what the metric divides by), range.cpp (the features' exponents per
+// number format), curves.cpp (error curves and the M read off them), simulate.cpp (the predictions and --validate),
+// cost.cpp (FLOPs, bytes and timing), recommend.cpp (the words), report.cpp (the column table, JSON, HDF5, text),
+// sums.cpp (the key sums in number formats), advise.cpp (the loop over families and samplers).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <armadillo>
+
+#include "estimators/registry.hpp"
+#include "tasks/advise/advise.hpp"
+#include "tasks/attention.hpp"
+
+namespace kestrel::advise_steps {
+
+using Say = std::function<void(const std::string&)>;
+
+// One draw of features of the keys and sampled queries above this is not formed (--validate, timing).
+inline constexpr double kMaxFeatureBytes = 4e9;
+
+// The inputs as the estimators see them: kernel points (scaled by d^(-1/4) when asked) and, for the attention
+// routines that scale themselves, points whose attention_scaled() are those kernel points.
+struct Inputs {
+  arma::mat Qk, Kk;  // kernel points
+  arma::mat Qa, Ka;  // attention inputs: attention_scaled(Qa) == Qk
+  arma::mat V;       // Lk x dv, or Lk x 1 of ones for the normaliser
+  arma::uvec rows;   // sampled query rows
+  arma::uvec keys;   // sampled keys (kernel quantity)
+  bool normaliser = false;
+  arma::vec norm;        // per sampled row: what the metric divides by (one value repeated for the pooled ones)
+  arma::uvec positions;  // causal: each sampled row's last key (its position); empty: every key
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+// ----- inputs.cpp -----
+// The inputs and options checked together (the parser checked each option alone).
+void check_inputs(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt);
+// The scaled points, sampled rows and keys; fills a's shapes, options, sampled rows and quantity label.
+Inputs prepare(Advice& a, const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt);
+// Per sampled row, what the metric divides by; and the share of mean |Y_i|^2 that V's mean row makes up.
+arma::vec metric_norms(const arma::mat& Y, const Inputs& in, const arma::mat& V, AdviseMetric metric,
+                       double& offset_share);
+// Exact attention on the sampled rows (causal: row i over keys 0..i, each row alone, the stable log-sum-exp).
+ExactAttention exact_rows(const Inputs& in);
+// Causal: the position bands of the error against position (0, 16, 64, ... x4, then L): [band_lo, band_hi).
+std::vector<std::pair<arma::uword, arma::uword>> position_bands(arma::uword L);
+// False (with the row's status and reason) for a family advise cannot predict.
+bool applicable(const Family& f, AdviceRow& row);
+
+// ----- range.cpp -----
+FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, const arma::vec& log_norm,
+                           const Kernel& k);
+
+// ----- curves.cpp -----
+// The q-quantile of v (linear interpolation between order statistics).
+double quantile(arma::vec v, double q);
+// Whether a metric averages squared errors over draws (then the error is the root) or absolute ones.
+bool squared(AdviseMetric m);
+// Per row: the error and its standard error from the mean over draws of the metric's per-draw quantity and its SE.
+std::pair<arma::vec, arma::vec> row_errors(const arma::vec& mean, const arma::vec& se, const arma::vec& norm,
+                                           AdviseMetric m);
+// 1, 2, 4, ... below the budget, then the budget: the M of exact curves.
+std::vector<arma::uword> curve_grid(arma::uword budget);
+// Smallest M in [1, budget] with f(M) <= target for f decreasing in M (0 if f(budget) > target).
+arma::uword smallest_m(const std::function<double(arma::uword)>& f, double target, arma::uword budget);
+// log-log interpolation of a positive curve y(m) at M (linear where a value is 0); the end values outside the grid.
+double curve_at(const std::vector<double>& m, const std::vector<double>& y, double M);
+// An exact iid curve e(M) = e(1) / sqrt(M) from the rows' errors at M = 1.
+void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& opt);
+// A simulated curve from per-row errors and SEs (rows x grid): quantiles, M for the target (in whole blocks of
+// `block` features, 0: none) and its interval, and the decision.
+void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
+                          const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
+                          arma::uword block, const AdviseOptions& opt);
+
+// ----- simulate.cpp -----
+// One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
+void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
+                 const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
+                 const AdviseOptions& opt, const Say& say);
+
+// ----- cost.cpp -----
+// The FLOPs and memory of exact and random-feature attention at every M some row needs.
+void attention_costs(Advice& a);
+// Exact and random-feature attention timed on this machine (the best row's estimator at its M), median of 3.
+void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted, const Say& say);
+
+// ----- recommend.cpp -----
+std::string row_label(const AdviceRow& r);
+// The best row, the cost (timed where asked) and the recommendation in words.
+void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
+                             const Say& say);
+
+// ----- sums.cpp -----
+// --sums needs values (InvalidArgument otherwise).
+void check_sums(const arma::mat& V, const AdviseOptions& opt);
+// The recommended row's key sums in each format of --sums (SumsReport in advise.hpp).
+void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted, const Say& say);
+nlohmann::json sums_json(const SumsReport& s);
+void write_sums_table(std::ostream& out, const SumsReport& s);
+void write_sums(H5Writer& h5, const SumsReport& s);
+
+}  // namespace kestrel::advise_steps
