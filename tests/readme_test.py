@@ -1,7 +1,9 @@
-"""Runs every command shown in README.md, experiments/README.md and the guides in docs/ (issues #15 item 8, #16
+"""Runs every command shown in README.md, experiments/README.md and the pages of the documentation site in docs/ (issues #15 item 8, #16
 item 5): each fenced sh line and each python block, with small sizes substituted where a paper-sized run would take
 minutes, in a fresh working directory; each must exit 0. Lines that cannot run here are listed in
-SKIP with the reason. A cpp block preceded by `<!-- file: PATH -->` must be a verbatim excerpt of PATH. Usage: readme_test.py SOURCE_DIR KESTREL_BINARY PYTHON_MODULE_DIR"""
+SKIP with the reason. A cpp block preceded by `<!-- file: PATH -->` must be a verbatim excerpt of PATH. A block preceded
+by `<!-- run by TEST -->` is run by that test, which has what it needs (a Slurm cluster: tests/slurm/slurm_test.py).
+Usage: readme_test.py SOURCE_DIR KESTREL_BINARY PYTHON_MODULE_DIR"""
 import os
 import re
 import shutil
@@ -35,9 +37,11 @@ SMALL = {
 
 
 def blocks(path):
-    """Fenced code blocks of a Markdown file as (language, text)."""
+    """Fenced code blocks of a Markdown file as (runner, language, text): runner is the TEST of a `<!-- run by TEST -->`
+    line just above the block, else ""."""
     text = open(path).read()
-    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    # The language is any info string, so a MyST directive (```{toctree}) is a block of its own and never run.
+    return re.findall(r"^(?:<!-- run by (\S+) -->\n)?```([^`\n]*)\n(.*?)^```", text, flags=re.S | re.M)
 
 
 def excerpts(path):
@@ -78,9 +82,13 @@ def main(source, kestrel, pydir):
             if code not in open(os.path.join(source, path)).read():
                 failed.append(f"{doc}: the cpp block marked {path} is not an excerpt of that file (update the guide)")
             ran += 1
-        for lang, text in blocks(os.path.join(source, doc)):
+        for runner, lang, text in blocks(os.path.join(source, doc)):
             runs = []
-            if lang in ("sh", "bash", ""):
+            if runner:
+                if not os.path.isfile(os.path.join(source, runner)):
+                    failed.append(f"{doc}: a block is to be run by {runner}, which does not exist")
+                skipped.append(f"{doc}: block {text.splitlines()[0][:50]} (run by {runner})")
+            elif lang in ("sh", "bash", ""):
                 for line in sh_commands(text):
                     why = next((r for p, r in SKIP.items() if line.startswith(p)), None)
                     if why:
