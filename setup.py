@@ -33,10 +33,11 @@ class CMakeBuild(build_ext):
         jobs = str(os.cpu_count() or 1)
         subprocess.run(["cmake", "--build", str(build), "--target", "kestrel_python", "-j", jobs], check=True)
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
-        built = build / "python" / "kestrel" / ("_kestrel" + suffix)
+        name = ext.name.split(".")[-1]  # _kestrel, or _blas_core (built with it)
+        built = build / "python" / "kestrel" / (name + suffix)
         if not built.exists():
-            found = sorted(p.name for p in (build / "python" / "kestrel").glob("_kestrel*"))
-            sys.exit(f"{build} holds {found or 'no module'}, not _kestrel{suffix} for {sys.executable}: "
+            found = sorted(p.name for p in (build / "python" / "kestrel").glob(name + "*"))
+            sys.exit(f"{build} holds {found or 'no module'}, not {name}{suffix} for {sys.executable}: "
                      "configure another build directory for this Python with KESTREL_BUILD_DIR=DIR")
         dest = Path(self.get_ext_fullpath(ext.name))
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +46,7 @@ class CMakeBuild(build_ext):
 
 setup(
     version=version(),
-    ext_modules=[Extension("kestrel._kestrel", sources=[])],
+    ext_modules=[Extension("kestrel._blas_core", sources=[]), Extension("kestrel._kestrel", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # setuptools' own scratch space, kept out of CMake's build/.
     options={"build": {"build_base": "build-pip"}, "egg_info": {"egg_base": "build-pip"}},

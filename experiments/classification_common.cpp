@@ -1,6 +1,10 @@
 // The UCI benchmarks of the kernel-classification reproductions and the HDF5 layout of a protocol result.
 #include "classification_common.hpp"
 
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "data/catalog.hpp"
 
 namespace kestrel::experiments {
@@ -27,6 +31,11 @@ std::string write_benchmark_group(H5Writer& h5, const Benchmark& b, const Labele
   h5.attr(g, "d", static_cast<std::int64_t>(s.train.n_rows));
   h5.attr(g, "n_classes", static_cast<std::int64_t>(s.n_classes));
   h5.attr(g, "encoding", std::string(b.encoding == Encoding::OneHot ? "onehot" : "ordinal"));
+  // The accuracy of always predicting the test part's most frequent class: the floor a classifier without signal
+  // reaches (cmc: every method and the exact kernel sit at it).
+  const arma::uvec counts = arma::hist(s.test_labels, arma::regspace<arma::uvec>(0, s.n_classes - 1));
+  h5.attr(g, "majority_class_test", static_cast<std::int64_t>(counts.index_max()));
+  h5.attr(g, "majority_share_test", static_cast<double>(counts.max()) / static_cast<double>(s.test_labels.n_elem));
   return g;
 }
 
@@ -50,6 +59,18 @@ void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r) 
   h5.attr(group, "test_std", r.test_std());
   h5.attr(group, "M", static_cast<std::int64_t>(r.M));
   h5.attr(group, "omegas", static_cast<std::int64_t>(r.omegas));
+}
+
+std::string sigma_grid_text(const std::vector<double>& sigmas) {
+  const std::size_t n = sigmas.size();
+  bool log_uniform = n >= 3 && sigmas.front() > 0;
+  for (std::size_t i = 2; log_uniform && i < n; ++i)
+    log_uniform = std::abs(std::log(sigmas[i] / sigmas[i - 1]) - std::log(sigmas[1] / sigmas[0])) <
+                  1e-9 * std::abs(std::log(sigmas[1] / sigmas[0]));
+  if (log_uniform) return fmt::format("{} log-uniform values in [{:.4g}, {:.4g}]", n, sigmas.front(), sigmas.back());
+  std::string s;
+  for (double x : sigmas) s += fmt::format("{}{:.4g}", s.empty() ? "" : ", ", x);
+  return "{" + s + "}";
 }
 
 }  // namespace kestrel::experiments

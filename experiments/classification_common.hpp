@@ -25,4 +25,8 @@ std::string write_benchmark_group(H5Writer& h5, const Benchmark& b, const Labele
 // test_mean, test_std, M, omegas.
 void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r);
 
+// The sigma grid for people: "10 log-uniform values in [0.01, 100]" for a log-uniform grid, else the values (4
+// significant digits).
+std::string sigma_grid_text(const std::vector<double>& sigmas);
+
 }  // namespace kestrel::experiments

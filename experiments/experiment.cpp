@@ -151,6 +151,22 @@ void check_outputs(const std::string& dir, const std::vector<const Experiment*>&
       check_output((fs::path(dir) / (e->name + ext)).string(), force);
 }
 
+void check_index_page(const std::string& dir, bool force) {
+  namespace fs = std::filesystem;
+  const fs::path page = fs::path(dir) / "index.html";
+  std::error_code ec;
+  if (force || !fs::exists(page, ec)) return;
+  // The mark index_page.py writes into the page's head; pages written before the mark name the script instead.
+  std::ifstream f(page);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const bool ours = text.find(R"(<meta name="generator" content="kestrel results page">)") != std::string::npos ||
+                    text.find("<code>experiments/index_page.py</code>") != std::string::npos;
+  require(ours,
+          "output '{}' exists and is not a kestrel results page (reproduce rewrites DIR/index.html): pass --force to "
+          "replace it, or give another --out directory",
+          page.string());
+}
+
 std::vector<Claim> reproduce(const Experiment& e, const Options& requested, const std::string& dir,
                              const std::string& command_line) {
   namespace fs = std::filesystem;

@@ -86,6 +86,10 @@ void check_outputs(const std::string& dir, const std::vector<const Experiment*>&
 std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
                              const std::string& command_line);
 
+// dir/index.html may be replaced: it is absent, kestrel's results page (marked by index_page.py's generator tag), or
+// force is set. Throws InvalidArgument naming the file otherwise (a page of the user's is never replaced silently).
+void check_index_page(const std::string& dir, bool force);
+
 // Rewrites dir/index.html (experiments/index_page.py, Python's standard library only) from every NAME.claims.json in
 // dir: one page with the counts of claims by verdict and every reproduction's figure, claims and options. Sections of
 // reproductions not run this time are kept (their files are still in dir). Returns the page's path.

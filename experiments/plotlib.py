@@ -88,11 +88,12 @@ def clip_bands(ax, ratio=3.0):
 
 
 def heading(f):
-    """The figure's title: the reproduction, the paper's figure it reproduces and the protocol (and 'quick')."""
+    """The figure's title: the reproduction, the paper's figure it reproduces, the protocol where the reproduction has
+    several (`--protocol`), and 'quick'."""
     name, title, protocol = attr_str(f, "experiment"), attr_str(f, "title"), attr_str(f, "protocol")
     quick = int(np.ravel(f.attrs["quick"])[0])
-    extra = [f"protocol {protocol}" if protocol else "one protocol"] + (["--quick: reduced sizes"] if quick else [])
-    return f"{name}: {title}  [{', '.join(extra)}]"
+    extra = ([f"protocol {protocol}"] if protocol else []) + (["--quick: reduced sizes"] if quick else [])
+    return f"{name}: {title}" + (f"  [{', '.join(extra)}]" if extra else "")
 
 
 def footer(fig, f):
@@ -106,7 +107,16 @@ def finish(fig, f, out, dpi=110):
     """Title (heading), footer, layout and save: the last step of every plot script."""
     import textwrap
     width_chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * 10)))  # about 0.55 em per character at 10 pt
-    fig.suptitle("\n".join(textwrap.wrap(heading(f), width_chars)), fontsize=10)
+    title = fig.suptitle("\n".join(textwrap.wrap(heading(f), width_chars)), fontsize=10)
     footer(fig, f)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
+    # The panels (with their titles and legends) stay below the figure's title: where tight_layout left them touching
+    # or under it (luna, attention), the panels move down.
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title_bottom = title.get_window_extent(renderer).y0
+    panels_top = max((ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible()), default=0)
+    overlap = panels_top - (title_bottom - 6)
+    if overlap > 0:
+        fig.subplots_adjust(top=fig.subplotpars.top - overlap / fig.bbox.height)
     fig.savefig(out, dpi=dpi)

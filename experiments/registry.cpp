@@ -26,7 +26,8 @@ const std::vector<Experiment>& all_experiments() {
   static const std::vector<Experiment> list = {
       {"crt-fig1", "CRT Fig. 1 right: log(Var OPRF / Var PosRF) vs |x+y|^2", run_crt_fig1},
       {"crt-fig2",
-       "CRT Fig. 2: log-variance of the CRT estimators in four regimes",
+       "CRT Fig. 2: log-variance of the CRT estimators in normal, sphere, heterogen and mnist (a column per mnist "
+       "pipeline)",
        run_crt_fig2,
        {{"kestrel", "mnist with raw [0,1], centred and per-pixel standardised pixels, area resize"},
         {kPaperPipeline,
@@ -75,7 +76,8 @@ const std::vector<Experiment>& all_experiments() {
       {"couplings", "Exact variance of orthogonal and simplex projections against iid over d and input geometry",
        run_couplings},
       {"advise",
-       "kestrel advise: the M named for a 10% 95th-percentile error, checked by independent simulation on ten inputs",
+       "kestrel advise: each decision for a 10% 95th-percentile error, checked by independent simulation with 95% "
+       "power",
        run_advise},
       {"luna", "LUNA 3.2/5.4: learned feature maps (4 variants) vs PosRF, OPRF, SDERF at equal M on UCI", run_luna},
   };

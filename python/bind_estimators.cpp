@@ -358,8 +358,14 @@ void bind_registry_functions(py::module_& m) {
         nlohmann::json j;
         try {
           j = nlohmann::json::parse(state);
-        } catch (const nlohmann::json::exception& e) {
-          throw InvalidArgument(fmt::format("an estimator state is JSON text: {}", e.what()));
+        } catch (const nlohmann::json::parse_error& e) {
+          std::string head = state.substr(0, 40);  // shown whole or cut before a multi-byte character
+          while (state.size() > 40 && !head.empty() && (static_cast<unsigned char>(head.back()) & 0x80))
+            head.pop_back();
+          throw InvalidArgument(
+              fmt::format("restore: '{}{}' is not an estimator state (not JSON text: invalid at character {}); pass "
+                          "the text that Estimator.state() returned",
+                          head, state.size() > 40 ? "..." : "", e.byte));
         }
         return restore_estimator(j);
       },

@@ -1,4 +1,5 @@
-// Python bindings of the kernels (kestrel.log_kernel) and the Monte Carlo simulator (kestrel.simulate).
+// Python bindings of the kernels (kestrel.log_kernel), the Monte Carlo simulator (kestrel.simulate) and the number
+// formats of running sums (kestrel.round_to, kestrel.rounded_sums).
 #include <string>
 
 #include <pybind11/numpy.h>
@@ -6,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "analysis/montecarlo.hpp"
+#include "analysis/rounded_sums.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
 
@@ -56,6 +58,46 @@ void bind_kernels(py::module_& m) {
       py::arg("features") = 1, py::arg("seed") = 0, py::arg("sampler") = "iid", py::arg("C") = py::none(),
       "Monte Carlo: R draws of M features; per entry of K_hat (and K_hat C) the exact value, empirical mean and "
       "variance and their standard errors (dict of Lx x Ly arrays). Identical for any thread count.");
+
+  // ---- number formats -----------------------------------------------------------------------------
+  m.def(
+      "round_to",
+      [](const py::object& x, const std::string& format) {
+        const FloatFormat& f = find_float_format(format);
+        FArray a = FArray::ensure(x);
+        if (!a) {
+          PyErr_Clear();
+          throw InvalidArgument("round_to: x must be numbers (an array of floats)");
+        }
+        FArray out(a.request().shape);
+        const double* in = a.data();
+        double* o = out.mutable_data();
+        for (py::ssize_t k = 0; k < a.size(); ++k) o[k] = round_to(in[k], f);
+        return out;
+      },
+      py::arg("x"), py::arg("format"),
+      "x rounded to the nearest value of fp32, bf16 or fp16, ties to even (+-inf above the largest finite value).");
+  m.def(
+      "rounded_sums",
+      [](const py::object& phi, const py::object& V, const std::string& format, arma::uword chunk) {
+        const FloatFormat& f = find_float_format(format);
+        const MatIn p = mat_in(phi, "phi", "L x M, one token per row"), v = mat_in(V, "V", "L x dv, one token per row");
+        RoundedSums s(f, p->n_cols, v->n_cols, chunk);
+        {
+          py::gil_scoped_release nogil;
+          s.add(*p, *v);
+        }
+        py::dict d;
+        d["state"] = mat_out(s.state());
+        d["overflow"] = s.overflow();
+        d["flushed"] = s.flushed();
+        return d;
+      },
+      py::arg("phi"), py::arg("V"), py::arg("format"), py::arg("chunk") = 1,
+      "The key sums S = sum_j phi_j [v_j, 1]^T held in fp32, bf16 or fp16 (phi: L x M features >= 0, V: L x dv): "
+      "state (M x (dv + 1), the normaliser column last), overflow (0, or the tokens after which a sum overflowed) and "
+      "flushed (features > 0 stored as 0). chunk = 1: token by token; chunk = C: C tokens summed in fp32, each "
+      "chunk's total added in the format.");
 }
 
 }  // namespace kestrel::python

@@ -3,8 +3,10 @@
 // from the one table in lib/frontend/study_options.hpp, so names, defaults and validation equal the command line's.
 // An unknown keyword is a TypeError naming the nearest option; a bad value a ValueError naming it.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -13,10 +15,11 @@
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "data/points_file.hpp"
 #include "frontend/advise_options.hpp"
 #include "frontend/study_options.hpp"
 #include "io/provenance.hpp"
-#include "tasks/advise.hpp"
+#include "tasks/advise/advise.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -30,16 +33,32 @@ std::function<bool(const StudyOption&)> lists_of(StudyCommand c) {
 
 std::vector<OptionInfo> study_infos(StudyCommand c) { return describe(study_options(), lists_of(c)); }
 
+// A UserWarning for each points file of the file regime read with fewer points than coordinates (as the command line's
+// warning; layout_note in data/points_file.hpp).
+void warn_layout(const VarianceStudyOptions& o) {
+  if (o.regime != "file") return;
+  for (const auto& f : {o.regime_options.x_file, o.regime_options.y_file})
+    if (!f.empty())
+      if (const std::string note = layout_note(*load_points(f)); !note.empty())
+        if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) != 0) throw py::error_already_set();
+}
+
 // kestrel.sweep(out, **options); progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line
 // prints them.
 py::object sweep_py(const Str<"out">& out, const py::kwargs& options) {
   // progress=True: `grid point i/N ... ETA` lines on sys.stderr, as the command line prints them.
   py::kwargs kw = options;
   const bool show = pop_progress(kw), force = pop_flag(kw, "force");
+  py::kwargs run;  // how this process takes part (shard=): not recorded in the call
+  for (const auto& opt : sweep_run_options())
+    if (kw.contains(py_name(opt.name))) run[py_name(opt.name).c_str()] = kw.attr("pop")(py_name(opt.name));
   SweepOptions o = sweep_options(values_from_kwargs(kw, study_options(), "sweep", lists_of(StudyCommand::Sweep)));
+  apply_sweep_run(values_from_kwargs(run, sweep_run_options(), "sweep"), o,
+                  [](const char* v) { return std::getenv(v); });
   o.out = out.value;
   o.force = force;
   validate(o);
+  warn_layout(o.base);
   const nlohmann::json prov =
       provenance(call_text("sweep", kw, py::repr(py::str(out.value)).cast<std::string>()), to_json(o));
   nlohmann::json rows = nlohmann::json::array();
@@ -50,6 +69,15 @@ py::object sweep_py(const Str<"out">& out, const py::kwargs& options) {
   return from_json(rows);
 }
 
+// The keys of a report's rows, from the column table that writes them (tasks/advise/advise.hpp AdviceColumn).
+std::string advice_row_doc() {
+  std::string doc =
+      "\n\nEach row has estimator, sampler, status (ok, not applicable, failed) and reason or note; an ok row also:";
+  for (const auto& c : advice_columns())
+    if (c.where & AdviceColumn::Json) doc += fmt::format("\n  {}: {}", c.key, c.help);
+  return doc;
+}
+
 // kestrel._study_options(): the tables the Python signatures are generated from.
 void bind_study_tables(py::module_& m) {
   m.def(
@@ -57,7 +85,10 @@ void bind_study_tables(py::module_& m) {
       [] {
         py::dict d;
         d["variance"] = options_list(study_infos(StudyCommand::Variance));
-        d["sweep"] = options_list(study_infos(StudyCommand::Sweep));
+        std::vector<OptionInfo> sweep = study_infos(StudyCommand::Sweep);
+        for (const auto& o : describe(sweep_run_options(), std::function<bool(const Option<SweepOptions>&)>()))
+          sweep.push_back(o);
+        d["sweep"] = options_list(sweep);
         d["advise"] = options_list(describe(advise_options(), std::function<bool(const AdviseOption&)>()));
         return d;
       },
@@ -73,6 +104,7 @@ void kestrel::python::bind_study(py::module_& m) {
       [](const py::kwargs& kw) {
         const VarianceStudyOptions o = variance_options(
             values_from_kwargs(kw, study_options(), "variance_study", lists_of(StudyCommand::Variance)));
+        warn_layout(o);
         nlohmann::json results = nlohmann::json::array();
         {
           py::gil_scoped_release nogil;
@@ -89,17 +121,29 @@ void kestrel::python::bind_study(py::module_& m) {
         ("`kestrel sweep --out OUT` as a function, with its options as keywords (lists for sigma, dim, points, "
          "features): writes OUT (resumable, extendable by grid values) and returns the `results` entries of "
          "`kestrel sweep --json`. progress=True prints `grid point i/N ... ETA` on sys.stderr; force=True (as --force) "
-         "replaces an existing OUT and discards the finished points of a sweep with other options. Options:" +
-         options_doc(study_infos(StudyCommand::Sweep)))
+         "replaces an existing OUT and discards the finished points of a sweep with other options. A shard (shard=, "
+         "or a Slurm array task) writes only OUT.parts/ and returns its own rows; `kestrel sweep merge OUT` writes "
+         "OUT. Options:" +
+         options_doc(study_infos(StudyCommand::Sweep)) +
+         options_doc(describe(sweep_run_options(), std::function<bool(const Option<SweepOptions>&)>())))
             .c_str());
   m.def(
       "advise",
       [](const py::object& Q, const py::object& K, const py::object& V, py::kwargs kw) {
         const bool show = pop_progress(kw);
         const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
-        const MatIn q = mat_in(Q, "Q"), k = mat_in(K, "K");
+        const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
         arma::mat v;
-        if (!V.is_none()) v = *mat_in(V, "V");
+        if (!V.is_none()) v = unit_scaled_values(*mat_in(V, "V", "Lk x dv, one row per key"));
+        for (const auto& [name, m] : {std::pair{"Q", &*q}, std::pair{"K", &*k}})
+          if (m->n_rows < m->n_cols &&
+              PyErr_WarnEx(PyExc_UserWarning,
+                           fmt::format("{} is {} x {}: read as {} tokens of dimension d = {} (one token per row); if "
+                                       "its tokens are the columns, pass {}.T",
+                                       name, m->n_rows, m->n_cols, m->n_rows, m->n_cols, name)
+                               .c_str(),
+                           1) != 0)
+            throw py::error_already_set();
         require(q->n_cols == k->n_cols,
                 "Q and K must have the same number of columns d (one token per row), got {} "
                 "and {}",
@@ -119,6 +163,6 @@ void kestrel::python::bind_study(py::module_& m) {
        "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
        "number format and, with validate=R, the measured error; the cost and the recommendation. progress=True "
        "prints the command line's progress lines on sys.stderr. Options:" +
-       options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())))
+       options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())) + advice_row_doc())
           .c_str());
 }

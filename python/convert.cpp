@@ -9,7 +9,7 @@
 
 namespace kestrel::python {
 
-MatIn mat_in(const py::handle& obj, const char* name) {
+MatIn mat_in(const py::handle& obj, const char* name, const char* layout) {
   MatIn r;
   py::array a;
   if (py::isinstance<py::array_t<double>>(obj)) {
@@ -33,8 +33,7 @@ MatIn mat_in(const py::handle& obj, const char* name) {
   if (!a || !(a.flags() & py::array::f_style) || !(a.flags() & kAligned) || a.ndim() != 2) a = FArray::ensure(obj);
   if (!a) throw InvalidArgument(fmt::format("{} must be convertible to a float64 array", name));
   if (a.ndim() != 2)
-    throw InvalidArgument(
-        fmt::format("{} must be a 2-D array (d x L, points are columns), got {} dimensions", name, a.ndim()));
+    throw InvalidArgument(fmt::format("{} must be a 2-D array ({}), got {} dimensions", name, layout, a.ndim()));
   r.keep = a;
   // copy_aux_mem = false, strict = true: Armadillo uses the NumPy buffer and never reallocates it. The
   // library takes it as const, so a read-only array is fine.

@@ -37,7 +37,8 @@ struct MatIn {
   const arma::mat* operator->() const { return &*m; }
 };
 
-MatIn mat_in(const py::handle& obj, const char* name);
+// layout is what a 2-D array means to the caller, for the error on another number of dimensions.
+MatIn mat_in(const py::handle& obj, const char* name, const char* layout = "d x L, points are columns");
 // Moves m to the heap; the returned array views its memory and owns it through a capsule.
 py::array mat_out(arma::mat&& m);
 // "softmax", "gaussian", "scaled:<alpha>", or a number alpha.

@@ -4,6 +4,7 @@
 // `kestrel variance` / `kestrel sweep` (bind_study.cpp), the reproductions (bind_reproduce.cpp) and estimators written
 // in Python (bind_custom.cpp). Points are
 // columns (d x L) as in the library; conversions in convert.hpp. Long computations release the GIL.
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <pybind11/pybind11.h>
 
 #include "convert.hpp"
+#include "core/blas_core.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "io/hdf5.hpp"
@@ -22,6 +24,32 @@ using namespace kestrel;
 using namespace kestrel::python;
 
 namespace {
+
+// The library's messages name options as the command line spells them: in Python, "--force" is the keyword force=True
+// and "--mc-points" the keyword mc_points (an option starts a word: a path such as /tmp/a--b is kept). A command in
+// backticks (`kestrel sweep merge --force OUT`) is a shell command, kept as written.
+std::string python_spelling(const std::string& m) {
+  std::string out;
+  bool in_command = false;
+  for (std::size_t i = 0; i < m.size();) {
+    if (m[i] == '`') in_command = !in_command;
+    const bool starts_word = i == 0 || m[i - 1] == ' ' || m[i - 1] == '\'' || m[i - 1] == '(' || m[i - 1] == '`';
+    if (in_command || !starts_word || m.compare(i, 2, "--") != 0 || i + 2 >= m.size() ||
+        !std::islower(static_cast<unsigned char>(m[i + 2]))) {
+      out += m[i++];
+      continue;
+    }
+    std::size_t j = i + 2;
+    std::string name;
+    while (j < m.size() && (std::islower(static_cast<unsigned char>(m[j])) ||
+                            std::isdigit(static_cast<unsigned char>(m[j])) || m[j] == '-'))
+      name += m[j] == '-' ? '_' : m[j], ++j;
+    while (!name.empty() && name.back() == '_') name.pop_back(), --j;  // "--sigma-" keeps its dash
+    out += name == "force" ? "force=True" : name;
+    i = j;
+  }
+  return out;
+}
 
 // kestrel's exceptions as Python's: InvalidArgument -> ValueError, NumericalError -> ArithmeticError, IoError ->
 // OSError, and a points file or config that cannot be read or is malformed is the caller's invalid input (the command
@@ -39,13 +67,13 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InputFileError& e) {
-      PyErr_SetString(input_file_error.ptr(), e.what());
+      PyErr_SetString(input_file_error.ptr(), python_spelling(e.what()).c_str());
     } catch (const InvalidArgument& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, python_spelling(e.what()).c_str());
     } catch (const NumericalError& e) {
-      PyErr_SetString(PyExc_ArithmeticError, e.what());
+      PyErr_SetString(PyExc_ArithmeticError, python_spelling(e.what()).c_str());
     } catch (const IoError& e) {
-      PyErr_SetString(PyExc_OSError, e.what());
+      PyErr_SetString(PyExc_OSError, python_spelling(e.what()).c_str());
     }
   });
 }
@@ -62,6 +90,11 @@ PYBIND11_MODULE(_kestrel, m) {
   // (multi-threaded OpenBLAS rounds differently with the thread count). This also applies to NumPy when it shares
   // the OpenBLAS library; OPENBLAS_NUM_THREADS set before the import keeps its value.
   kestrel::single_threaded_blas();
+  // kestrel/__init__.py set OPENBLAS_CORETYPE (kestrel._blas_core) before this module loaded OpenBLAS; an OpenBLAS
+  // loaded earlier (by NumPy) kept its own choice, which on a CPU it could not identify is its generic kernels.
+  if (const std::string w = openblas_core_warning();
+      !w.empty() && PyErr_WarnEx(PyExc_RuntimeWarning, w.c_str(), 1) != 0)
+    throw py::error_already_set();
 
   bind_errors(m);
 

@@ -10,7 +10,9 @@ PKGS=(g++ cmake make pkg-config git
       python3-sklearn python3-pandas python3-venv python3-pip python3-setuptools
       clang clang-format libclang-rt-14-dev libssl-dev
       libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev
-      chromium)  # chromium: tests/browser_test.py renders results/index.html headless
+      slurm-wlm munge  # tests/slurm/: a one-node Slurm for the job-array sweeps
+      python3-sphinx python3-myst-parser furo  # scripts/docs.sh: the documentation site
+      chromium)  # chromium: tests/browser_test.py and docs_browser_test.py render results/index.html and the docs
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

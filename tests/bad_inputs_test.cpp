@@ -476,3 +476,158 @@ TEST(BadInputs, ALockLeavesNoFileBehind) {
   EXPECT_EQ(slurp(path), std::to_string(::getpid()));
   EXPECT_THROW(kestrel::OutputLock(path, "the sweep 'x.h5'"), kestrel::IoError);
 }
+
+// Round three (issue 49). ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// A .npy file (format 1.0) with the given descr and shape text and raw data bytes.
+void write_npy(const std::string& path, const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header = fmt::format("{{'descr': {}, 'fortran_order': False, 'shape': {}, }}", descr, shape);
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";  // 10 + header is a multiple of 64
+  const std::string len{static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  write(path, std::string("\x93NUMPY\x01\x00", 8) + len + header + data);
+}
+
+std::string doubles(const std::vector<double>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+}
+
+// Every number in a JSON document is finite (nlohmann writes NaN and Inf as null, so a null counts as not finite
+// unless nulls_allowed: advise reports "not computed" as null).
+bool all_finite(const nlohmann::json& j, bool nulls_allowed = false) {
+  if (j.is_null()) return nulls_allowed;
+  if (j.is_number_float()) return std::isfinite(j.get<double>());
+  if (j.is_structured())
+    for (const auto& v : j)
+      if (!all_finite(v, nulls_allowed)) return false;
+  return true;
+}
+
+}  // namespace
+
+// "Silent" and "Unclear": a kernel alpha too large for the points is refused before computing, naming alpha (not a
+// dataset, also with --out, and no file); points of size 1e300 in a file name the file, not sigma, and are computed
+// (finite) with a sigma that brings them in range; a sigma too large still names sigma.
+TEST(BadInputs, ExtremeScalesNameTheOptionThatIsTooLarge) {
+  TempDir dir("kestrel_extreme");
+  const std::string out = dir / "o.h5";
+  const std::string alpha = "variance --kernel scaled:1e300 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet";
+  expect_refused(run(alpha), "alpha", {"kernel alpha = 1e+300 is too large for these points"}, {"sigma = 0.5 is"});
+  expect_refused(run(alpha + " --out " + out), "alpha --out", {"kernel alpha = 1e+300"}, {"dataset"});
+  EXPECT_FALSE(fs::exists(out));
+  // A large alpha within the range is computed, every number finite.
+  const CliRun big =
+      run("variance --kernel scaled:1e100 --dim 4 --points 32 --pairs 2 --estimators oprf --quiet --json");
+  ASSERT_EQ(big.code, 0) << big.err;
+  EXPECT_TRUE(all_finite(nlohmann::json::parse(big.out)["results"])) << big.out;
+
+  std::string huge;
+  for (int i = 0; i < 40; ++i) huge += fmt::format("{},{},{}\n", 1e300 * std::sin(i + 1.0), 1e300, -3e299);
+  write(dir / "huge.csv", huge);
+  const std::string file = "variance --regime file --estimators oprf --quiet --x-file " + (dir / "huge.csv");
+  expect_refused(run(file + " --sigma 1 --out " + out), "huge points",
+                 {"the points in " + (dir / "huge.csv") + " are too large", "beyond a double's range",
+                  "divide them by a constant"},
+                 {"sigma = 1 is"});
+  EXPECT_FALSE(fs::exists(out));
+  const CliRun scaled = run(file + " --sigma 1e-300 --json");
+  ASSERT_EQ(scaled.code, 0) << scaled.err;
+  EXPECT_TRUE(all_finite(nlohmann::json::parse(scaled.out)["results"])) << scaled.out;
+  expect_refused(run("variance --sigma 1e200 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet"), "sigma",
+                 {"sigma = 1e+200 is too large for these points"});
+}
+
+// "Silent", "Exit 0 with no result": advise refuses a tv target a total variation cannot exceed, and estimators that
+// cannot apply (exit 2, every reason, no file); values of 1e300 or 1e-300 give the same advice as values near 1 (the
+// metrics are relative: V is divided by a power of two, so V * 2^1000 gives bit-identical advice).
+TEST(BadInputs, AdviseRefusesWhatCannotWorkAndScalesValues) {
+  TempDir dir("kestrel_advise_round3");
+  const std::string adv = advise_inputs(dir), out = dir / "a.h5";
+  expect_refused(run(adv + " --metric tv --target 2"), "tv target", {"--target '2'", "tv", "at most 1"});
+  expect_refused(run(std::regex_replace(adv, std::regex("--estimators pos"), "--estimators trig") + " --out " + out),
+                 "trig", {"no estimator can be evaluated", "trig: its features can be negative", "--estimators"});
+  EXPECT_FALSE(fs::exists(out));
+  std::vector<std::string> advice;
+  for (const int e : {0, 1000, -1000}) {
+    std::ofstream f(dir / fmt::format("v{}.csv", e));
+    for (int i = 0; i < 48; ++i)
+      for (int j = 0; j < 4; ++j)
+        f << fmt::format("{:.17g}", std::ldexp(0.1 * std::sin(1.0 + i * 4 + j + 'v'), e)) << (j == 3 ? "\n" : ",");
+    f.close();
+    const CliRun r =
+        run(std::regex_replace(adv, std::regex("v\\.csv"), fmt::format("v{}.csv", e)) + " --json --no-timing");
+    ASSERT_EQ(r.code, 0) << e << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out)["advice"];
+    EXPECT_TRUE(all_finite(j, true)) << e;
+    EXPECT_EQ(j["rows"][0]["status"], "ok") << e;
+    EXPECT_TRUE(std::isfinite(j["rows"][0]["error_at_m_p95"].get<double>())) << e;
+    EXPECT_NE(j["recommendation"].get<std::string>().find("pos"), std::string::npos) << j["recommendation"];
+    advice.push_back(j.dump());
+  }
+  EXPECT_EQ(advice[1], advice[0]);
+  EXPECT_EQ(advice[2], advice[0]);
+}
+
+// "Unclear" points files: a trailing comma, a '#' comment (skipped, as numpy.loadtxt does), unsupported .npy dtypes
+// and a structured array are named as what they are; --sigma 0,5 names the decimal comma; a file with fewer points
+// than coordinates is read one point per row, with a warning saying so.
+TEST(BadInputs, PointsFilesAndListsSayWhatIsWrong) {
+  TempDir dir("kestrel_unclear3");
+  const std::string var = "variance --regime file --sigma 0.5 --estimators oprf --json --quiet --x-file ";
+  std::string body = points_text(40, 3);
+  write(dir / "plain.csv", body);
+  std::string trailing = body;
+  std::size_t third = 0;
+  for (int k = 0; k < 3; ++k) third = trailing.find('\n', third) + 1;
+  trailing.insert(third - 1, ",");  // line 3 ends with a comma
+  write(dir / "trailing.csv", trailing);
+  expect_refused(run(var + (dir / "trailing.csv")), "trailing comma",
+                 {"trailing.csv: line 3 ends with ','", "remove the trailing comma"}, {"fields, expected"});
+  write(dir / "comments.csv", "# made by np.savetxt\n" + body.substr(0, third) + "  # a note\n" + body.substr(third));
+  const CliRun plain = run(var + (dir / "plain.csv")), commented = run(var + (dir / "comments.csv"));
+  ASSERT_EQ(commented.code, 0) << commented.err;
+  EXPECT_EQ(nlohmann::json::parse(commented.out)["results"], nlohmann::json::parse(plain.out)["results"]);
+
+  write_npy(dir / "half.npy", "'<f2'", "(40, 3)", std::string(240, '\0'));
+  expect_refused(run(var + (dir / "half.npy")), "<f2",
+                 {"dtype '<f2' (half-precision float array) is not supported", "astype('float64')"});
+  write_npy(dir / "big.npy", "'>f8'", "(40, 3)", std::string(960, '\0'));
+  expect_refused(run(var + (dir / "big.npy")), ">f8", {"dtype '>f8' (big-endian array)"});
+  write_npy(dir / "fields.npy", "[('a', '<f8'), ('b', '<f8')]", "(40,)", std::string(640, '\0'));
+  expect_refused(run(var + (dir / "fields.npy")), "structured",
+                 {"a structured array (named fields [('a', '<f8'), ('b', '<f8')])", "structured_to_unstructured"},
+                 {"dimensions"});
+
+  expect_refused(run("variance --sigma 0,5 --dim 4 --points 16 --quiet"), "decimal comma",
+                 {"--sigma: expected numbers > 0, got '0' in the list '0,5'", "write '0.5'"});
+
+  std::vector<double> wide(4 * 100);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = 0.05 * std::sin(1.0 + static_cast<double>(i));
+  write_npy(dir / "wide.npy", "'<f8'", "(4, 100)", doubles(wide));
+  const CliRun w = run("advise --queries " + (dir / "wide.npy") + " --keys " + (dir / "wide.npy") +
+                       " --budget 4 --draws 4 --rows 2 --estimators pos --samplers iid --no-timing --quiet --json");
+  EXPECT_EQ(w.code, 0) << w.err;
+  EXPECT_NE(w.err.find("warning: " + (dir / "wide.npy") +
+                       " has 4 rows of 100 values: read as 4 points of dimension d = 100 (one point per row)"),
+            std::string::npos)
+      << w.err;
+  EXPECT_EQ(std::count(w.err.begin(), w.err.end(), '\n'), 2) << w.err;  // once per file (queries and keys)
+}
+
+// Issue 47 item 1: --from-position beyond the sequence or without --causal is refused with one line, exit 2, no file.
+TEST(BadInputs, AdviseFromPositionNeedsCausalAndAPositionInTheSequence) {
+  TempDir dir("kestrel_from_position");
+  const std::string base = advise_inputs(dir), out = dir / "r.h5";
+  for (const std::string bad : {" --from-position 8", " --causal --from-position 48", " --causal --from-position 99"}) {
+    const CliRun r = run(base + bad + " --out " + out);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--from-position"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << bad;
+  }
+  const CliRun ok = run(base + " --causal --from-position 8 --json");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto row = nlohmann::json::parse(ok.out)["advice"]["rows"][0];
+  EXPECT_TRUE(row.contains("from") && row.contains("causal")) << row.dump();
+}

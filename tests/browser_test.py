@@ -118,6 +118,17 @@ def main():
         head = open(path, "rb").read(8) if os.path.isfile(path) else b""
         check(head == b"\x89PNG\r\n\x1a\n", f"{src} on disk is a PNG")
     check({s for s, _ in page.images} == {n + ".png" for n in names}, "every reproduction's figure is on the page")
+    # Issue #49: every claim that differs or is contradicted is listed at the top, linked to its row, with a note.
+    with open(index, encoding="utf-8") as fh:
+        text = fh.read()
+    differing = [(r["experiment"], k) for r in map(lambda p: json.load(open(p, encoding="utf-8")),
+                                                   glob.glob(os.path.join(out, "*.claims.json")))
+                 for k, c in enumerate(r["claims"]) if c["verdict"] in ("differs", "contradicted")]
+    listed = [f'href="#{n}-claim-{k + 1}"' in text and f'id="{n}-claim-{k + 1}"' in text for n, k in differing]
+    check('id="disagreements"' in text and all(listed),
+          f"every differing claim is listed at the top and linked to its row ({sum(listed)} of {len(differing)})")
+    missing = text.count('class="missing no-note"') // 2  # marked in the list and in its row
+    check(not missing, f"every differing claim has a note ({missing} without)")
 
     # In the browser: the DOM after loading (images that failed to load carry data-broken="1"), console messages.
     url = "file://" + index

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
+#include "core/blas_core.hpp"
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
 
@@ -272,4 +273,62 @@ TEST(Cli, SweepReadsATomlConfig) {
   ASSERT_EQ(j["results"].size(), 4u);
   EXPECT_EQ(j["results"][0]["regime"], "sphere");
   fs::remove_all(dir);
+}
+
+// Issue 49 item 2: kestrel takes OpenBLAS's fast kernels by itself. The core for CPU flags is chosen in one place
+// (core/blas_core.hpp); where OpenBLAS falls back to its generic Prescott kernels and the CPU supports better ones,
+// `kestrel` starts itself again with OPENBLAS_CORETYPE set: the last "Core:" line OpenBLAS prints is the one it runs,
+// `--version` and every output's provenance name it, and a value the user set is kept.
+TEST(Cli, TakesTheFastOpenBlasKernelsAndKeepsAUserChoice) {
+  EXPECT_EQ(kestrel::openblas_core_for_flags("fpu sse3 avx2 fma avx512f avx512bw avx512vl avx512_bf16"), "Cooperlake");
+  EXPECT_EQ(kestrel::openblas_core_for_flags("sse3 avx2 fma avx512f avx512bw avx512vl"), "SkylakeX");
+  EXPECT_EQ(kestrel::openblas_core_for_flags("sse3 avx2 fma avx512f"), "Haswell");  // no BW/VL: not SkylakeX
+  EXPECT_EQ(kestrel::openblas_core_for_flags("sse3 avx2"), "");                     // AVX2 without FMA
+  EXPECT_EQ(kestrel::openblas_core_for_flags(""), "");
+  const std::string better = kestrel::openblas_core_for_this_cpu();
+  // The core a run of `kestrel --version` reports: the last "Core:" line of OpenBLAS and the version listing's.
+  const auto cores = [](const std::string& env) {
+    const CliRun r = run("--version", "env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 " + env + " ");
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::string verbose, listed;
+    std::istringstream err(r.err), out(r.out);
+    for (std::string line; std::getline(err, line);)
+      if (line.rfind("Core: ", 0) == 0) verbose = line.substr(6);
+    for (std::string line; std::getline(out, line);)
+      if (line.rfind("  openblas_core ", 0) == 0) listed = line.substr(16);
+    return std::pair{verbose, listed};
+  };
+  const auto [verbose, listed] = cores("");
+  if (verbose.empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS (no Core: line with OPENBLAS_VERBOSE=2)";
+  EXPECT_EQ(listed, verbose);
+  if (!better.empty()) EXPECT_NE(verbose, "Prescott") << "this CPU supports " << better;
+  // Provenance of an output names the same core.
+  const CliRun v = run("variance --sigma 0.5 --dim 4 --points 16 --pairs 1 --estimators oprf --quiet --json",
+                       "env -u OPENBLAS_CORETYPE ");
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_EQ(nlohmann::json::parse(v.out)["provenance"]["library_versions"]["openblas_core"], verbose);
+  // Where OpenBLAS reports its generic kernels while OPENBLAS_CORETYPE is unset (as on a CPU it cannot identify;
+  // tests/blas/generic_core.cpp stands in for its answer), kestrel starts again and runs this CPU's core.
+  if (!better.empty()) {
+    const CliRun g = run("--version", "env -u OPENBLAS_CORETYPE ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD=" +
+                                          std::string(KESTREL_GENERIC_CORE) + " ");
+    ASSERT_EQ(g.code, 0) << g.err;
+    EXPECT_NE(g.out.find("  openblas_core " + better + "\n"), std::string::npos) << g.out;
+  }
+  // The decisions alone: start again only from the generic kernels, never over the user's value; warn (Python, where
+  // OpenBLAS was loaded before kestrel) about the generic kernels unless the user asked for them.
+  EXPECT_EQ(kestrel::openblas_core_to_set(nullptr, "Prescott", "Cooperlake"), "Cooperlake");
+  EXPECT_EQ(kestrel::openblas_core_to_set("Prescott", "Prescott", "Cooperlake"), "");
+  EXPECT_EQ(kestrel::openblas_core_to_set(nullptr, "Zen", "Haswell"), "");
+  EXPECT_EQ(kestrel::openblas_core_to_set(nullptr, "Prescott", ""), "");
+  EXPECT_NE(kestrel::openblas_core_warning(nullptr, "Prescott", "SkylakeX").find("set OPENBLAS_CORETYPE=SkylakeX"),
+            std::string::npos);
+  EXPECT_NE(kestrel::openblas_core_warning("SkylakeX", "Prescott", "SkylakeX"), "");  // set, but too late
+  EXPECT_EQ(kestrel::openblas_core_warning("prescott", "Prescott", "SkylakeX"), "");
+  EXPECT_EQ(kestrel::openblas_core_warning(nullptr, "Cooperlake", "Cooperlake"), "");
+  EXPECT_EQ(kestrel::openblas_core_warning(nullptr, "Prescott", ""), "");
+  // A value the user set is kept: Prescott (never chosen by kestrel) and, on a CPU with AVX2 and FMA, Haswell.
+  EXPECT_EQ(cores("OPENBLAS_CORETYPE=Prescott"), std::pair(std::string("Prescott"), std::string("Prescott")));
+  if (!better.empty())
+    EXPECT_EQ(cores("OPENBLAS_CORETYPE=Haswell"), std::pair(std::string("Haswell"), std::string("Haswell")));
 }

@@ -83,6 +83,29 @@ TEST(Outputs, ExistingFileIsReplacedOnlyWithForce) {
   EXPECT_FALSE(fs::exists(dir / "crt-fig1.h5"));  // refused before computing anything
 }
 
+// DIR/index.html that kestrel did not write (issue 49): refused with exit 2 before computing, unchanged; replaced with
+// --force; kestrel's own page is then recognised and rewritten by the next reproduction without --force.
+TEST(Outputs, ReproduceKeepsAPageItDidNotWrite) {
+  TempDir dir("kestrel_page");
+  const fs::path page = dir / "index.html";
+  { std::ofstream(page) << "<html>mine</html>"; }
+  const std::string cmd = "reproduce orf --quick --quiet --out " + dir.path.string();
+  const CliRun refused = run(cmd);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find(page.string()), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  EXPECT_EQ(slurp(page), "<html>mine</html>");
+  EXPECT_FALSE(fs::exists(dir / "orf.h5"));  // refused before computing anything
+  const CliRun forced = run(cmd + " --force");
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_NE(slurp(page).find("kestrel results page"), std::string::npos);
+  for (const char* ext : {".h5", ".png", ".claims.json", ".claims.md"}) fs::remove(dir / (std::string("orf") + ext));
+  const CliRun again = run(cmd);  // the page is kestrel's now: no --force needed
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(fs::exists(dir / "orf.h5"));
+}
+
 TEST(Outputs, OnlyRegularFilesOrNewPathsAreWritten) {
   TempDir dir("kestrel_special");
   const std::string fifo = dir / "fifo";

@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -24,5 +25,9 @@ Action add_sweep(CLI::App& app, const Global& g);
 Action add_advise(CLI::App& app, const Global& g);
 
 void progress(const Global& g, const std::string& msg);
+
+// "[kestrel] warning: ..." on stderr (even with --quiet) for each points file (given, non-empty) read with fewer points
+// than coordinates: it may be the transpose of what was meant (layout_note in data/points_file.hpp).
+void note_layout(const std::vector<std::string>& files);
 
 }  // namespace kestrel::cli

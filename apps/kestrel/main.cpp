@@ -1,18 +1,24 @@
 // kestrel: the command line over the library. `kestrel --help` lists the subcommands, `kestrel --version`
 // prints the version, git revision and library versions. Exit codes: 0 success, 2 invalid input (a one-line
-// error naming the value; nothing written), 1 any other failure.
+// error naming the value; nothing written), 3 a result that cannot be made yet (`kestrel sweep merge` with grid points
+// missing), 1 any other failure.
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+
+#include <unistd.h>
 
 #include <oneapi/tbb/global_control.h>
 #include <toml++/toml.h>
 
 #include "commands.hpp"
+#include "core/blas_core.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/parse.hpp"
+#include "data/points_file.hpp"
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
@@ -20,6 +26,13 @@
 namespace kestrel::cli {
 void progress(const Global& g, const std::string& msg) {
   if (!g.quiet) std::cerr << "[kestrel] " << msg << '\n';
+}
+
+void note_layout(const std::vector<std::string>& files) {
+  for (const auto& f : files)
+    if (!f.empty())
+      if (const std::string note = layout_note(*load_points(f)); !note.empty())
+        std::cerr << "[kestrel] warning: " << note << '\n';
 }
 }  // namespace kestrel::cli
 
@@ -105,22 +118,33 @@ void strict_flags(CLI::App& app) {
 // (name, default as shown by --help, flag or not, required), for the parity test of the command line, TOML and Python
 // (tests/option_parity_test.py).
 void print_options(const CLI::App& app) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const CLI::App* sub : app.get_subcommands({})) {
-    if (sub->get_group().empty()) continue;  // hidden (this one)
+  auto options_of = [](const CLI::App* sub) {
     nlohmann::json opts = nlohmann::json::array();
     for (const CLI::Option* o : sub->get_options()) {
-      if (o == sub->get_help_ptr() || o == sub->get_help_all_ptr()) continue;
+      if (o == sub->get_help_ptr() || o == sub->get_help_all_ptr() || o == sub->get_version_ptr()) continue;
       const bool positional = o->get_lnames().empty();
       opts.push_back({{"name", positional ? o->get_name() : o->get_lnames().front()},
                       {"positional", positional},
                       {"flag", o->get_expected_min() == 0},
                       {"required", o->get_required()},
                       {"hidden", o->get_group().empty()},
-                      {"default", o->get_default_str()}});
+                      {"default", o->get_default_str()},
+                      {"help", o->get_description()}});
     }
-    out[sub->get_name()] = opts;
-  }
+    return opts;
+  };
+  // Each subcommand's options by name ("sweep merge" for a nested one); what each does under "descriptions" and the
+  // options taken before any subcommand under "global" (the docs' command-line reference is generated from this).
+  nlohmann::json out = nlohmann::json::object(), descriptions = nlohmann::json::object();
+  std::function<void(const CLI::App*, const std::string&)> walk = [&](const CLI::App* sub, const std::string& name) {
+    out[name] = options_of(sub);
+    descriptions[name] = sub->get_description();
+    for (const CLI::App* s : sub->get_subcommands({})) walk(s, name + " " + s->get_name());
+  };
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (!sub->get_group().empty()) walk(sub, sub->get_name());  // not the hidden `options` itself
+  out["descriptions"] = descriptions;
+  out["global"] = options_of(&app);
   std::cout << out.dump(2) << '\n';
 }
 
@@ -152,7 +176,8 @@ bool subcommand_first(int argc, char** argv, const std::vector<std::string>& nam
   return true;
 }
 
-// Runs the parsed subcommand's action; exit code 2 for invalid input, 1 for any other failure.
+// Runs the parsed subcommand's action; exit code 2 for invalid input, 3 for an incomplete result, 1 for any other
+// failure.
 int run(const std::map<CLI::App*, kestrel::cli::Action>& actions, const std::string& threads, kestrel::cli::Global& g) {
   try {
     g.threads = threads.empty() ? 0 : static_cast<int>(kestrel::parse_uint("--threads", threads, 0, 4096));
@@ -167,6 +192,9 @@ int run(const std::map<CLI::App*, kestrel::cli::Action>& actions, const std::str
   } catch (const kestrel::InputFileError& e) {
     std::cerr << "kestrel: error: " << e.what() << '\n';
     return 2;
+  } catch (const kestrel::Incomplete& e) {
+    std::cerr << "kestrel: error: " << e.what() << '\n';
+    return 3;
   } catch (const std::exception& e) {
     std::cerr << "kestrel: error: " << e.what() << '\n';
     return 1;
@@ -178,6 +206,13 @@ int run(const std::map<CLI::App*, kestrel::cli::Action>& actions, const std::str
 
 int main(int argc, char** argv) {
   using namespace kestrel::cli;
+  // OpenBLAS chose its kernels when it was loaded, before main. On a CPU it could not identify (its generic Prescott
+  // kernels) the program starts again with OPENBLAS_CORETYPE set to the core the CPU supports (core/blas_core.hpp);
+  // set then, it is not changed again, and a value the user set is kept.
+  if (const std::string core = kestrel::openblas_core_to_set(); !core.empty()) {
+    ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+    ::execv("/proc/self/exe", argv);  // returns only if it failed: run on with the generic kernels
+  }
   kestrel::single_threaded_blas();
   kestrel::keep_freed_memory();
   kestrel::install_cleanup_on_signals();  // SIGINT/SIGTERM remove temporary output files

@@ -61,6 +61,7 @@ Action add_reproduce(CLI::App& app, const Global& g) {
     experiments::Options opt;
     const auto todo = experiments::reproduction_request(a->name, given_values(*a->table), opt);
     experiments::check_outputs(a->io->out, todo, opt.replace);  // before computing anything
+    experiments::check_index_page(a->io->out, opt.replace);
     opt.progress = [&g](const std::string& m) { progress(g, m); };
     int failed = 0;
     const auto start = std::chrono::steady_clock::now();

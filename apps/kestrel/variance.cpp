@@ -75,6 +75,11 @@ void print_table(const std::vector<ResultRow>& rows, const VarianceStudyOptions&
     std::cout << fmt::format(" {:>{}}", header(c.cli_header), width);
   }
   std::cout << '\n';
+  // Fixed point for logs of ordinary size, scientific beyond (a large alpha or sigma gives logs of 1e100).
+  const auto num = [](double v, const char* align, int width, int prec) {
+    return std::abs(v) < 1e7 ? fmt::format(fmt::runtime(fmt::format("{{:{}{}.{}f}}", align, width, prec)), v)
+                             : fmt::format(fmt::runtime(fmt::format("{{:{}{}.{}e}}", align, width, prec - 1)), v);
+  };
   for (const auto& r : rows) {
     if (r.status != Status::Ok) {
       std::cout << fmt::format("{:<10} {:>6.3g} {}: {}\n", r.estimator, r.sigma, to_string(r.status), r.reason);
@@ -83,11 +88,11 @@ void print_table(const std::vector<ResultRow>& rows, const VarianceStudyOptions&
     std::cout << fmt::format("{:<10} {:>6.3g}", r.estimator, r.sigma);
     for (const auto& c : result_columns()) {
       if (c.cli == CliFormat::MeanStd)
-        std::cout << fmt::format(" {:>12.4f} +- {:<7.3f}", c.real(r), spread(c).real(r));
+        std::cout << " " << num(c.real(r), ">", 12, 4) << " +- " << num(spread(c).real(r), "<", 7, 3);
       else if (c.when == ColumnWhen::Mc && !r.mc)
         continue;
       else if (c.cli == CliFormat::Number)
-        std::cout << fmt::format(" {:>12.4f}", c.real(r));
+        std::cout << " " << num(c.real(r), ">", 12, 4);
       else if (c.cli == CliFormat::Percent)
         std::cout << fmt::format(" {:>7.1f}%", 100 * c.real(r));
     }
@@ -171,6 +176,7 @@ Action add_variance(CLI::App& app, const Global& g) {
                                      .json = "Print the summary as JSON on stdout"});
   return [a, study, io, &g] {
     a->opt = variance_options(study_values(*study));
+    if (a->opt.regime == "file") note_layout({a->opt.regime_options.x_file, a->opt.regime_options.y_file});
     std::unique_ptr<H5Writer> h5;
     if (io->out_option->count() > 0) {
       check_output(io->out, io->force);                     // refuses an empty path

@@ -19,11 +19,22 @@ with h5py.File(src) as f:
             g = f[name][e]
             # Lines in the registry's styles with a marker every few points (predicted curves often coincide), the
             # simulated points side by side (dodge) with the same hollow markers.
-            curve(ax, g["features"][:], g["predicted_rel_rmse"][:], e, markevery=3, lw=1.2)
+            # The delta method holds where a row's error is small; where more than half of the rows are beyond its
+            # range (frac_rows_outside) the prediction is drawn faint and dotted, and not trusted.
+            M, pred, beyond = g["features"][:], g["predicted_rel_rmse"][:], g["frac_rows_outside"][:] > 0.5
+            inside = np.where(beyond, np.nan, pred)
+            curve(ax, M, inside, e, markevery=3, lw=1.2)
+            # the dotted part reaches to its neighbours, so that it joins the solid one
+            near = beyond | np.concatenate([beyond[1:], [False]]) | np.concatenate([[False], beyond[:-1]])
+            ax.plot(M, np.where(near, pred, np.nan), ls=":", lw=0.9, color=COLORS.get(e), alpha=0.6)
             ax.errorbar(g["mc_features"][:] * dodge(k, len(ests), 0.4), g["measured_rel_rmse"][:],
                         yerr=2 * g["measured_rel_rmse_se"][:], ls="", marker=MARKERS.get(e, "o"), ms=5, mfc="none",
                         mew=1.1, elinewidth=0.8, color=COLORS.get(e))
+        if all(np.all(f[name][e]["frac_rows_outside"][:] > 0.5) for e in ests):
+            ax.text(0.03, 0.03, "every prediction here is beyond\nthe delta method's range", transform=ax.transAxes,
+                    fontsize=8, color="dimgray", va="bottom")
         ax.axhline(target, color="gray", lw=0.6, ls=":")
+        ax.plot([], [], ls=":", color="gray", label="predicted beyond the\ndelta method's range\n(> half of the rows)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("features M")

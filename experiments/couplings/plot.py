@@ -30,5 +30,6 @@ with h5py.File(src) as f:
         ax.set_xlabel("d (M = d)")
         ax.set_title(LABELS.get(e, e), fontsize=8)
     axes[0][0].set_ylabel("log(Var / Var_iid)")
-    axes[0][0].legend(fontsize=8)
+    # Outside the panels, right of the last one: inside, it covered the curves.
+    axes[0][-1].legend(*axes[0][0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.03, 1.0))
     finish(fig, f, out, dpi=130)

@@ -86,9 +86,9 @@ void add_claims(const Options& opt, const Table& t, const NwOptions& no, std::ve
   // the 50 seeds average out).
   const arma::rowvec avg = arma::mean(t.mean, 0), paper_avg = arma::mean(t.ref, 0);
   const std::string settings = fmt::format(
-      "{} UCI sets, 90/5/5 split (seed {}), standardised on train, sigma in {{{}}} tuned on validation, {} "
+      "{} UCI sets, 90/5/5 split (seed {}), standardised on train, sigma tuned on validation over {}, {} "
       "seeds, M = 128 real / 64 complex, orthogonal Gaussian omegas",
-      nd, opt.seed, fmt::join(no.sigmas, ", "), no.seeds);
+      nd, opt.seed, sigma_grid_text(no.sigmas), no.seeds);
   auto per_set = [&](std::size_t j) {
     std::string s;
     for (std::size_t i = 0; i < nd; ++i) s += fmt::format("{} {:.1f}/{:.1f}; ", t.names[i], t.mean(i, j), t.ref(i, j));

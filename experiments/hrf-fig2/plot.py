@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""HRF Fig. 2 / Fig. 5: pointwise estimates (5th-95th percentile band) and relative errors over angles."""
+"""HRF Fig. 2 / Fig. 5: pointwise estimates (5th-95th percentile band) and relative errors over angles: exact (lines)
+and simulated (points, bars of 2 exact SE of the simulated MSE; hollow where that SE exceeds half the MSE: heavy
+tails that 10,000 draws do not resolve)."""
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 from plotlib import COLORS, args, attr_str, finish, plt  # noqa: E402
 
 src, out = args()
@@ -26,10 +29,23 @@ with h5py.File(src) as f:
         ax.set_xlabel(r"$\theta$")
         ax.legend(fontsize=8)
         ax = axes[1][j]
-        for n, lab in names.items():
-            ax.plot(th, g[n]["rel_error_exact"][:], "-", color=COLORS[n], label=f"{lab} exact")
-            ax.plot(th, g[n]["rel_error_empirical"][:], "o", ms=4, color=COLORS[n])
-        ax.set_title(f"r = {r}: relative error (dots: empirical)", fontsize=9)
+        top = 0
+        for k, (n, lab) in enumerate(names.items()):
+            exact, emp, rse = g[n]["rel_error_exact"][:], g[n]["rel_error_empirical"][:], \
+                g[n]["mse_empirical_relative_se"][:]
+            ax.plot(th, exact, "-", color=COLORS[n], label=f"{lab} exact")
+            # 2 SE of the simulated MSE, in units of the relative error: sqrt(emp^2 -+ 2 SE), SE = rse * exact^2.
+            lo = np.sqrt(np.maximum(emp ** 2 - 2 * rse * exact ** 2, 0))
+            hi = np.sqrt(emp ** 2 + 2 * rse * exact ** 2)
+            x = th + (k - 1) * 0.012 * np.pi  # side by side
+            ax.errorbar(x, emp, yerr=[emp - lo, hi - emp], fmt="none", ecolor=COLORS[n], elinewidth=0.8, capsize=1.5)
+            bad = rse > 0.5
+            ax.plot(x[~bad], emp[~bad], "o", ms=4, color=COLORS[n])
+            ax.plot(x[bad], emp[bad], "o", ms=5, mfc="white", mew=1.1, color=COLORS[n])
+            top = max(top, float(np.max(exact)), float(np.max(emp)))
+        ax.set_ylim(0, 1.25 * top)
+        ax.plot([], [], "o", ms=5, mfc="white", color="gray", label="SE > MSE/2: tail not resolved")
+        ax.set_title(f"r = {r}: relative error (points: simulated, 2 SE, clipped)", fontsize=9)
         ax.set_xlabel(r"$\theta$")
         ax.legend(fontsize=8)
     finish(fig, f, out, dpi=110)

@@ -26,18 +26,31 @@ with h5py.File(src) as f:
         sys.exit(0)
     configs = attr_str(f, "configs").split()
     h3 = attr_str(f, "protocol") == "h3"
-    fig, axes = plt.subplots(1, len(configs), figsize=(3.6 * len(configs), 3.3), squeeze=False)
-    for ax, c in zip(axes[0], configs):
-        for k, n in enumerate(attr_str(f, "estimators").split()):
+    # Two panels a row, each large enough to read: ours and the paper's [min, max] as bars side by side at each M (as
+    # bands they overlapped), the M axis labelled at every M.
+    cols = min(2, len(configs))
+    rows = (len(configs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(configs):]:
+        ax.axis("off")
+    ests = attr_str(f, "estimators").split()
+    for ax, c in zip(axes.flat, configs):
+        for k, n in enumerate(ests):
             g = f[c][n]
             M = g["features"][:]
             if h3:
-                ax.loglog(M, g["mse_empirical"][:], "-o", ms=4, color=colors[n], label=labels[n])
-                ax.fill_between(M, g["mse_empirical_min"][:], g["mse_empirical_max"][:], color=colors[n], alpha=0.15)
-                pm, lo, hi = g["paper_features"][:], g["paper_mse_min"][:], g["paper_mse_max"][:]
-                x = pm * (1 + 0.04 * (k - 1))  # side by side
-                ax.vlines(x, lo, hi, color=colors[n], lw=2.5, alpha=0.6,
-                          label="paper [min, max]" if k == 0 else None)
+                shift = 1 + 0.06 * (k - (len(ests) - 1) / 2)  # side by side on the log axis
+                mean, lo, hi = g["mse_empirical"][:], g["mse_empirical_min"][:], g["mse_empirical_max"][:]
+                ax.errorbar(M * shift, mean, yerr=[mean - lo, hi - mean], fmt="-o", ms=4, capsize=3, lw=1.2,
+                            color=colors[n], label=f"{labels[n]}: ours, mean and [min, max]")
+                pm, plo, phi = g["paper_features"][:], g["paper_mse_min"][:], g["paper_mse_max"][:]
+                ax.vlines(pm * shift * 1.035, plo, phi, color=colors[n], lw=4, alpha=0.35,
+                          label=f"{labels[n]}: paper's [min, max]")
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                ticks = np.union1d(M, pm)
+                ax.set_xticks(ticks, [f"{int(v)}" for v in ticks], rotation=90 if len(ticks) > 6 else 0)
+                ax.minorticks_off()
             else:
                 ax.semilogx(M, g["log_mse_exact"][:], "-", color=colors[n], label=labels[n])
                 ax.errorbar(M, g["log_mse_empirical"][:], yerr=2 * g["mse_empirical_relative_se"][:],
@@ -45,7 +58,7 @@ with h5py.File(src) as f:
         if h3:
             s = np.sort(f[c]["s_means"][:].ravel())[::-1]
             ax.set_title(f"{c}: sigma {float(f[c].attrs['sigma'][0]):.3g}, s = {', '.join(f'{v:.3f}' for v in s)}",
-                         fontsize=8)
+                         fontsize=9)
             ax.set_ylabel("empirical MSE")
         else:
             ax.set_title(f"{c} (sigma {float(f[c].attrs['sigma'][0])}, "

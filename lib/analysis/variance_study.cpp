@@ -334,6 +334,16 @@ void study_one(VarianceResult& row, const std::string& name, const SetPair& sp, 
   }
 }
 
+// Logs of the scaled kernel are alpha (|x|^2 + |y|^2) + x^T y: alpha |x|^2 has the bound draw_regime puts on |x|^2,
+// and the refusal names alpha, the user's option (sigma has its own in draw_regime). Checked before computing.
+void require_representable(const Kernel& k, const SetPair& sp, double sigma) {
+  const double m = std::max(arma::max(arma::sum(arma::square(sp.X), 0)), arma::max(arma::sum(arma::square(sp.Y), 0)));
+  require(std::abs(k.alpha) * m < kMaxScaledNorm2,
+          "kernel alpha = {:g} is too large for these points: |alpha| times the largest |x|^2 is {:g} at sigma = {} "
+          "(at most {:g} is supported)",
+          k.alpha, std::abs(k.alpha) * m, sigma, kMaxScaledNorm2);
+}
+
 }  // namespace
 
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress) {
@@ -354,6 +364,7 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
                                       .seed = opt.seed,
                                       .pair_index = p,
                                       .options = opt.regime_options});
+      require_representable(opt.kernel, sp, sigma);
       const std::vector<Prepared> prep = prepare(row, opt, sp);
       for (std::size_t k = 0; k < row.size(); ++k)
         if (row[k].status == Status::Ok) study_one(row[k], opt.estimators[k], sp, opt, p, prep[k]);

@@ -40,6 +40,13 @@ class InputFileError : public IoError {
   using IoError::IoError;
 };
 
+// A result that cannot be made yet from what exists (`kestrel sweep merge` with grid points missing): the CLI exits 3,
+// so a job script tells it from bad input (2) and other failures (1).
+class Incomplete : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 template <typename... Args>
 void require(bool ok, fmt::format_string<Args...> f, Args&&... args) {
   if (!ok) throw InvalidArgument(fmt::format(f, std::forward<Args>(args)...));

@@ -111,14 +111,45 @@ std::string decimal_comma_line(const std::string& text) {
   return "";
 }
 
-// Comma or whitespace separated rows; a first line without any number is a header and skipped. A UTF-8 byte-order
-// mark (as spreadsheet programs write) is skipped; a binary file or one with decimal commas is named as such.
+// The first line (1-based) that ends with `delim` after trimming spaces and '\r': an empty last field, as a trailing
+// comma gives; 0 when there is none. Only called once parsing failed, to say what the file looks like.
+std::size_t trailing_delimiter_line(const std::string& text, char delim) {
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1, ++line_no;
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (!line.empty() && line.back() == delim && delim == ',') return line_no;
+  }
+  return 0;
+}
+
+// Comma or whitespace separated rows; a first line without any number is a header and skipped, and lines starting
+// with '#' are comments (as numpy.loadtxt reads them and np.savetxt's header writes them). Both are blanked, not
+// removed, so that errors name the file's own line numbers. A UTF-8 byte-order mark (as spreadsheet programs write) is
+// skipped; a binary file, one with decimal commas or with trailing commas is named as such.
 arma::mat load_text(const std::string& path) {
   std::string text = read_all(path);
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
   if (const std::string kind = binary_kind(path, text); !kind.empty())
     throw InputFileError(fmt::format("{}: not a text points file: it looks like {}", path, kind));
-  const std::string first = text.substr(0, text.find('\n'));
+  std::size_t first_at = std::string::npos;  // the first line that is neither blank nor a comment
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::size_t c = text.find_first_not_of(" \t\r", pos);
+    if (c < end && text[c] == '#')
+      std::fill(text.begin() + static_cast<std::ptrdiff_t>(pos), text.begin() + static_cast<std::ptrdiff_t>(end), ' ');
+    else if (c < end && first_at == std::string::npos)
+      first_at = pos;
+    pos = end + 1;
+  }
+  if (first_at == std::string::npos)
+    throw InputFileError(fmt::format("{}: no data lines (only blanks or comments)", path));
+  const std::size_t first_end = std::min(text.find('\n', first_at), text.size());
+  const std::string first = text.substr(first_at, first_end - first_at);
   const char delim = first.find(',') != std::string::npos ? ',' : ' ';
   std::vector<std::string> fields;
   {
@@ -133,10 +164,11 @@ arma::mat load_text(const std::string& path) {
     f.erase(0, f.find_first_not_of(" \t\r\""));
     f.erase(f.find_last_not_of(" \t\r\"") + 1);
   }
-  if (fields.empty()) throw InputFileError(fmt::format("{}: line 1: no fields", path));
   bool header = true;
   for (const auto& f : fields) header = header && !is_number(f);
-  if (header) text = text.find('\n') == std::string::npos ? "" : text.substr(text.find('\n') + 1);
+  if (header)
+    std::fill(text.begin() + static_cast<std::ptrdiff_t>(first_at),
+              text.begin() + static_cast<std::ptrdiff_t>(first_end), ' ');
   const UciSpec spec{"file", path, delim, std::vector<Column>(fields.size(), Column::Numeric)};
   try {
     return parse_uci(text, spec, Encoding::Ordinal, path).X;
@@ -147,6 +179,11 @@ arma::mat load_text(const std::string& path) {
                       "decimal points, with ',' or whitespace between fields: export the file with "
                       "'.' as the decimal separator",
                       path, at));
+    if (const std::size_t line = trailing_delimiter_line(text, delim))
+      throw InputFileError(fmt::format(
+          "{}: line {} ends with ',' (an empty last field): remove the trailing comma(s); fields are separated, not "
+          "ended, by ','",
+          path, line));
     throw InputFileError(e.what());
   }
 }
@@ -158,6 +195,12 @@ std::string npy_field(const std::string& header, const std::string& key, const s
   auto v = header.find(':', k) + 1;
   while (v < header.size() && header[v] == ' ') ++v;
   const char open = header[v];
+  if (open == '[') {  // a structured dtype's list of fields, returned whole with its brackets
+    int depth = 0;
+    for (std::size_t i = v; i < header.size(); ++i)
+      if ((depth += header[i] == '[' ? 1 : header[i] == ']' ? -1 : 0) == 0) return header.substr(v, i - v + 1);
+    throw InputFileError(fmt::format("{}: malformed .npy header", path));
+  }
   const char close = open == '\'' ? '\'' : open == '(' ? ')' : ',';
   const auto e = header.find(close, v + 1);
   if (e == std::string::npos) throw InputFileError(fmt::format("{}: malformed .npy header", path));
@@ -200,19 +243,31 @@ arma::mat load_npy(const std::string& path) {
     while (std::getline(ss, tok, ','))
       if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoull(tok));
   }
+  if (descr.rfind('[', 0) == 0)
+    throw InputFileError(fmt::format(
+        "{}: a structured array (named fields {}) is not supported: save a plain 2-D float array, one point per row "
+        "(numpy.lib.recfunctions.structured_to_unstructured converts it)",
+        path, descr.size() > 60 ? descr.substr(0, 60) + "...]" : descr));
   if (shape.size() != 2)
     throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
                                      path, shape.size()));
   const std::size_t n = shape[0], d = shape[1], count = n * d;
-  if (descr.size() < 3 || descr[0] == '>' || (descr[0] != '<' && descr[0] != '|'))
-    throw InputFileError(
-        fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
-  const std::string t = descr.substr(1);
   const std::map<std::string, std::size_t> sizes = {{"f8", 8}, {"f4", 4}, {"i8", 8}, {"i4", 4}, {"i2", 2},
                                                     {"i1", 1}, {"u8", 8}, {"u4", 4}, {"u2", 2}, {"u1", 1}};
-  if (!sizes.count(t))
-    throw InputFileError(
-        fmt::format("{}: dtype '{}' is not supported (little-endian integers or floats)", path, descr));
+  const std::string t = descr.size() >= 3 ? descr.substr(1) : "";
+  if ((descr[0] != '<' && descr[0] != '|') || !sizes.count(t)) {
+    const std::map<std::string, std::string> names = {{"f2", "half-precision float"},
+                                                      {"f16", "extended-precision float"},
+                                                      {"c8", "complex"},
+                                                      {"c16", "complex"},
+                                                      {"b1", "boolean"},
+                                                      {"O", "Python object"}};
+    const std::string what = descr[0] == '>' ? "big-endian " : names.count(t) != 0 ? names.at(t) + " " : "";
+    throw InputFileError(fmt::format(
+        "{}: dtype '{}' ({}array) is not supported: kestrel reads little-endian float64, float32 and integer arrays; "
+        "save it with X.astype('float64')",
+        path, descr, what.empty() ? "unknown " : what));
+  }
   const std::size_t data = start + hlen;
   if (bytes.size() - data < count * sizes.at(t))
     throw InputFileError(fmt::format("{}: {} x {} array needs {} bytes of data, the file has {}", path, n, d,
@@ -321,6 +376,14 @@ std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
   pf->sha256 = sha256_file(pf->path);
   cache[key] = pf;
   return pf;
+}
+
+std::string layout_note(const PointsFile& f) {
+  if (f.points.n_cols >= f.points.n_rows) return "";
+  return fmt::format(
+      "{} has {} rows of {} values: read as {} points of dimension d = {} (one point per row); if its points are "
+      "the columns, save its transpose",
+      f.spec, f.points.n_cols, f.points.n_rows, f.points.n_cols, f.points.n_rows);
 }
 
 }  // namespace kestrel

@@ -22,4 +22,8 @@ struct PointsFile {
 // InputFileError naming the file (and line, index or dataset).
 std::shared_ptr<const PointsFile> load_points(const std::string& spec);
 
+// A file with fewer points (rows) than coordinates (columns) is read as such, one point per row, but may be the
+// transpose of what was meant: a one-line note saying how it was read, for the caller to show; "" otherwise.
+std::string layout_note(const PointsFile& f);
+
 }  // namespace kestrel

@@ -215,13 +215,24 @@ SetPair from_pools(const arma::mat& px, const arma::mat* py, arma::uword L, Rng&
   return {pick(px, ix, 0, L), pick(*py, iy, 0, L)};
 }
 
-// Logs of kernels and variances are multiples of |x|^2, |x+y|^2: they must stay finite doubles, with room
-// for sums over L^2 pairs. The message names sigma, the user's option, not an internal quantity.
-void require_representable(const SetPair& p, double sigma) {
-  const double m = std::max(arma::max(arma::sum(arma::square(p.X), 0)), arma::max(arma::sum(arma::square(p.Y), 0)));
-  require(std::isfinite(m) && m < 1e250,
-          "sigma = {} is too large for these points: the largest scaled |x|^2 is {:g} (at most 1e250 is supported)",
-          sigma, m);
+// Largest |x|^2 of the columns of X and Y.
+double largest_norm2(const SetPair& p) {
+  return std::max(arma::max(arma::sum(arma::square(p.X), 0)), arma::max(arma::sum(arma::square(p.Y), 0)));
+}
+
+// The points scaled by sigma within kMaxScaledNorm2, or a refusal naming the user's option: the points file when its
+// points alone (at sigma = 1) are too large as well, else sigma.
+void require_representable(const SetPair& p, double sigma, const std::string& file = "", double file_norm2 = 0) {
+  const double m = largest_norm2(p);
+  if (std::isfinite(m) && m < kMaxScaledNorm2) return;
+  require(file.empty() || (std::isfinite(file_norm2) && file_norm2 < kMaxScaledNorm2),
+          "the points in {} are too large: the largest |x|^2 is {}{} (at most {:g} is supported); divide them by a "
+          "constant",
+          file, std::isfinite(file_norm2) ? fmt::format("{:g}", file_norm2) : "beyond a double's range",
+          sigma == 1 ? "" : fmt::format(", {:g} at sigma = {}", m, sigma), kMaxScaledNorm2);
+  throw InvalidArgument(fmt::format(
+      "sigma = {} is too large for these points: the largest scaled |x|^2 is {:g} (at most {:g} is supported)", sigma,
+      m, kMaxScaledNorm2));
 }
 
 }  // namespace
@@ -286,9 +297,11 @@ SetPair draw_regime(const RegimeSpec& spec) {
       p = from_pools(px->points, &py->points, L, rng, opt.x_file + " / " + opt.y_file);
     }
   }
+  const double norm2 = name == "file" ? largest_norm2(p) : 0;
   p.X *= sigma;
   p.Y *= sigma;
-  require_representable(p, sigma);
+  require_representable(p, sigma, name == "file" ? opt.x_file + (opt.y_file.empty() ? "" : " / " + opt.y_file) : "",
+                        norm2);
   return p;
 }
 

@@ -76,6 +76,11 @@ struct RegimeSpec {
   RegimeOptions options = {};    // image pipeline, aniso spectrum, clusters, files
 };
 
+// The largest |x|^2 of a drawn set pair (after sigma): logs of kernels and variances are multiples of it and must stay
+// finite doubles with room for their squares (fits such as GERF's square |x|^2; spreads square the logs) and for sums
+// over L^2 pairs. draw_regime refuses larger points, naming sigma or the file. (1e250 let GERF's fit overflow.)
+inline constexpr double kMaxScaledNorm2 = 1e150;
+
 SetPair draw_regime(const RegimeSpec& spec);
 
 // The eigenvalues of Lambda for the aniso regime (mean 1 unless given as a list).

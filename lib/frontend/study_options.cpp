@@ -44,8 +44,16 @@ std::vector<std::string> family_names() { return estimator_names(); }
 
 std::vector<double> parse_positive_reals(const std::string& where, const std::string& text) {
   std::vector<double> out;
-  for (const auto& item : split_list(where, text)) {
+  const std::vector<std::string> items = split_list(where, text);
+  const auto digits = [](const std::string& t) { return t.find_first_not_of("0123456789") == std::string::npos; };
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string& item = items[i];
     const double v = parse_real(where, item);
+    // "0,5": a decimal comma read as the list 0, 5.
+    require(v > 0 || i + 1 == items.size() || !digits(item) || !digits(items[i + 1]),
+            "{}: expected numbers > 0, got '{}' in the list '{}': ',' separates list items; for a decimal number "
+            "write '{}.{}'",
+            where, item, text, item, items[i + 1]);
     require(v > 0, "{}: expected a number > 0, got '{}'", where, item);
     require(std::find(out.begin(), out.end(), v) == out.end(), "{}: '{}' is listed twice", where, item);
     out.push_back(v);
@@ -374,7 +382,8 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command) {
     for (auto&& [okey, val] : *node.as_table()) {
       const std::string name(okey.str());
       const std::string where = fmt::format("{}: {}", at(path, okey.source()), name);
-      if (name == "out" || name == "json" || name == "config" || name == "threads" || name == "quiet")
+      if (name == "out" || name == "json" || name == "config" || name == "threads" || name == "quiet" ||
+          name == "shard")
         throw InvalidArgument(fmt::format("{}: '{}' is a command-line option, not a config key", where, name));
       const StudyOption& opt =
           named(at(path, okey.source()), [&]() -> const StudyOption& { return find_study_option(name); });
@@ -446,6 +455,68 @@ SweepOptions sweep_options(const StudyValues& v) {
       check_combination(probe, v, shape.get());
     }
   return s;  // validate(SweepOptions) needs out: run_sweep calls it
+}
+
+namespace {
+
+SweepShard parse_shard(const std::string& where, const std::string& text) {
+  const auto slash = text.find('/');
+  require(slash != std::string::npos, "{}: expected K/N (shard K of N, 0 <= K < N), got '{}'", where, text);
+  SweepShard s;
+  s.index = parse_uint(where, text.substr(0, slash));
+  s.count = parse_uint(where, text.substr(slash + 1), 1);
+  require(s.index < s.count, "{}: expected K/N with 0 <= K < N, got '{}' (shards are numbered from 0)", where, text);
+  return s;
+}
+
+// The shard of a Slurm job array's task, or none outside an array.
+SweepShard slurm_shard(const std::function<const char*(const char*)>& env) {
+  const char* id = env("SLURM_ARRAY_TASK_ID");
+  if (!id) return {};
+  auto number = [&](const char* name, const char* fallback) {
+    const char* v = env(name);
+    require(v || fallback, "{} is set but {} is not: cannot derive this array task's shard; pass --shard K/N",
+            "SLURM_ARRAY_TASK_ID", name);
+    return parse_uint(name, v ? v : fallback);
+  };
+  const std::uint64_t task = number("SLURM_ARRAY_TASK_ID", nullptr), lo = number("SLURM_ARRAY_TASK_MIN", nullptr),
+                      hi = number("SLURM_ARRAY_TASK_MAX", nullptr), step = number("SLURM_ARRAY_TASK_STEP", "1"),
+                      count = number("SLURM_ARRAY_TASK_COUNT", nullptr);
+  require(step > 0 && count > 0 && task >= lo && task <= hi && (task - lo) % step == 0 && hi - lo == step * (count - 1),
+          "the Slurm job array's indices are not evenly spaced (SLURM_ARRAY_TASK_ID={}, _MIN={}, _MAX={}, _STEP={}, "
+          "_COUNT={}; from --array=1,3, say), so kestrel cannot number this task's shard: submit --array=A-B[:S], "
+          "or pass --shard K/N",
+          task, lo, hi, step, count);
+  return {static_cast<std::size_t>((task - lo) / step), static_cast<std::size_t>(count)};
+}
+
+OptionTable<SweepOptions> make_run_table() {
+  Option<SweepOptions> o{"shard",
+                         "Compute only grid points i with i mod N = K (K/N, 0 <= K < N) into OUT.parts/ for `kestrel "
+                         "sweep merge OUT`; in a Slurm job array the default is the array task's shard "
+                         "(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT), else the whole grid",
+                         OptionKind::Text,
+                         false,
+                         false,
+                         nullptr,
+                         nullptr};
+  o.set = [](SweepOptions& s, const std::string& where, const std::string& text) {
+    s.shard = parse_shard(where, text);
+  };
+  o.show = [](const SweepOptions&) { return std::string(); };  // depends on the environment
+  return {o};
+}
+
+}  // namespace
+
+const OptionTable<SweepOptions>& sweep_run_options() {
+  static const OptionTable<SweepOptions> table = make_run_table();
+  return table;
+}
+
+void apply_sweep_run(const GivenValues& v, SweepOptions& s, const std::function<const char*(const char*)>& env) {
+  apply_given(sweep_run_options(), v, s);
+  if (!given(v, "shard")) s.shard = slurm_shard(env);
 }
 
 }  // namespace kestrel

@@ -40,4 +40,12 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command);
 VarianceStudyOptions variance_options(const StudyValues& v);
 SweepOptions sweep_options(const StudyValues& v);  // out and the testing hooks are set by the caller
 
+// How one `kestrel sweep` process takes part in a sweep, not what it computes (so neither in the recorded options nor
+// a TOML key): --shard K/N. The command line and kestrel.sweep(shard=) are generated from this table.
+const OptionTable<SweepOptions>& sweep_run_options();
+// Sets the given run options on `s`. Without --shard, a task of a Slurm job array takes its shard from the environment
+// (`env` reads a variable, nullptr when unset): (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP
+// of SLURM_ARRAY_TASK_COUNT; indices that are not evenly spaced (--array=1,3) are an error asking for --shard.
+void apply_sweep_run(const GivenValues& v, SweepOptions& s, const std::function<const char*(const char*)>& env);
+
 }  // namespace kestrel

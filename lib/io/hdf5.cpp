@@ -15,12 +15,9 @@
 #include <boost/version.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/blas_core.hpp"
 #include "core/error.hpp"
 #include "io/output.hpp"
-
-// OpenBLAS's kernel set, when the BLAS is OpenBLAS (weak: another BLAS leaves it null). It decides the summation
-// order inside matrix products, so outputs record it (scripts/blas-core.sh, issue #19).
-extern "C" char* openblas_get_corename() __attribute__((weak));
 
 namespace kestrel {
 
@@ -168,7 +165,8 @@ std::string library_versions() {
        fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR, NLOHMANN_JSON_VERSION_PATCH)},
       {"compiler", __VERSION__},
   };
-  if (openblas_get_corename != nullptr) j["openblas_core"] = std::string(openblas_get_corename());
+  // OpenBLAS's kernel set decides the summation order inside matrix products (core/blas_core.hpp, issues 19 and 49).
+  if (const std::string core = openblas_core(); !core.empty()) j["openblas_core"] = core;
   return j.dump();
 }
 

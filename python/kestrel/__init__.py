@@ -8,9 +8,16 @@ Logs are natural logs. See the README, section "Python", and docs/own-estimator.
 import importlib as _importlib
 import pickle as _pickle
 
-from . import _kestrel
+from . import _blas_core
+
+# OpenBLAS chooses its kernels when it is loaded (by _kestrel, just below): OPENBLAS_CORETYPE is set first from the CPU's
+# flags where the user has not set it, and _kestrel warns if OpenBLAS was loaded earlier (by NumPy) with its generic
+# kernels (lib/core/blas_core.hpp).
+_blas_core.set_openblas_core()
+
+from . import _kestrel  # noqa: E402
 from ._kestrel import *  # noqa: F401,F403  (the compiled API: fit, variance_study, sweep, reproduce, ...)
-from ._kestrel import Estimator, __version__, _input_address, _raise  # noqa: F401
+from ._kestrel import Estimator, __version__, _input_address, _raise  # noqa: F401,E402
 
 __doc__ = (__doc__ or "") + "\n" + (_kestrel.__doc__ or "")
 

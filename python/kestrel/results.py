@@ -9,9 +9,13 @@ of any kestrel HDF5 file (`kestrel variance --out`, `kestrel sweep`, `kestrel re
 A table is a group whose 1-D datasets share their length; in a results table (variance, sweep) every estimator's
 subgroup is such a table, and read_table stacks them with an `estimator` column, status as text.
 """
+import errno
 import json
+import os
 
 import numpy as np
+
+from ._kestrel import InputFileError
 
 __all__ = ["frame", "read", "read_table", "provenance"]
 
@@ -54,6 +58,25 @@ def frame(rows):
     return pd.DataFrame(flat)
 
 
+def _open(path):
+    """path opened read-only as HDF5; a directory, a missing file or another kind of file is named as such (as the
+    command line names points files), not with h5py's internals. Not HDF5: kestrel.InputFileError (a ValueError and
+    an OSError)."""
+    h5py = _h5py()
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a kestrel HDF5 file: give one of its .h5 files", p)
+    if not os.path.isfile(p):
+        raise FileNotFoundError(errno.ENOENT, "no such file", p)
+    if not h5py.is_hdf5(p):
+        with open(p, "rb") as fh:
+            head = fh.read(64)
+        kind = "a text file" if head and all(b in b"\t\n\r" or 32 <= b < 127 for b in head) else "not HDF5"
+        raise InputFileError(f"{p}: {kind}, not an HDF5 file: kestrel.results reads the .h5 files kestrel writes "
+                             "(`--out FILE.h5`, kestrel.sweep, kestrel.reproduce)")
+    return h5py.File(p, "r")
+
+
 def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
@@ -61,7 +84,7 @@ def _text(v):
 def provenance(path):
     """The root attributes of a kestrel HDF5 file: the provenance JSON as a dict (options, seeds, git revision,
     library versions, command, time)."""
-    with _h5py().File(path, "r") as f:
+    with _open(path) as f:
         if "provenance" not in f.attrs:
             raise ValueError(f"{path} has no kestrel provenance (not written by kestrel?)")
         return json.loads(_text(f.attrs["provenance"]))
@@ -153,7 +176,7 @@ def read_table(path, group=None):
     """One results table (`/variance`, `/sweep`, or a reproduction's panel) as a DataFrame, one row per estimator
     row, with the estimator's name in `estimator` and status as text. Without `group`, the file's results table (or
     its only table); a group of one estimator (`/sweep/oprf`) keeps the `estimator` column too."""
-    with _h5py().File(path, "r") as f:
+    with _open(path) as f:
         return _read_table(f, path, group if group is not None else _find_table(f, path))[0]
 
 
@@ -182,7 +205,7 @@ def read(path):
     dataset (2-D arrays, vectors of another length, JSON text) under its own path as a numpy array or a string."""
     h5py = _h5py()
     out, used = {}, set()
-    with h5py.File(path, "r") as f:
+    with _open(path) as f:
         groups = _tables(f)
         for g in groups:
             parent = g.rsplit("/", 1)[0] or "/"

@@ -3,6 +3,7 @@ command line (points files with a byte-order mark, decimal commas or binary cont
 out-of-context options) and the Python-only ones (item 8: every invalid scalar argument is a ValueError naming the
 value, never a pybind TypeError listing the signatures; complex arrays, empty d x 0 arrays, a bad points file given to
 sweep), item 13 (float32 preserved by RandomFeatures, progress printed only with progress=True)."""
+import json
 import os
 
 import numpy as np
@@ -69,6 +70,7 @@ def bad_scalar_calls():
         (lambda: kestrel.variance_study(features=1.5, dim=4, points=8), "features", "1.5"),
         (lambda: kestrel.sweep("/nonexistent/s.h5", features=[1, -1]), "features", "'-1'"),
         (lambda: kestrel.sweep("/nonexistent/s.h5", progress="yes"), "progress", "'yes'"),
+        (lambda: kestrel.sweep("/nonexistent/s.h5", shard="2/2"), "shard", "'2/2'"),
         (lambda: kestrel.advise(X.T, Y.T, budget=-1), "budget", "'-1'"),
         (lambda: kestrel.advise(X.T, Y.T, progress=2), "progress", "2"),
     ]
@@ -138,7 +140,7 @@ def test_sweeps_name_the_options_that_differ(tmp_path):
     out = str(tmp_path / "s.h5")
     grid = dict(sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf"])
     kestrel.sweep(out, **grid)
-    with pytest.raises(ValueError, match=r"--seed 2 here, 1 there.*--force to replace it \(discarding its 2"):
+    with pytest.raises(ValueError, match=r"seed 2 here, 1 there.*force=True to replace it \(discarding its 2"):
         kestrel.sweep(out, seed=2, **grid)
     assert len(kestrel.sweep(out, **dict(grid, sigma=[0.5, 1.0, 2.0]))) == 3  # more grid values still extend it
     with pytest.raises(ValueError, match="force must be True or False, got 'yes'"):
@@ -147,13 +149,30 @@ def test_sweeps_name_the_options_that_differ(tmp_path):
     assert len(kestrel.sweep(out, seed=2, **grid)) == 2  # the file is now the seed-2 sweep, which this extends
 
 
+def test_sweep_shards_write_parts_for_the_merge(tmp_path):
+    # shard= (issue 51): shard K/N computes grid points i with i mod N = K, returns their rows and writes only the
+    # parts; shard= is a run option, so it is not in the recorded call (the merged file records the sweep's).
+    out = str(tmp_path / "s.h5")
+    grid = dict(sigma=[0.5, 1.0, 2.0], dim=4, points=16, pairs=1, estimators=["oprf"])
+    whole = kestrel.sweep(str(tmp_path / "one.h5"), **grid)
+    assert kestrel.sweep(out, shard="1/2", **grid) == [whole[1]]
+    assert not (tmp_path / "s.h5").exists()
+    record = json.load(open(tmp_path / "s.h5.parts" / "shard-1-of-2.json"))
+    assert record["command"].startswith("python: kestrel.sweep(") and "shard=" not in record["command"]
+    assert kestrel.sweep(out, shard="0/2", **grid) == [whole[0], whole[2]]
+    # The message in Python's spelling, with the merge command (a shell command) as the command line spells it.
+    with pytest.raises(ValueError, match=r"^force=True cannot be combined with shard 0/2: .*run `kestrel sweep merge "
+                                         r"--force \S+s\.h5` to replace"):
+        kestrel.sweep(out, shard="0/2", force=True, **grid)
+
+
 @pytest.mark.parametrize("kwargs, words", [
     (dict(pixel_scale=255), "pixel_scale: only used with an image regime"),
     (dict(preprocess="center"), "preprocess.*the regime is 'normal'"),
-    (dict(spectrum="rank:2"), "spectrum.*--regime aniso"),
-    (dict(clusters=3), "clusters.*--regime clustered"),
+    (dict(spectrum="rank:2"), "spectrum.*regime aniso"),
+    (dict(clusters=3), "clusters.*regime clustered"),
     (dict(regime="clustered", clusters=100), "100 clusters is more than points 32"),
-    (dict(values="ones"), "values.*--quantity kc or attention"),
+    (dict(values="ones"), "values.*quantity kc or attention"),
     (dict(sampler="orthogonal", estimators=["oprf"]), "sampler: only used with Monte Carlo"),
 ])
 def test_out_of_context_options_are_refused(kwargs, words):
@@ -222,7 +241,7 @@ def test_unwritable_outputs_are_refused_before_computing(tmp_path):
            (file + "/x.h5", "Not a directory", "Not a directory"),
            (str(tmp_path / "missing" / "x.h5"), "does not exist", "does not exist"),
            ("", "empty path", "must not be empty"),
-           (file, "exists; pass --force to replace it", "exists and is not a directory")]
+           (file, "exists; pass force=True to replace it", "exists and is not a directory")]
     for out, sweep_says, reproduce_says in bad:
         for call, says in ((lambda: kestrel.sweep(out, **grid), sweep_says),
                            (lambda: kestrel.reproduce("crt-fig1", out, quick=True), reproduce_says)):
@@ -231,3 +250,96 @@ def test_unwritable_outputs_are_refused_before_computing(tmp_path):
                 call()
             assert time.monotonic() - t0 < 5, (out, "computed before failing?")
     assert (tmp_path / "file").read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+# Round three (issue 49). -------------------------------------------------------------------------------------------
+
+def advise_inputs(scale=1.0):
+    r = np.random.default_rng(5)
+    Q, K = 0.3 * r.normal(size=(48, 4)), 0.3 * r.normal(size=(48, 4))
+    return Q, K, scale * (1 + r.normal(size=(48, 2)))
+
+
+ADVISE = dict(budget=16, draws=8, rows=8, estimators=["pos"], samplers=["iid"], no_timing=True)
+
+
+def test_advise_refuses_what_cannot_work_and_scales_values():
+    """A tv target of 2, estimators that cannot apply (not a report saying nothing could be evaluated) and arrays of
+    another dimension (named with advise's convention, tokens as rows); V of 1e300 and 1e-300 give the advice of V near
+    1 (relative metrics: V * 2^1000 gives the identical report)."""
+    Q, K, V = advise_inputs()
+    with pytest.raises(ValueError, match=r"target '2': metric tv .* is at most 1"):
+        kestrel.advise(Q, K, metric="tv", target=2, **ADVISE)
+    with pytest.raises(ValueError, match=r"no estimator can be evaluated .*trig: its features can be negative"):
+        kestrel.advise(Q, K, V, **dict(ADVISE, estimators=["trig"]))
+    with pytest.raises(ValueError, match=r"Q must be a 2-D array \(Lq x d, one token per row\), got 3 dimensions"):
+        kestrel.advise(Q[None], K, V, **ADVISE)
+    reports = [kestrel.advise(Q, K, np.ldexp(V, e), **ADVISE) for e in (0, 1000, -1000)]
+    for r in reports:
+        del r["provenance"]
+    assert reports[1] == reports[0] and reports[2] == reports[0]
+    assert all(row["status"] == "ok" and np.isfinite(row["error_at_m_p95"]) for row in reports[0]["rows"])
+
+
+def test_advise_warns_when_tokens_are_fewer_than_their_dimension():
+    r = np.random.default_rng(6)
+    Q = 0.05 * r.normal(size=(4, 100))
+    with pytest.warns(UserWarning, match=r"Q is 4 x 100: read as 4 tokens of dimension d = 100 .* pass Q\.T"):
+        kestrel.advise(Q, Q, **dict(ADVISE, budget=4, draws=4, rows=2))
+
+
+def test_restore_results_and_spellings_are_python_words(tmp_path):
+    """restore('garbage') names the text, not the JSON parser; results.read on a CSV, a directory or a missing file
+    names what it is, not h5py's internals; errors name keywords (force=True), not command-line options (--force)."""
+    with pytest.raises(ValueError, match=r"restore: 'garbage' is not an estimator state \(not JSON text: invalid at "
+                                         r"character 1\); pass the text that Estimator.state\(\) returned"):
+        kestrel.restore("garbage")
+    from kestrel import results
+    write_points(tmp_path / "x.csv")
+    with pytest.raises(kestrel.InputFileError, match=r"x.csv: a text file, not an HDF5 file: kestrel.results reads"):
+        results.read(str(tmp_path / "x.csv"))
+    with pytest.raises(IsADirectoryError, match="a directory, not a kestrel HDF5 file"):
+        results.read(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        results.read_table(str(tmp_path / "missing.h5"))
+    (tmp_path / "orf.h5").write_text("mine")
+    with pytest.raises(ValueError, match=r"orf.h5' exists; pass force=True to replace it$"):
+        kestrel.reproduce("orf", str(tmp_path), quick=True)
+    with pytest.raises(ValueError, match=r"the string '0,5'"):  # a decimal comma cannot pass for a list here
+        kestrel.variance_study(sigma="0,5")
+
+
+def run_python(code, **env):
+    """`code` in a fresh /usr/bin/python3 (this one) with OPENBLAS_CORETYPE unset unless given; its stdout and
+    stderr."""
+    import subprocess
+    import sys
+    e = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE")}
+    e.update(env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip(), r.stderr
+
+
+CORE = "import warnings; warnings.simplefilter('always'); {}; import kestrel; print(kestrel.versions()['libraries'].get('openblas_core', ''))"
+
+
+def test_the_python_package_takes_the_fast_openblas_kernels():
+    """Item 2: `import kestrel` sets OPENBLAS_CORETYPE from the CPU's flags (kestrel._blas_core) before OpenBLAS is
+    loaded; imported after NumPy (which loads the same OpenBLAS first) it cannot, and warns where OpenBLAS then runs its
+    generic Prescott kernels on a CPU that supports better ones; a value the user set is kept, without a warning."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1] for line in f if line.startswith("flags")), "")
+    better = kestrel._blas_core.openblas_core_for_flags(flags)
+    first, _ = run_python(CORE.format("pass"))
+    if not first:
+        pytest.skip("the BLAS is not OpenBLAS")
+    if better:
+        assert first != "Prescott", f"this CPU supports {better}"
+    late, said = run_python(CORE.format("import numpy; numpy.ones((4, 4)) @ numpy.ones((4, 4))"))
+    warned = "OpenBLAS runs its generic Prescott kernels" in said
+    assert warned == (late == "Prescott" and bool(better)), (late, said)
+    if warned:
+        assert f"set OPENBLAS_CORETYPE={better} before starting Python" in said
+    kept, said = run_python(CORE.format("import numpy"), OPENBLAS_CORETYPE="Prescott")
+    assert kept == "Prescott" and "RuntimeWarning" not in said

@@ -83,7 +83,7 @@ def test_quantity_in_variance_study_and_sweep(tmp_path):
     assert swept[0]["mean_log_var"] == att[0]["mean_log_var"]
     with pytest.raises(ValueError, match="did you mean 'attention'"):
         kestrel.variance_study(quantity="atention", **opts)
-    with pytest.raises(ValueError, match="only used with --quantity"):
+    with pytest.raises(ValueError, match="only used with quantity"):
         kestrel.variance_study(dim=4, points=16, pairs=1, value_dim=2)
 
 

@@ -60,7 +60,7 @@ def test_unknown_keyword_names_the_nearest():
     (dict(features=[1, 4]), "takes one value"),
     (dict(mc=10, mc_points=100, points=16), "mc_points"),
     (dict(halve_real=1), "True or False"),
-    (dict(regime="file"), "x-file"),
+    (dict(regime="file"), "needs x_file"),
     (dict(regime="file", x_file="/nonexistent/x.csv"), "x.csv"),
     (dict(x_file="/nonexistent/x.csv"), "regime file"),
 ])

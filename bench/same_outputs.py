@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Are two kestrel builds' outputs the same, bit for bit? (A refactor proves itself here: issue 45 item 5.)
+
+usage: /usr/bin/python3 bench/same_outputs.py BEFORE_KESTREL AFTER_KESTREL WORKDIR [--skip-reproduce] [--compare-only]
+
+Runs the same commands with both executables into WORKDIR/before and WORKDIR/after: every reproduction with --quick
+(`reproduce all --quick`), advise's --json and --out on three inputs (isotropic, anisotropic token-like with heavy
+tails, kernel entries), a sweep and a variance study. Compares every HDF5 file object by object (datasets bitwise,
+attributes equal; the provenance, which records the command line, revision and time, is left out; so are measured wall
+times: the group timing/ and claims on a wall time) and every JSON report (its provenance left out), and the printed
+tables. Prints one line per output and exits 1 if any differs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+# Root attributes that say how and when a run was made, not what it computed.
+RUN_ATTRS = {"provenance", "created_utc", "mpi_ranks", "command", "git_revision"}
+
+
+def inputs(work):
+    """Seeded inputs of three kinds, as .npy (tokens as rows)."""
+    rng = np.random.default_rng(45)
+    d = work / "inputs"
+    d.mkdir(parents=True, exist_ok=True)
+    L, dim = 96, 16
+    np.save(d / "iso_q.npy", 0.6 * rng.standard_normal((L, dim)))
+    np.save(d / "iso_k.npy", 0.6 * rng.standard_normal((L, dim)))
+    np.save(d / "iso_v.npy", rng.standard_normal((L, 8)))
+    scale = np.linspace(0.2, 1.2, dim)
+    q = rng.standard_t(3, (L, dim)) * scale + 0.3
+    k = rng.standard_t(3, (L, dim)) * scale
+    k[:3] *= 4  # a few large-norm tokens
+    np.save(d / "tok_q.npy", q)
+    np.save(d / "tok_k.npy", k)
+    np.save(d / "tok_v.npy", 1.0 + rng.standard_normal((L, 8)))
+    return d
+
+
+def commands(d, out):
+    adv = "advise --quiet --no-timing --budget 512 --rows 32"
+    iso = f"--draws 16 --queries {d}/iso_q.npy --keys {d}/iso_k.npy --values {d}/iso_v.npy"
+    tok = f"--draws 16 --queries {d}/tok_q.npy --keys {d}/tok_k.npy --values {d}/tok_v.npy"
+    ker = f"--queries {d}/iso_q.npy --keys {d}/iso_k.npy --quantity kernel --samplers iid,orthogonal"
+    return {
+        "advise-iso.json": f"{adv} {iso} --json",
+        "advise-iso.txt": f"{adv} {iso}",
+        "advise-tok.json": f"{adv} {tok} --samplers iid,orthogonal,simplex --validate 8 --json",
+        "advise-tok.txt": f"{adv} {tok} --samplers iid,orthogonal,simplex --validate 8",
+        "advise-kernel.json": f"{adv} {ker} --json",
+        "advise-tok.h5": f"{adv} {tok} --out {out}/advise-tok.h5",
+        "sweep.h5": f"sweep --quiet --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --estimators pos,oprf,gerf "
+                    f"--out {out}/sweep.h5",
+        "variance.json": "variance --quiet --sigma 0.7 --dim 8 --points 64 --pairs 2 --estimators pos,trig,sderf --json",
+    }
+
+
+def run(exe, args, capture):
+    r = subprocess.run([exe] + args.split(), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{exe} {args}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    return r.stdout if capture else None
+
+
+def h5_contents(path, places):
+    """Every object: datasets bitwise, attributes; text with the run's own places (output folder, checkout) named
+    alike."""
+    def plain(v):
+        v = v.tolist() if isinstance(v, np.ndarray) else v
+        v = v.decode() if isinstance(v, bytes) else v
+        if isinstance(v, str):
+            for place, name in places:
+                v = v.replace(place, name)
+        return v
+
+    def attr(k, v):
+        v = plain(v)
+        if k == "claims":  # a claim on a measured wall time is not the computation's
+            v = [c for c in json.loads(v) if "wall time" not in c.get("quantity", "")]
+        return v
+
+    objs = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if name == "timing" or name.startswith("timing/"):  # measured wall times
+                return
+            data = obj[()] if isinstance(obj, h5py.Dataset) else None
+            if isinstance(data, np.ndarray):
+                data = (data.dtype.str, data.shape, data.tobytes())
+            else:
+                data = plain(data)
+            attrs = {k: attr(k, v) for k, v in obj.attrs.items() if k not in RUN_ATTRS}
+            objs[name] = (type(obj).__name__, data, attrs)
+        objs["/"] = ("Group", None, {k: attr(k, v) for k, v in f.attrs.items() if k not in RUN_ATTRS})
+        f.visititems(visit)
+    return objs
+
+
+def same(a, b, places):
+    """None when the two outputs are the same, else what differs."""
+    if a.suffix == ".h5":
+        ca, cb = h5_contents(a, places["before"]), h5_contents(b, places["after"])
+        if ca.keys() != cb.keys():
+            return f"objects differ: {sorted(ca.keys() ^ cb.keys())[:5]}"
+        bad = [k for k in ca if ca[k] != cb[k]]
+        return f"differ in {bad[:5]}" if bad else None
+    if a.suffix == ".json":
+        ja, jb = (json.loads(p.read_text()) for p in (a, b))
+        for j in (ja, jb):
+            j.pop("provenance", None)
+        return None if ja == jb else "JSON differs"
+    return None if a.read_bytes() == b.read_bytes() else "text differs"
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 3:
+        sys.exit(__doc__.strip().splitlines()[2])
+    exes = {"before": str(Path(args[0]).resolve()), "after": str(Path(args[1]).resolve())}
+    work = Path(args[2]).resolve()
+    d = inputs(work)
+    for tag, exe in ({} if "--compare-only" in sys.argv else exes).items():  # --compare-only: the outputs are there
+        out = work / tag
+        out.mkdir(parents=True, exist_ok=True)
+        for name, cmd in commands(d, out).items():
+            text = run(exe, cmd, capture=not name.endswith(".h5"))
+            if text is not None:
+                (out / name).write_text(text)
+        if "--skip-reproduce" not in sys.argv:
+            run(exe, f"reproduce all --quick --quiet --force --out {out}/reproduce", capture=False)
+    before = sorted(p.relative_to(work / "before") for p in (work / "before").rglob("*")
+                    if p.suffix in (".h5", ".json", ".txt") and "claims" not in p.name)
+    places = {tag: [(str(work / tag), "OUT"), (str(Path(exe).parents[2]), "CHECKOUT")] for tag, exe in exes.items()}
+    bad = 0
+    for rel in before:
+        a, b = work / "before" / rel, work / "after" / rel
+        why = "missing after" if not b.exists() else same(a, b, places)
+        print(f"{'same   ' if why is None else 'DIFFERS'} {rel}{'' if why is None else ': ' + why}")
+        bad += why is not None
+    print(f"{len(before) - bad} of {len(before)} outputs identical")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
