@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the `sanitize` preset (ASan + UBSan, RelWithDebInfo with Armadillo's bounds checks on, into build-asan/) and
+# Builds the `sanitize` preset (ASan + UBSan at -O1 with line tables, Armadillo's bounds checks on, into build-asan/) and
 # runs the whole test suite on it: a sanitizer report fails its test. Open MPI's own allocations are the only
 # suppressed leaks (tests/mpi/lsan-openmpi.supp, mpi_sweep). Usage: scripts/test-sanitize.sh [jobs, default nproc]
 set -euo pipefail
