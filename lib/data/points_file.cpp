@@ -216,7 +216,8 @@ void convert(const char* data, std::size_t n, double* out) {
   }
 }
 
-arma::mat load_npy(const std::string& path) {
+// lead: the leading axes of a 3-D or 4-D C-order array (read as its last two axes, stack after stack).
+arma::mat load_npy(const std::string& path, std::vector<std::size_t>& lead) {
   const std::string bytes = read_all(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     throw InputFileError(fmt::format("{}: not a .npy file (no \\x93NUMPY magic)", path));
@@ -248,10 +249,19 @@ arma::mat load_npy(const std::string& path) {
         "{}: a structured array (named fields {}) is not supported: save a plain 2-D float array, one point per row "
         "(numpy.lib.recfunctions.structured_to_unstructured converts it)",
         path, descr.size() > 60 ? descr.substr(0, 60) + "...]" : descr));
-  if (shape.size() != 2)
+  if (shape.size() < 2 || shape.size() > 4)
     throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
                                      path, shape.size()));
-  const std::size_t n = shape[0], d = shape[1], count = n * d;
+  if (shape.size() > 2 && fortran)
+    throw InputFileError(
+        fmt::format("{}: a {}-D array in Fortran order is not supported: save it in C order "
+                    "(numpy.ascontiguousarray)",
+                    path, shape.size()));
+  lead.assign(shape.begin(), shape.end() - 2);
+  std::size_t stacks = 1;
+  for (std::size_t s : lead) stacks *= s;
+  // A stacked C-order array is its stacks' n x d blocks one after another: one n x d array of all their rows.
+  const std::size_t n = shape[shape.size() - 2] * stacks, d = shape.back(), count = n * d;
   const std::map<std::string, std::size_t> sizes = {{"f8", 8}, {"f4", 4}, {"i8", 8}, {"i4", 4}, {"i2", 2},
                                                     {"i1", 1}, {"u8", 8}, {"u4", 4}, {"u2", 2}, {"u1", 1}};
   const std::string t = descr.size() >= 3 ? descr.substr(1) : "";
@@ -337,7 +347,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
+std::shared_ptr<const PointsFile> load_points(const std::string& spec, bool stacks) {
   auto pf = std::make_shared<PointsFile>();
   pf->spec = spec;
   pf->path = spec;
@@ -361,10 +371,19 @@ std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const PointsFile>> cache;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const auto refuse_stack = [&](const PointsFile& f) {
+    if (!stacks && !f.lead.empty())
+      throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
+                                       f.path, f.lead.size() + 2));
+  };
+  if (auto it = cache.find(key); it != cache.end()) {
+    refuse_stack(*it->second);
+    return it->second;
+  }
   pf->points = !dataset.empty()              ? load_h5(pf->path, dataset)
-               : ends_with(pf->path, ".npy") ? load_npy(pf->path)
+               : ends_with(pf->path, ".npy") ? load_npy(pf->path, pf->lead)
                                              : load_text(pf->path);
+  refuse_stack(*pf);
   if (pf->points.n_rows == 0 || pf->points.n_cols < 2)
     throw InputFileError(fmt::format("{}: {} points of dimension {}; at least 2 points are needed", spec,
                                      pf->points.n_cols, pf->points.n_rows));
