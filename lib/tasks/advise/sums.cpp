@@ -236,8 +236,6 @@ nlohmann::json sums_json(const SumsReport& s) {
 
 namespace {
 
-std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
-
 std::string order(const SumsReport& s) {
   return s.chunk == 1 ? std::string("token by token") : fmt::format("chunks of {} keys in fp32", s.chunk);
 }
