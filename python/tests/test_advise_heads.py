@@ -86,3 +86,16 @@ def test_report_equals_the_command_line_and_the_heat_map_is_drawn(tmp_path, stac
         assert f["advise/layer0/head1"].attrs["kv_head"] == 1
     with Image.open(tmp_path / "r.png") as im:
         assert im.size[0] > 300 and im.size[1] > 200
+
+
+def test_options_apply_per_head(stack):
+    """--sums and --causal per head: each head's report has its own key sums in fp16 (the recommended row of that head)
+    and causal rows, as the 2-D call on that head with its seed."""
+    Q, K, V = (a[:1, :2] for a in stack)
+    opts = dict(OPTS, sums=["fp16"], causal=True)
+    rep = kestrel.advise(Q, K, V, **opts)
+    for h in rep["heads"]:
+        alone = kestrel.advise(Q[0, h["head"]], K[0, h["kv_head"]], V[0, h["kv_head"]], **dict(opts, seed=h["seed"]))
+        assert h["sums"] == alone["sums"] and list(h["sums"]["formats"]) == ["fp16"]
+        rows = [strip(r) for r in rep["rows"] if r["head"] == h["head"]]
+        assert rows == alone["rows"] and all("causal" in r for r in rows if r["status"] == "ok")

@@ -201,6 +201,8 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
     const std::string who = fmt::format("layer {} head {}", h.layer, h.head);
     AdviseOptions o = opt;
     o.seed = h.seed;
+    // Attention is timed once, on layer 0 head 0 (every head has the same shapes), not by heads timing each other.
+    o.timing = opt.timing && i == 0;
     try {
       h.advice = advise(in.Q[i], in.K[kv], in.V.empty() ? arma::mat() : unit_scaled_values(in.V[kv]), o,
                         [&](const std::string& m) {
@@ -302,7 +304,19 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
   for (const auto& s : a.summary)
     if (s.status != "ok")
       out << advise_steps::wrapped(fmt::format("  {} {}: {}: {}", s.estimator, s.sampler, s.status, s.reason));
+  const AdviceCost& cost = first.cost;
+  if (cost.exact_seconds >= 0)
+    out << advise_steps::wrapped(fmt::format(
+        "measured on this machine (layer 0 head 0): exact {:.3g} s{} per head (median of 3)", cost.exact_seconds,
+        cost.rf_not_timed.empty()
+            ? fmt::format(", {} M={} {:.3g} s", cost.timed_estimator, cost.timed_m, cost.rf_seconds)
+            : ", random features not timed: " + cost.rf_not_timed));
   out << advise_steps::wrapped("recommendation: " + a.recommendation);
+  for (const auto& h : a.heads)  // --sums: each head's key sums in the number formats
+    if (h.advice.sums) {
+      out << fmt::format("layer {} head {}:\n", h.layer, h.head);
+      advise_steps::write_sums_table(out, *h.advice.sums);
+    }
 }
 
 void write_report(H5Writer& h5, const HeadsAdvice& a) {
@@ -311,7 +325,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
           "per estimator and sampler over the heads, each head's cost and recommendation); advise/summary/<estimator>/"
           "<sampler>: the M for the target on every head and the median head, m_per_head (layer x head); "
           "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
-          "sampled_rows and <estimator>/<sampler> groups as a single-head report has them");
+          "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
   h5.group("/advise");
   h5.write_text("/advise/report.json", to_json(a).dump(2));
   h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
@@ -356,6 +370,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
     h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()));
     h5.describe(g + "/sampled_rows", "indices (0-based) of the head's query rows the quantiles are over", "row");
     advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
+    if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
   }
 }
 

@@ -81,7 +81,8 @@ struct HeadsAdvice {
 
 // Each head's advise() (its V through unit_scaled_values, as the single-head callers do), in parallel over the heads
 // (each with head_seed), then the summary. Results are identical for any thread count. An error of one head is rethrown
-// naming it (the first head in order that failed).
+// naming it (the first head in order that failed). With opt.timing, attention is timed on layer 0 head 0 only (the
+// heads have the same shapes).
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
                          const std::function<void(const std::string&)>& progress = {});
 

@@ -119,6 +119,6 @@ void check_sums(const arma::mat& V, const AdviseOptions& opt);
 void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted, const Say& say);
 nlohmann::json sums_json(const SumsReport& s);
 void write_sums_table(std::ostream& out, const SumsReport& s);
-void write_sums(H5Writer& h5, const SumsReport& s);
+void write_sums(H5Writer& h5, const SumsReport& s, const std::string& root = "/advise");
 
 }  // namespace kestrel::advise_steps
