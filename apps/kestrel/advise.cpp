@@ -1,6 +1,7 @@
 // `kestrel advise`: which estimator, how many features and which number format for the user's own queries, keys and
 // values (tasks/advise/advise.hpp); a table on stdout (or --json), and with --out an HDF5 report and a PNG beside it.
-// .npy inputs of 3 or 4 axes ([heads, L, d], [layers, heads, L, d]) are advised per head (tasks/advise/heads.hpp).
+// Inputs of 3 or 4 axes ([heads, L, d], [layers, heads, L, d]; .npy, or HDF5 with the axes named) are advised per head
+// (tasks/advise/heads.hpp).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -168,7 +169,8 @@ Action add_advise(CLI::App& app, const Global& g) {
   app.add_option(
          "--queries", a->queries,
          "Queries: CSV, .npy or FILE.h5:/dataset, one token per row; a .npy of [heads, L, d] or [layers, heads, "
-         "L, d] is advised per head (keys and values may have fewer heads: grouped-query attention)")
+         "L, d] (or an HDF5 dataset with those axes named) is advised per head (keys and values may have fewer heads: "
+         "grouped-query attention)")
       ->required();
   app.add_option("--keys", a->keys, "Keys, as --queries (the same d)")->required();
   CLI::Option* values = app.add_option("--values", a->values,

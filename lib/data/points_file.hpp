@@ -1,8 +1,9 @@
 // Points from a researcher's own file for the `file` regime: a numeric text file (CSV or whitespace
 // separated), a NumPy .npy array, or a 2-D HDF5 dataset written as FILE.h5:/path/to/dataset. One point
 // per row (n x d on disk, d x n in memory as everywhere in kestrel); the sha256 of the file goes into the
-// provenance of every result computed from it. A .npy array of 3 or 4 axes ([heads, L, d], [layers, heads, L, d]) is
-// read where the caller asks for stacks (kestrel advise's attention heads).
+// provenance of every result computed from it. A .npy array of 3 or 4 axes ([heads, L, d], [layers, heads, L, d]), or
+// an HDF5 dataset with those axes named (dimension labels), is read where the caller asks for stacks (kestrel advise's
+// attention heads).
 #pragma once
 #include <memory>
 #include <string>
@@ -24,8 +25,8 @@ struct PointsFile {
 
 // Loads (once per process and file version: cached by spec, size and modification time). A file that
 // cannot be opened, an unknown layout, a non-numeric or non-finite value or fewer than 2 points throw
-// InputFileError naming the file (and line, index or dataset). A .npy array with 3 or 4 axes is refused unless
-// stacks is true.
+// InputFileError naming the file (and line, index or dataset). An array with 3 or 4 axes is refused unless stacks is
+// true.
 std::shared_ptr<const PointsFile> load_points(const std::string& spec, bool stacks = false);
 
 // A file with fewer points (rows) than coordinates (columns) is read as such, one point per row, but may be the

@@ -99,3 +99,34 @@ def test_options_apply_per_head(stack):
         assert h["sums"] == alone["sums"] and list(h["sums"]["formats"]) == ["fp16"]
         rows = [strip(r) for r in rep["rows"] if r["head"] == h["head"]]
         assert rows == alone["rows"] and all("causal" in r for r in rows if r["status"] == "ok")
+
+
+@needs_cli
+def test_hdf5_inputs_with_named_axes_equal_the_npy_ones(tmp_path, stack):
+    """FILE.h5:/dataset of [layers, heads, L, d] with its axes named (dimension labels) gives the .npy report; without
+    the labels it is refused in one line (exit 2) naming the axes wanted, and no report is written."""
+    import h5py
+
+    Q, K, V = (a[:, :2] for a in stack)  # 2 layers x 2 query heads, 2 key/value heads
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        for name, a in zip("QKV", (Q, K, V)):
+            f[name] = a
+            for k, label in enumerate(["layers", "heads", "tokens", "d"]):
+                f[name].dims[k].label = label
+        f["unnamed"] = Q
+    for name, a in zip("QKV", (Q, K, V)):
+        np.save(tmp_path / f"{name}.npy", a)
+    common = ["--estimators", "pos", "--samplers", "iid", "--budget", "64", "--draws", "8", "--rows", "8", "--seed", "5",
+              "--no-timing", "--quiet", "--json"]
+    run = lambda q, k, v: subprocess.run([CLI, "advise", "--queries", q, "--keys", k, "--values", v] + common,
+                                         capture_output=True, text=True)
+    h5 = run(*(f"{tmp_path / 'in.h5'}:/{n}" for n in "QKV"))
+    npy = run(*(str(tmp_path / f"{n}.npy") for n in "QKV"))
+    assert h5.returncode == 0 and npy.returncode == 0, h5.stderr + npy.stderr
+    assert json.loads(h5.stdout)["advice"] == json.loads(npy.stdout)["advice"]
+    bad = subprocess.run([CLI, "advise", "--queries", f"{tmp_path / 'in.h5'}:/unnamed", "--keys",
+                          f"{tmp_path / 'in.h5'}:/K"] + common[:-1] + ["--out", str(tmp_path / "r.h5")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "a 4-D dataset needs its axes named [layers, heads, L, d]" in bad.stderr and "got [?, ?, ?, ?]" in bad.stderr
+    assert not (tmp_path / "r.h5").exists()
