@@ -252,6 +252,8 @@ TEST(AdviseHeads, ShapesThatDoNotFitAreRefusedNamingTheValues) {
   refused(q3.array, flat, nullptr,
           "--keys has the shape [16, 8] but --queries has [3, 16, 8]: give all of them as "
           "[heads, L, d]");
+  refused(q3.array, TokenArray{{1, 0, 8}, arma::mat(8, 0)}, nullptr,
+          "--keys has the shape [1, 0, 8]: an axis is empty");
   EXPECT_NO_THROW(stack_heads(q3.array, k1.array, nullptr, kNames));
 }
 

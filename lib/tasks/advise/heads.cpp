@@ -44,6 +44,9 @@ HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray
   require(n == 3 || n == 4, "{}: expected [heads, L, d] or [layers, heads, L, d], got {} axes {}", qn, n,
           shape_text(Q.shape));
   for (const auto& [a, name] : {std::pair{&Q, &qn}, std::pair{&K, &kn}, std::pair{V, &vn}}) {
+    if (a)
+      require(std::find(a->shape.begin(), a->shape.end(), 0) == a->shape.end(), "{} has the shape {}: an axis is empty",
+              *name, shape_text(a->shape));
     if (!a || a == &Q) continue;
     require(a->shape.size() == n && Q.shape.size() == n, "{} has the shape {} but {} has {}: give all of them as {}",
             *name, shape_text(a->shape), qn, shape_text(Q.shape), axes_text(n));
