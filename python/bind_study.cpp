@@ -20,6 +20,7 @@
 #include "frontend/study_options.hpp"
 #include "io/provenance.hpp"
 #include "tasks/advise/advise.hpp"
+#include "tasks/advise/heads.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -78,6 +79,38 @@ std::string advice_row_doc() {
   return doc;
 }
 
+// A NumPy array of 2 to 4 axes as stored in C order (tasks/advise/heads.hpp TokenArray): copied once.
+TokenArray token_array(const py::object& obj, const char* name) {
+  using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+  const CArray a = CArray::ensure(obj);
+  if (!a) throw py::type_error(fmt::format("{}: expected an array of numbers", name));
+  require(a.ndim() >= 2 && a.ndim() <= 4, "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d], got {} axes",
+          name, a.ndim());
+  TokenArray t;
+  for (py::ssize_t k = 0; k < a.ndim(); ++k) t.shape.push_back(static_cast<arma::uword>(a.shape(k)));
+  const arma::uword d = t.shape.back(), n = d ? static_cast<arma::uword>(a.size()) / d : 0;
+  t.data = arma::mat(a.data(), d, n);  // C order: each token's d values are contiguous
+  require(t.data.is_finite(), "{}: every value must be finite", name);
+  return t;
+}
+
+bool stacked(const py::object& obj) { return py::isinstance<py::array>(obj) && py::cast<py::array>(obj).ndim() > 2; }
+
+// kestrel.advise on [heads, L, d] or [layers, heads, L, d] arrays: the report of advise_heads.
+py::object advise_stacked(const py::object& Q, const py::object& K, const py::object& V, const AdviseOptions& o,
+                          bool show, const py::kwargs& kw) {
+  const TokenArray q = token_array(Q, "Q"), k = token_array(K, "K");
+  const std::optional<TokenArray> v = V.is_none() ? std::nullopt : std::optional(token_array(V, "V"));
+  const HeadStack stack = stack_heads(q, k, v ? &*v : nullptr, {"Q", "K", "V"});
+  nlohmann::json out;
+  {
+    py::gil_scoped_release nogil;
+    out = to_json(advise_heads(stack, o, stderr_progress(show)));
+  }
+  out["provenance"] = provenance(call_text("advise", kw), to_json(o));
+  return from_json(out);
+}
+
 // kestrel._study_options(): the tables the Python signatures are generated from.
 void bind_study_tables(py::module_& m) {
   m.def(
@@ -132,6 +165,7 @@ void kestrel::python::bind_study(py::module_& m) {
       [](const py::object& Q, const py::object& K, const py::object& V, py::kwargs kw) {
         const bool show = pop_progress(kw);
         const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
+        if (stacked(Q) || stacked(K) || stacked(V)) return advise_stacked(Q, K, V, o, show, kw);
         const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
         arma::mat v;
         if (!V.is_none()) v = unit_scaled_values(*mat_in(V, "V", "Lk x dv, one row per key"));
@@ -162,7 +196,10 @@ void kestrel::python::bind_study(py::module_& m) {
        "options as keywords (same names with '_' for '-'). Returns the report of `kestrel advise --json` as a dict: "
        "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
        "number format and, with validate=R, the measured error; the cost and the recommendation. progress=True "
-       "prints the command line's progress lines on sys.stderr. Options:" +
+       "prints the command line's progress lines on sys.stderr. Q, K and V as [heads, L, d] or [layers, heads, L, d] "
+       "arrays are advised per head (K and V may have fewer heads, dividing Q's: grouped-query attention): the report "
+       "then has every head's rows (with layer, head and kv_head), a summary per estimator and sampler (the M for "
+       "every head and for the median head) and each head's own cost and recommendation under heads. Options:" +
        options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())) + advice_row_doc())
           .c_str());
 }

@@ -320,6 +320,7 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
   for (const auto& c : advice_columns())
     if (c.where & AdviceColumn::Json) table_keys.insert(c.key);
   const std::set<std::string> identity = {"estimator", "sampler", "status", "reason", "note"};
+  const std::set<std::string> stacked = {"layer", "head", "kv_head"};
   std::size_t ok = 0;
   for (const auto& row : j.at("rows")) {
     if (row.at("status") != "ok") continue;
@@ -332,8 +333,10 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
         keys.insert(key);
     for (const auto& key : keys) EXPECT_TRUE(table_keys.count(key)) << key << " is not in the table";
     for (const auto& key : table_keys)  // validation, causal, from: only where the row has them (--causal rows:
-                                        // tests/bad_inputs_test.cpp, python/tests/test_advise_independent.py)
-      if (key.rfind("validation/", 0) != 0 && key.rfind("causal/", 0) != 0 && key.rfind("from/", 0) != 0)
+                                        // tests/bad_inputs_test.cpp, python/tests/test_advise_independent.py); layer,
+                                        // head, kv_head: stacked inputs (tests/advise_heads_test.cpp)
+      if (key.rfind("validation/", 0) != 0 && key.rfind("causal/", 0) != 0 && key.rfind("from/", 0) != 0 &&
+          !stacked.count(key))
         EXPECT_TRUE(keys.count(key)) << key << " is not in the row";
   }
   EXPECT_EQ(ok, 4u);
@@ -368,8 +371,12 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
   std::ostringstream table;
   write_table(table, a);
   const std::string header = table.str().substr(table.str().find("estimator"));
-  for (const auto& c : advice_columns())
-    if (c.cli != AdviceCli::None) EXPECT_NE(header.substr(0, header.find('\n')).find(c.header), std::string::npos);
+  for (const auto& c : advice_columns()) {
+    if (c.cli == AdviceCli::None) continue;
+    const bool shown = !stacked.count(c.key);  // 2-D input: no layer and head columns
+    EXPECT_EQ(header.substr(0, header.find('\n')).find(std::string(" ") + c.header) != std::string::npos, shown)
+        << c.header;
+  }
 }
 
 TEST(Advise, BadInputIsRefused) {

@@ -18,6 +18,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
@@ -630,4 +631,61 @@ TEST(BadInputs, AdviseFromPositionNeedsCausalAndAPositionInTheSequence) {
   ASSERT_EQ(ok.code, 0) << ok.err;
   const auto row = nlohmann::json::parse(ok.out)["advice"]["rows"][0];
   EXPECT_TRUE(row.contains("from") && row.contains("causal")) << row.dump();
+}
+
+// Item 2 of "Attention as models run it": .npy inputs of [heads, L, d] are advised per head. Key heads that do not
+// divide the query heads, another d or L, or 3-D beside 4-D are refused in one line naming the values (exit 2, no
+// report, no plot); grouped-query heads run and the report says so, with a row per head (--causal applies per head).
+TEST(BadInputs, AdviseHeadsThatDoNotFitAreRefusedAndGroupedQueryIsSaid) {
+  TempDir dir("kestrel_heads");
+  const auto npy = [&](const std::string& name, std::vector<std::size_t> shape, double seed) {
+    std::size_t n = 1;
+    for (std::size_t s : shape) n *= s;
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = 0.5 * std::sin(seed + 1.7 * static_cast<double>(i));
+    write_npy(dir / name, "'<f8'", fmt::format("({},)", fmt::join(shape, ", ")), doubles(v));
+    return dir / name;
+  };
+  const std::string q3 = npy("q3.npy", {3, 24, 4}, 1), k2 = npy("k2.npy", {2, 24, 4}, 2),
+                    k1 = npy("k1.npy", {1, 24, 4}, 3), k5 = npy("k5.npy", {1, 24, 5}, 4),
+                    v1 = npy("v1.npy", {1, 23, 2}, 5), k4d = npy("k4d.npy", {1, 1, 24, 4}, 6);
+  const std::string adv = " --budget 64 --draws 8 --max-draws 16 --rows 8 --estimators pos --samplers iid --quiet";
+  const std::string out = dir / "r.h5";
+  const auto refused = [&](const std::string& args, const std::string& words) {
+    const CliRun r = run("advise " + args + adv + " --out " + out);
+    expect_refused(r, args, {words});
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(dir / "r.png")) << args;
+  };
+  refused("--queries " + q3 + " --keys " + k2,
+          "--keys has 2 heads, which does not divide the 3 query heads of --queries: grouped-query attention needs");
+  refused("--queries " + q3 + " --keys " + k5, "--keys has d = 5 but --queries has d = 4");
+  refused("--queries " + q3 + " --keys " + k1 + " --values " + v1,
+          "--values has L = 23 tokens per head but --keys has L = 24");
+  refused("--queries " + q3 + " --keys " + k4d, "--keys has the shape [1, 1, 24, 4] but --queries has [3, 24, 4]");
+  // The 2-D commands that read points files still refuse stacks.
+  expect_refused(run("variance --regime file --sigma 0.5 --estimators oprf --quiet --x-file " + q3), "variance",
+                 {"the array has 3 dimensions; points need a 2-D array"});
+
+  const std::string v24 = npy("v24.npy", {1, 24, 2}, 7);
+  const CliRun ok = run("advise --queries " + q3 + " --keys " + k1 + " --values " + v24 + adv + " --causal --json");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto j = nlohmann::json::parse(ok.out)["advice"];
+  EXPECT_EQ(j["inputs"]["query_heads"], 3);
+  EXPECT_EQ(j["inputs"]["kv_heads"], 1);
+  EXPECT_NE(j["inputs"]["grouped_query"].get<std::string>().find("3 query heads share 1 key/value heads"),
+            std::string::npos);
+  ASSERT_EQ(j["rows"].size(), 3u);
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_EQ(j["rows"][h]["head"], h);
+    EXPECT_EQ(j["rows"][h]["kv_head"], 0);
+    EXPECT_TRUE(j["rows"][h].contains("causal")) << j["rows"][h].dump();
+  }
+  EXPECT_EQ(j["summary"].size(), 1u);
+  const CliRun table = run("advise --queries " + q3 + " --keys " + k1 + adv + " --out " + out);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("grouped-query attention: 3 query heads share 1 key/value heads"), std::string::npos)
+      << table.out;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_GT(fs::file_size(dir / "r.png"), 1000u);
 }

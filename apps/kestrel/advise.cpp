@@ -1,5 +1,7 @@
 // `kestrel advise`: which estimator, how many features and which number format for the user's own queries, keys and
 // values (tasks/advise/advise.hpp); a table on stdout (or --json), and with --out an HDF5 report and a PNG beside it.
+// Inputs of 3 or 4 axes ([heads, L, d], [layers, heads, L, d]; .npy, or HDF5 with the axes named) are advised per head
+// (tasks/advise/heads.hpp).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "io/provenance.hpp"
 #include "option_cli.hpp"
 #include "tasks/advise/advise.hpp"
+#include "tasks/advise/heads.hpp"
 
 namespace kestrel::cli {
 
@@ -68,6 +71,27 @@ struct Inputs {
   arma::mat V;
 };
 
+// The inputs, stacked ones ([heads, L, d], [layers, heads, L, d]) allowed; stacked says whether any is.
+struct Files {
+  std::shared_ptr<const PointsFile> q, k, v;
+  bool stacked() const { return !q->lead.empty() || !k->lead.empty() || (v && !v->lead.empty()); }
+};
+
+Files load_files(const Args& a) {
+  Files f{load_points(a.queries, true), load_points(a.keys, true), nullptr};
+  if (!a.values.empty()) f.v = load_points(a.values, true);
+  return f;
+}
+
+TokenArray token_array(const PointsFile& f) {
+  TokenArray t{{}, f.points};
+  arma::uword stacks = 1;
+  for (std::size_t s : f.lead) t.shape.push_back(s), stacks *= s;
+  t.shape.push_back(f.points.n_cols / stacks);
+  t.shape.push_back(f.points.n_rows);
+  return t;
+}
+
 Inputs load_inputs(const Args& a) {
   Inputs in{load_points(a.queries), load_points(a.keys), {}};
   if (!a.values.empty()) {
@@ -82,11 +106,11 @@ Inputs load_inputs(const Args& a) {
 }
 
 // The options with the inputs' paths and sha256, as the report's provenance records them.
-nlohmann::json options_with_files(const AdviseOptions& opt, const Args& a, const Inputs& in) {
+nlohmann::json options_with_files(const AdviseOptions& opt, const Args& a, const Files& in) {
   nlohmann::json files = {{"queries", {{"spec", in.q->spec}, {"sha256", in.q->sha256}}},
                           {"keys", {{"spec", in.k->spec}, {"sha256", in.k->sha256}}}};
   if (!a.values.empty()) {
-    const auto vf = load_points(a.values);
+    const auto vf = load_points(a.values, true);
     files["values"] = {{"spec", vf->spec}, {"sha256", vf->sha256}};
   }
   nlohmann::json options = to_json(opt);
@@ -94,19 +118,10 @@ nlohmann::json options_with_files(const AdviseOptions& opt, const Args& a, const
   return options;
 }
 
-void run_advise(Args& a, CLI::Option* values, const Global& g) {
-  a.values_given = values->count() > 0;
-  const AdviseOptions opt = advise_options_from(given_values(*a.table));
-  require(!a.values_given || !a.values.empty(), "--values: the path is empty");
-  const bool out = a.io->out_option->count() > 0;
-  const std::string png = out ? check_out(a) : "";
-  const Inputs in = load_inputs(a);
-  note_layout({a.queries, a.keys});
-  std::unique_ptr<H5Writer> h5;
-  if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);  // fails early on a bad path
-  const Advice adv =
-      advise(in.q->points, in.k->points, unit_scaled_values(in.V), opt, [&](const std::string& m) { progress(g, m); });
-  const nlohmann::json prov = provenance(g.command_line, options_with_files(opt, a, in));
+// Writes the report (--out: HDF5 and the plot; --json or the table on stdout) of a single-head or a stacked advice.
+template <typename A>
+void report(const Args& a, const Global& g, std::unique_ptr<H5Writer>& h5, const std::string& png, const A& adv,
+            const nlohmann::json& prov) {
   if (h5) {
     write_provenance(*h5, prov);
     write_report(*h5, adv);
@@ -121,11 +136,42 @@ void run_advise(Args& a, CLI::Option* values, const Global& g) {
     write_table(std::cout, adv);
 }
 
+void run_advise(Args& a, CLI::Option* values, const Global& g) {
+  a.values_given = values->count() > 0;
+  const AdviseOptions opt = advise_options_from(given_values(*a.table));
+  require(!a.values_given || !a.values.empty(), "--values: the path is empty");
+  const bool out = a.io->out_option->count() > 0;
+  const std::string png = out ? check_out(a) : "";
+  const Files files = load_files(a);
+  if (files.stacked()) {  // heads and layers: every shape checked before the report file is opened
+    const TokenArray q = token_array(*files.q), k = token_array(*files.k);
+    const std::optional<TokenArray> v = files.v ? std::optional(token_array(*files.v)) : std::nullopt;
+    const HeadStack stack = stack_heads(q, k, v ? &*v : nullptr, {"--queries", "--keys", "--values"});
+    std::unique_ptr<H5Writer> h5;
+    if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);
+    const HeadsAdvice adv = advise_heads(stack, opt, [&](const std::string& m) { progress(g, m); });
+    report(a, g, h5, png, adv, provenance(g.command_line, options_with_files(opt, a, files)));
+    return;
+  }
+  const Inputs in = load_inputs(a);
+  note_layout({a.queries, a.keys});
+  std::unique_ptr<H5Writer> h5;
+  if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);  // fails early on a bad path
+  const Advice adv =
+      advise(in.q->points, in.k->points, unit_scaled_values(in.V), opt, [&](const std::string& m) { progress(g, m); });
+  report(a, g, h5, png, adv, provenance(g.command_line, options_with_files(opt, a, files)));
+}
+
 }  // namespace
 
 Action add_advise(CLI::App& app, const Global& g) {
   auto a = std::make_shared<Args>();
-  app.add_option("--queries", a->queries, "Queries: CSV, .npy or FILE.h5:/dataset, one token per row")->required();
+  app.add_option(
+         "--queries", a->queries,
+         "Queries: CSV, .npy or FILE.h5:/dataset, one token per row; a .npy of [heads, L, d] or [layers, heads, "
+         "L, d] (or an HDF5 dataset with those axes named) is advised per head (keys and values may have fewer heads: "
+         "grouped-query attention)")
+      ->required();
   app.add_option("--keys", a->keys, "Keys, as --queries (the same d)")->required();
   CLI::Option* values = app.add_option("--values", a->values,
                                        "Values, one row per key (attention output rows; without: the normalisers)");

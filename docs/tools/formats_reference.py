@@ -1,5 +1,5 @@
 """Writes the output-format tables (formats-generated.md) from real files: runs `kestrel variance`, `sweep` and
-`advise` at tiny sizes and lists every group, dataset and attribute of what they wrote, with each dataset's own
+`advise` (also over heads) at tiny sizes and lists every group, dataset and attribute of what they wrote, with each dataset's own
 `description`, `axes` and `units`. Fails when a dataset does not say what it is. Usage: formats_reference.py
 KESTREL_BINARY OUT.md"""
 import os
@@ -18,6 +18,8 @@ RUNS = [
                "--out", "sweep.h5"]),
     ("advise", ["advise", "--queries", "Q.npy", "--keys", "K.npy", "--values", "V.npy", "--estimators", "pos",
                 "--samplers", "iid", "--budget", "16", "--rows", "8", "--out", "advise.h5"]),
+    ("advise (heads)", ["advise", "--queries", "Qh.npy", "--keys", "Kh.npy", "--values", "Vh.npy", "--estimators",
+                        "pos", "--samplers", "iid", "--budget", "16", "--rows", "8", "--out", "heads.h5"]),
 ]
 
 
@@ -66,6 +68,10 @@ def main(kestrel, out):
         for name in "QK":
             np.save(os.path.join(work, f"{name}.npy"), 0.3 * r.normal(size=(32, 4)))
         np.save(os.path.join(work, "V.npy"), r.normal(size=(32, 2)))
+        # One layer of 2 query heads sharing 1 key/value head: [layers, heads, L, d].
+        np.save(os.path.join(work, "Qh.npy"), 0.3 * r.normal(size=(1, 2, 32, 4)))
+        np.save(os.path.join(work, "Kh.npy"), 0.3 * r.normal(size=(1, 1, 32, 4)))
+        np.save(os.path.join(work, "Vh.npy"), r.normal(size=(1, 1, 32, 2)))
         for title, args in RUNS:
             subprocess.run([kestrel, "--quiet"] + args, cwd=work, check=True, capture_output=True)
             with h5py.File(os.path.join(work, args[-1]), "r") as f:

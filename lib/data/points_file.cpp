@@ -1,5 +1,6 @@
 // Points files for the `file` regime (see points_file.hpp): text via the UCI parser, .npy (format versions
-// 1-3, little-endian integer or float arrays, C or Fortran order), HDF5 datasets through the C API.
+// 1-3, little-endian integer or float arrays, C or Fortran order), HDF5 datasets through the C API (stacks of heads:
+// their dimension labels through the high-level library's H5DS).
 #include "data/points_file.hpp"
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include "core/error.hpp"
 #include "data/catalog.hpp"
@@ -216,7 +219,8 @@ void convert(const char* data, std::size_t n, double* out) {
   }
 }
 
-arma::mat load_npy(const std::string& path) {
+// lead: the leading axes of a 3-D or 4-D C-order array (read as its last two axes, stack after stack).
+arma::mat load_npy(const std::string& path, std::vector<std::size_t>& lead) {
   const std::string bytes = read_all(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     throw InputFileError(fmt::format("{}: not a .npy file (no \\x93NUMPY magic)", path));
@@ -248,10 +252,19 @@ arma::mat load_npy(const std::string& path) {
         "{}: a structured array (named fields {}) is not supported: save a plain 2-D float array, one point per row "
         "(numpy.lib.recfunctions.structured_to_unstructured converts it)",
         path, descr.size() > 60 ? descr.substr(0, 60) + "...]" : descr));
-  if (shape.size() != 2)
+  if (shape.size() < 2 || shape.size() > 4)
     throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
                                      path, shape.size()));
-  const std::size_t n = shape[0], d = shape[1], count = n * d;
+  if (shape.size() > 2 && fortran)
+    throw InputFileError(
+        fmt::format("{}: a {}-D array in Fortran order is not supported: save it in C order "
+                    "(numpy.ascontiguousarray)",
+                    path, shape.size()));
+  lead.assign(shape.begin(), shape.end() - 2);
+  std::size_t stacks = 1;
+  for (std::size_t s : lead) stacks *= s;
+  // A stacked C-order array is its stacks' n x d blocks one after another: one n x d array of all their rows.
+  const std::size_t n = shape[shape.size() - 2] * stacks, d = shape.back(), count = n * d;
   const std::map<std::string, std::size_t> sizes = {{"f8", 8}, {"f4", 4}, {"i8", 8}, {"i4", 4}, {"i2", 2},
                                                     {"i1", 1}, {"u8", 8}, {"u4", 4}, {"u2", 2}, {"u1", 1}};
   const std::string t = descr.size() >= 3 ? descr.substr(1) : "";
@@ -299,7 +312,20 @@ arma::mat load_npy(const std::string& path) {
   return fortran ? arma::mat(m.t()) : m;
 }
 
-arma::mat load_h5(const std::string& path, const std::string& dataset) {
+// The axis a dimension label names ("layers", "heads", "L", "d"; a few common spellings, any case), "" for none.
+std::string axis_name(std::string label) {
+  std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::map<std::string, std::string> names = {{"layers", "layers"}, {"layer", "layers"}, {"heads", "heads"},
+                                                    {"head", "heads"},    {"l", "L"},          {"tokens", "L"},
+                                                    {"token", "L"},       {"seq", "L"},        {"sequence", "L"},
+                                                    {"d", "d"},           {"dim", "d"},        {"head_dim", "d"}};
+  const auto it = names.find(label);
+  return it == names.end() ? "" : it->second;
+}
+
+// A 2-D dataset; where stacks are asked for, also a 3-D or 4-D one whose axes are named (HDF5 dimension labels, as
+// h5py's dset.dims[k].label writes them) [heads, L, d] or [layers, heads, L, d], read as the .npy stacks (lead).
+arma::mat load_h5(const std::string& path, const std::string& dataset, bool stacks, std::vector<std::size_t>& lead) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (!fs::exists(path)) throw InputFileError(fmt::format("{}: cannot open points file", path));
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -311,18 +337,38 @@ arma::mat load_h5(const std::string& path, const std::string& dataset) {
   }
   const hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
   const int rank = H5Sget_simple_extent_ndims(space);
-  hsize_t dims[2] = {0, 0};
+  hsize_t dims[4] = {0, 0, 0, 0};
   const H5T_class_t cls = H5Tget_class(type);
   std::string err;
   arma::mat m;
-  if (rank != 2)
+  if (rank != 2 && !(stacks && (rank == 3 || rank == 4)))
     err = fmt::format("{}:{}: the dataset has {} dimensions; points need a 2-D dataset (one point per row)", path,
                       dataset, rank);
   else if (cls != H5T_INTEGER && cls != H5T_FLOAT)
     err = fmt::format("{}:{}: the dataset is not numeric", path, dataset);
+  if (err.empty() && rank > 2) {
+    const std::vector<std::string> want =
+        rank == 4 ? std::vector<std::string>{"layers", "heads", "L", "d"} : std::vector<std::string>{"heads", "L", "d"};
+    std::vector<std::string> got;
+    for (int k = 0; k < rank; ++k) {
+      char label[64] = {0};
+      const auto n = H5DSget_label(ds, static_cast<unsigned>(k), label, sizeof label);
+      got.push_back(n > 0 ? std::string(label) : "?");
+    }
+    std::vector<std::string> named;
+    for (const auto& g : got) named.push_back(axis_name(g));
+    if (named != want)
+      err = fmt::format(
+          "{}:{}: a {}-D dataset needs its axes named [{}] (HDF5 dimension labels; h5py: dset.dims[0].label = '{}'), "
+          "got [{}]",
+          path, dataset, rank, fmt::join(want, ", "), want[0], fmt::join(got, ", "));
+  }
   if (err.empty()) {
     H5Sget_simple_extent_dims(space, dims, nullptr);
-    m.set_size(dims[1], dims[0]);  // row-major n x d on disk = column-major d x n
+    lead.assign(dims, dims + rank - 2);
+    hsize_t rows = 1;
+    for (int k = 0; k + 1 < rank; ++k) rows *= dims[k];
+    m.set_size(dims[rank - 1], rows);  // row-major [..., n, d] on disk = column-major d x (stacks * n)
     if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.memptr()) < 0)
       err = fmt::format("{}:{}: cannot read the dataset", path, dataset);
   }
@@ -337,7 +383,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
+std::shared_ptr<const PointsFile> load_points(const std::string& spec, bool stacks) {
   auto pf = std::make_shared<PointsFile>();
   pf->spec = spec;
   pf->path = spec;
@@ -361,10 +407,19 @@ std::shared_ptr<const PointsFile> load_points(const std::string& spec) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const PointsFile>> cache;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  pf->points = !dataset.empty()              ? load_h5(pf->path, dataset)
-               : ends_with(pf->path, ".npy") ? load_npy(pf->path)
+  const auto refuse_stack = [&](const PointsFile& f) {
+    if (!stacks && !f.lead.empty())
+      throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
+                                       f.path, f.lead.size() + 2));
+  };
+  if (auto it = cache.find(key); it != cache.end()) {
+    refuse_stack(*it->second);
+    return it->second;
+  }
+  pf->points = !dataset.empty()              ? load_h5(pf->path, dataset, stacks, pf->lead)
+               : ends_with(pf->path, ".npy") ? load_npy(pf->path, pf->lead)
                                              : load_text(pf->path);
+  refuse_stack(*pf);
   if (pf->points.n_rows == 0 || pf->points.n_cols < 2)
     throw InputFileError(fmt::format("{}: {} points of dimension {}; at least 2 points are needed", spec,
                                      pf->points.n_cols, pf->points.n_rows));

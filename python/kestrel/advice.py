@@ -1,5 +1,6 @@
 """`kestrel advise` reports as pictures: the predicted error against M per estimator (one panel per sampler, +-2 SE
-bands where simulated, the target), with measured points from independent draws. Pure matplotlib, NumPy and h5py (the
+bands where simulated, the target), with measured points from independent draws; for inputs over heads and layers the
+heat map (layer x head) of the M each head needs. Pure matplotlib, NumPy and h5py (the
 compiled module is imported only by `check_points`), so the command line runs this file for the plot of
 `kestrel advise --out R.h5`: `python3 -m kestrel.advice R.h5 OUT.png` (or the file by its path in the package)."""
 import json
@@ -109,6 +110,61 @@ def plot_report(report, points=(), title=None):
     return fig
 
 
+def plot_heads(report, title=None):
+    """A figure of a report over heads and layers (Q, K, V as [heads, L, d] or [layers, heads, L, d]): the heat map
+    (layer x head) of the M each head needs for the recommended estimator x sampler (where none is, the one that names
+    an M on the most heads; heads with no M named are hatched and say their decision: "out" of reach, "?" not
+    settled), and that row's 95th-percentile curves, one per head."""
+    import matplotlib.pyplot as plt
+
+    summary = [s for s in report["summary"] if s["status"] == "ok"]
+    if not summary:
+        raise ValueError("the report has no estimator x sampler that was evaluated on every head")
+    best = report.get("best")
+    label = lambda s: s["estimator"] if s["sampler"] == "iid" else f"{s['estimator']} ({s['sampler']})"
+    # Without a recommendation: the row that names an M on the most heads (the smaller median M on a tie).
+    chosen = next((s for s in summary if label(s) == best), None) or max(
+        summary, key=lambda s: (s["heads_named"], -(s["m_for_target_median_head"] or float("inf"))))
+    i = report["inputs"]
+    layers, heads = i["layers"], i["query_heads"]
+    m = np.array(chosen["m_for_target_each_head"], dtype=float).reshape(layers, heads)
+    decisions = np.array(chosen["decision_each_head"]).reshape(layers, heads)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(4.0 + 0.5 * heads, 3.6 + 0.35 * layers),
+                                  gridspec_kw={"width_ratios": [max(heads, 2), 4]})
+    shown = np.ma.masked_where(m <= 0, m)
+    im = ax.imshow(shown, cmap="viridis", aspect="auto", origin="upper")
+    for (l, h), d in np.ndenumerate(decisions):
+        text = f"{int(m[l, h])}" if d == "M" else {"out of reach": "out", "not settled": "?"}.get(d, d)
+        ax.text(h, l, text, ha="center", va="center", fontsize=7, color="white" if d == "M" else "black")
+        if d != "M":
+            ax.add_patch(plt.Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False, hatch="//", lw=0))
+    ax.set_xticks(range(heads))
+    ax.set_yticks(range(layers))
+    ax.set_xlabel("query head", fontsize=9)
+    ax.set_ylabel("layer", fontsize=9)
+    ax.set_title(f"M needed: {label(chosen)}", fontsize=9)
+    ax.tick_params(labelsize=8)
+    fig.colorbar(im, ax=ax, fraction=0.05, label="M (p95 meets the target)")
+    target = report["options"]["target"]
+    for r in report["rows"]:
+        if r["status"] == "ok" and r["estimator"] == chosen["estimator"] and r["sampler"] == chosen["sampler"]:
+            ax2.plot(r["curve"]["m"], r["curve"]["p95"], lw=0.9, label=f"L{r['layer']} H{r['head']}")
+    ax2.axhline(target, color="gray", ls="--", lw=0.8)
+    ax2.set_xscale("log", base=2)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("features M", fontsize=9)
+    ax2.set_ylabel("95th-percentile error", fontsize=9)
+    ax2.set_title("per head", fontsize=9)
+    ax2.tick_params(labelsize=8)
+    if layers * heads <= 16:
+        ax2.legend(fontsize=6)
+    gq = f", {i['kv_heads']} kv heads (grouped-query)" if i.get("grouped_query") else ""
+    fig.suptitle(title or f"kestrel advise: {layers} layers x {heads} heads{gq}, d={i['d']} Lq={i['Lq']} "
+                          f"Lk={i['Lk']}, target {100 * target:g}% (dashed)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot_file(report_h5, out_png):
     """The plot of `kestrel advise --out REPORT_H5` (its /advise/report.json) written to OUT_PNG."""
     import h5py
@@ -118,7 +174,8 @@ def plot_file(report_h5, out_png):
     with h5py.File(report_h5, "r") as f:
         raw = f["advise/report.json"][()]
     report = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-    plot_report(report).savefig(out_png, dpi=130, bbox_inches="tight")
+    fig = plot_heads(report) if "summary" in report else plot_report(report)
+    fig.savefig(out_png, dpi=130, bbox_inches="tight")
 
 
 if __name__ == "__main__":

@@ -272,7 +272,11 @@ def test_advise_refuses_what_cannot_work_and_scales_values():
         kestrel.advise(Q, K, metric="tv", target=2, **ADVISE)
     with pytest.raises(ValueError, match=r"no estimator can be evaluated .*trig: its features can be negative"):
         kestrel.advise(Q, K, V, **dict(ADVISE, estimators=["trig"]))
-    with pytest.raises(ValueError, match=r"Q must be a 2-D array \(Lq x d, one token per row\), got 3 dimensions"):
+    with pytest.raises(ValueError, match=r"Q must be a 2-D array \(Lq x d, one token per row\), got 1 dimensions"):
+        kestrel.advise(Q[0], K, V, **ADVISE)
+    # A stack of heads beside a 2-D array (test_advise_heads.py has the stacks that fit).
+    with pytest.raises(ValueError, match=r"K has the shape \[48, 4\] but Q has \[1, 48, 4\]: give all of them as "
+                                         r"\[heads, L, d\]"):
         kestrel.advise(Q[None], K, V, **ADVISE)
     reports = [kestrel.advise(Q, K, np.ldexp(V, e), **ADVISE) for e in (0, 1000, -1000)]
     for r in reports:

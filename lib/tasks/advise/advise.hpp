@@ -105,6 +105,8 @@ inline constexpr double kSettledWidth = 1.5;
 
 struct AdviceRow {
   std::string estimator, sampler;
+  // Stacked inputs (heads.hpp): the query head's layer and index, and the key/value head it reads (absent for 2-D).
+  std::optional<arma::uword> layer, head, kv_head;
   std::string status = "ok";  // ok, or "not applicable" / "failed"
   std::string reason;         // why, where status is not ok
   std::string method;         // "exact", "exact (coupled)", "simulated (...)": what gave the numbers

@@ -52,6 +52,10 @@ J range_field(Row r, Opt) {
   return r.range ? J((*r.range).*M) : std::nullopt;
 }
 template <auto M>
+J stacked(Row r, Opt) {
+  return r.*M ? J(*(r.*M)) : std::nullopt;
+}
+template <auto M>
 J validated(Row r, Opt) {
   return r.validate_reps ? J(r.*M) : std::nullopt;
 }
@@ -74,6 +78,17 @@ AdviceColumn shown(AdviceColumn c, AdviceCli how, const char* cell, const char* 
 const std::vector<AdviceColumn>& advice_columns() {
   // Order: the HDF5 writing order (datasets, then attributes) and the table's column order.
   static const std::vector<AdviceColumn> t = {
+      // Stacked inputs ([layers, heads, L, d], tasks/advise/heads.hpp): which head the row is of (absent for 2-D).
+      shown(
+          col("layer", "the layer of the row's query head (stacked inputs [layers, heads, L, d]; 0 for [heads, L, d])",
+              kJson | kAttr, stacked<&AdviceRow::layer>),
+          AdviceCli::Text, " {:>5}", "layer"),
+      shown(col("head", "the row's query head (stacked inputs)", kJson | kAttr, stacked<&AdviceRow::head>),
+            AdviceCli::Text, " {:>4}", "head"),
+      col("kv_head",
+          "the key/value head the query head reads (stacked inputs; grouped-query attention: head / (query heads / "
+          "kv heads))",
+          kJson | kAttr, stacked<&AdviceRow::kv_head>),
       col("curve/m", "number of features M", kJson | kDataset, field<&AdviceRow::curve_m>, "m"),
       col("curve/median", "predicted median relative error over the sampled rows (pairs)", kJson | kDataset,
           field<&AdviceRow::curve_median>, "m"),

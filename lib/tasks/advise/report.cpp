@@ -42,11 +42,9 @@ nlohmann::json to_json(const AdviseOptions& o) {
           {"from_position", o.from_position}};
 }
 
-namespace {
-
 // A row's JSON: who and its status; for ok rows the note and every JSON column of the table ("a/b" inside object a).
 // Rows without range or validation leave them out.
-nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options) {
+nlohmann::json advise_steps::row_json(const AdviceRow& r, const AdviseOptions& options) {
   nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
   if (r.status != "ok") {
     j["reason"] = r.reason;
@@ -70,6 +68,8 @@ nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options) {
   return j;
 }
 
+namespace {
+
 nlohmann::json cost_json(const AdviceCost& c) {
   nlohmann::json cost = {
       {"exact_flops", c.exact_flops}, {"exact_bytes", c.exact_bytes}, {"m", c.m},
@@ -88,7 +88,7 @@ nlohmann::json cost_json(const AdviceCost& c) {
 
 nlohmann::json to_json(const Advice& a) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : a.rows) rows.push_back(row_json(r, a.options));
+  for (const auto& r : a.rows) rows.push_back(advise_steps::row_json(r, a.options));
   const nlohmann::json cost = cost_json(a.cost);
   return {{"options", to_json(a.options)},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
@@ -102,13 +102,11 @@ nlohmann::json to_json(const Advice& a) {
           {"sums", a.sums ? advise_steps::sums_json(*a.sums) : nlohmann::json(nullptr)}};
 }
 
-namespace {
-
-std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
+std::string advise_steps::pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
 
 // The report's lines are at most kWidth characters: longer text is broken at spaces, continued with an indent.
 constexpr std::size_t kWidth = 120;
-std::string wrapped(const std::string& text) {
+std::string advise_steps::wrapped(const std::string& text) {
   const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
   std::string out, line = text.substr(0, lead);
   const std::string indent = line + "  ";
@@ -128,6 +126,11 @@ std::string wrapped(const std::string& text) {
   return out + line + '\n';
 }
 
+namespace {
+
+using advise_steps::pct;
+using advise_steps::wrapped;
+
 // One cell of the command line's table.
 std::string cell(const AdviceColumn& c, const AdviceRow& r, const AdviseOptions& o) {
   const nlohmann::json v = c.value(r, o).value_or(nullptr);
@@ -139,11 +142,64 @@ std::string cell(const AdviceColumn& c, const AdviceRow& r, const AdviseOptions&
       return s.substr(0, s.find(' '));
     }
     default:
-      return v.get<std::string>();
+      return v.is_string() ? v.get<std::string>() : v.dump();
   }
 }
 
 }  // namespace
+
+void advise_steps::write_rows_table(std::ostream& out, const std::vector<const AdviceRow*>& rows,
+                                    const AdviseOptions& o) {
+  // The table's columns: those some ok row has (layer and head only for stacked inputs).
+  std::vector<const AdviceColumn*> shown;
+  for (const auto& c : advice_columns())
+    if (c.cli != AdviceCli::None &&
+        std::any_of(rows.begin(), rows.end(), [&](const AdviceRow* r) { return r->status == "ok" && c.value(*r, o); }))
+      shown.push_back(&c);
+  out << fmt::format("{:<22}", "estimator");
+  for (const AdviceColumn* c : shown) out << fmt::format(fmt::runtime(c->cell), c->header);
+  out << (o.validate ? "  measured p95 +- SE" : "") << '\n';
+  std::vector<std::string> notes;
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
+  for (const AdviceRow* row : rows) {
+    const AdviceRow& r = *row;
+    const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
+    if (r.status != "ok") {
+      auto& who = skipped[r.status + ": " + r.reason];
+      if (std::find(who.begin(), who.end(), r.estimator) == who.end()) who.push_back(label);
+      continue;
+    }
+    const std::string where = r.head ? fmt::format("layer {} head {}: ", r.layer.value_or(0), *r.head) : "";
+    out << fmt::format("{:<22}", label);
+    for (const AdviceColumn* c : shown) out << fmt::format(fmt::runtime(c->cell), cell(*c, r, o));
+    if (r.validate_reps)
+      out << fmt::format("  {} +- {}{}", pct(r.measured_p95), pct(r.measured_p95_se),
+                         r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
+    out << '\n';
+    if (r.decision == "not settled")
+      notes.push_back(where + fmt::format("{}: not settled with {} draws around the answer; about {} would settle it "
+                                          "(--max-draws)",
+                                          label, r.settle_draws, r.draws_to_settle));
+    if (!r.note.empty()) notes.push_back(where + label + ": " + r.note);
+    if (!r.bands.empty()) {  // causal: the error against position
+      std::string line = fmt::format("{}: p95 error by position at M = {}:", label, r.position_m);
+      for (const auto& b : r.bands) line += fmt::format(" [{},{}) {}", b.lo, b.hi, pct(b.p95));
+      notes.push_back(where + line);
+    }
+    if (!r.from.decision.empty())
+      notes.push_back(where +
+                      fmt::format("{}: rows from position {}: {} {}", label, o.from_position,
+                                  r.from.decision == "M" ? fmt::format("M = {}", r.from.m_p95) : r.from.decision,
+                                  fmt::format("(interval {}..{}, p95 {})", r.from.m_p95_low,
+                                              r.from.m_p95_high ? std::to_string(r.from.m_p95_high)
+                                                                : ">" + std::to_string(o.budget),
+                                              pct(r.from.at_m_p95))));
+  }
+  if (!notes.empty()) out << "notes:\n";
+  for (const auto& n : notes) out << wrapped("  " + n);
+  if (!skipped.empty()) out << "not compared:\n";
+  for (const auto& [why, who] : skipped) out << wrapped(fmt::format("  {}: {}", fmt::join(who, ", "), why));
+}
 
 void write_table(std::ostream& out, const Advice& a) {
   const auto& o = a.options;
@@ -151,49 +207,9 @@ void write_table(std::ostream& out, const Advice& a) {
                      a.dv, o.scale_sqrt_d ? "sqrt-d (logits q.k/sqrt(d))" : "none (logits q.k)", o.kernel.name(),
                      pct(o.target), o.budget);
   out << fmt::format("error of {} ({} rows sampled, seed {})\n", a.quantity_label, a.sampled_rows.n_elem, o.seed);
-  out << fmt::format("{:<22}", "estimator");
-  for (const auto& c : advice_columns())
-    if (c.cli != AdviceCli::None) out << fmt::format(fmt::runtime(c.cell), c.header);
-  out << (o.validate ? "  measured p95 +- SE" : "") << '\n';
-  std::vector<std::string> notes;
-  std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
-  for (const auto& r : a.rows) {
-    const std::string label = r.sampler == "iid" || r.sampler == "any" ? r.estimator : r.estimator + " " + r.sampler;
-    if (r.status != "ok") {
-      auto& who = skipped[r.status + ": " + r.reason];
-      if (std::find(who.begin(), who.end(), r.estimator) == who.end()) who.push_back(label);
-      continue;
-    }
-    out << fmt::format("{:<22}", label);
-    for (const auto& c : advice_columns())
-      if (c.cli != AdviceCli::None) out << fmt::format(fmt::runtime(c.cell), cell(c, r, o));
-    if (r.validate_reps)
-      out << fmt::format("  {} +- {}{}", pct(r.measured_p95), pct(r.measured_p95_se),
-                         r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
-    out << '\n';
-    if (r.decision == "not settled")
-      notes.push_back(
-          fmt::format("{}: not settled with {} draws around the answer; about {} would settle it "
-                      "(--max-draws)",
-                      label, r.settle_draws, r.draws_to_settle));
-    if (!r.note.empty()) notes.push_back(label + ": " + r.note);
-    if (!r.bands.empty()) {  // causal: the error against position
-      std::string line = fmt::format("{}: p95 error by position at M = {}:", label, r.position_m);
-      for (const auto& b : r.bands) line += fmt::format(" [{},{}) {}", b.lo, b.hi, pct(b.p95));
-      notes.push_back(line);
-    }
-    if (!r.from.decision.empty())
-      notes.push_back(fmt::format(
-          "{}: rows from position {}: {} {}", label, o.from_position,
-          r.from.decision == "M" ? fmt::format("M = {}", r.from.m_p95) : r.from.decision,
-          fmt::format("(interval {}..{}, p95 {})", r.from.m_p95_low,
-                      r.from.m_p95_high ? std::to_string(r.from.m_p95_high) : ">" + std::to_string(o.budget),
-                      pct(r.from.at_m_p95))));
-  }
-  if (!notes.empty()) out << "notes:\n";
-  for (const auto& n : notes) out << wrapped("  " + n);
-  if (!skipped.empty()) out << "not compared:\n";
-  for (const auto& [why, who] : skipped) out << wrapped(fmt::format("  {}: {}", fmt::join(who, ", "), why));
+  std::vector<const AdviceRow*> rows;
+  for (const auto& r : a.rows) rows.push_back(&r);
+  advise_steps::write_rows_table(out, rows, o);
   if (!a.cost.m.empty()) {
     out << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB\n", a.cost.exact_flops / 1e9,
                        a.cost.exact_bytes / 1e6);
@@ -240,9 +256,14 @@ void write_report(H5Writer& h5, const Advice& a) {
   h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()));
   h5.describe("/advise/sampled_rows", "indices (0-based) of the query rows the quantiles are over", "row");
   if (a.sums) advise_steps::write_sums(h5, *a.sums);
-  for (const auto& r : a.rows) {
+  advise_steps::write_row_groups(h5, "/advise", a.rows, a.options);
+}
+
+void advise_steps::write_row_groups(H5Writer& h5, const std::string& root, const std::vector<AdviceRow>& rows,
+                                    const AdviseOptions& o) {
+  for (const auto& r : rows) {
     if (r.status != "ok") continue;
-    const std::string g = "/advise/" + r.estimator + "/" + r.sampler;
+    const std::string g = root + "/" + r.estimator + "/" + r.sampler;
     h5.group(g);
     auto name = [](const AdviceColumn& c) {
       std::string n = c.key;
@@ -251,14 +272,14 @@ void write_report(H5Writer& h5, const Advice& a) {
     };
     for (const auto& c : advice_columns())  // datasets first, then attributes (the order of the file before the table)
       if (c.where & AdviceColumn::Dataset) {
-        const std::optional<nlohmann::json> v = c.value(r, a.options);
+        const std::optional<nlohmann::json> v = c.value(r, o);
         if (!v) continue;  // a column the row has none of (causal ones for bidirectional rows)
         h5.write(g + "/" + name(c), v->get<std::vector<double>>());
         h5.describe(g + "/" + name(c), c.help, c.axis);
       }
     for (const auto& c : advice_columns()) {
       if (!(c.where & AdviceColumn::Attribute)) continue;
-      const std::optional<nlohmann::json> v = c.value(r, a.options);
+      const std::optional<nlohmann::json> v = c.value(r, o);
       if (!v) continue;
       if (v->is_string())
         h5.attr(g, name(c), v->get<std::string>());

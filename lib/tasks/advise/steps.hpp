@@ -100,6 +100,18 @@ std::string row_label(const AdviceRow& r);
 void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
                              const Say& say);
 
+// ----- report.cpp -----
+// A row's JSON from the column table.
+nlohmann::json row_json(const AdviceRow& r, const AdviseOptions& options);
+// Text broken at spaces into lines of at most 120 characters; a percentage.
+std::string wrapped(const std::string& text);
+std::string pct(double v);
+// The command line's table of rows (a column no ok row has is left out), their notes and the rows not compared.
+void write_rows_table(std::ostream& out, const std::vector<const AdviceRow*>& rows, const AdviseOptions& o);
+// Per ok row the HDF5 group root/<estimator>/<sampler> with its dataset and attribute columns.
+void write_row_groups(H5Writer& h5, const std::string& root, const std::vector<AdviceRow>& rows,
+                      const AdviseOptions& o);
+
 // ----- sums.cpp -----
 // --sums needs values (InvalidArgument otherwise).
 void check_sums(const arma::mat& V, const AdviseOptions& opt);
@@ -107,6 +119,6 @@ void check_sums(const arma::mat& V, const AdviseOptions& opt);
 void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted, const Say& say);
 nlohmann::json sums_json(const SumsReport& s);
 void write_sums_table(std::ostream& out, const SumsReport& s);
-void write_sums(H5Writer& h5, const SumsReport& s);
+void write_sums(H5Writer& h5, const SumsReport& s, const std::string& root = "/advise");
 
 }  // namespace kestrel::advise_steps

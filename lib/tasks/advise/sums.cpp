@@ -236,8 +236,6 @@ nlohmann::json sums_json(const SumsReport& s) {
 
 namespace {
 
-std::string pct(double v) { return fmt::format("{:.3g}%", 100 * v); }
-
 std::string order(const SumsReport& s) {
   return s.chunk == 1 ? std::string("token by token") : fmt::format("chunks of {} keys in fp32", s.chunk);
 }
@@ -277,9 +275,9 @@ void write_sums_table(std::ostream& out, const SumsReport& s) {
          "first\n  keys; round: against the same draws in double; stabilised features, queries in double)\n";
 }
 
-void write_sums(H5Writer& h5, const SumsReport& s) {
+void write_sums(H5Writer& h5, const SumsReport& s, const std::string& root) {
   if (!s.note.empty() || s.lengths.empty()) return;
-  const std::string g = "/advise/sums";
+  const std::string g = root + "/sums";
   h5.group(g);
   h5.attr(g, "estimator", s.estimator);
   h5.attr(g, "sampler", s.sampler);

@@ -1,0 +1,380 @@
+// `kestrel advise` over heads and layers (heads.hpp): the shapes checked once, each query head advised by advise() with
+// its own seed (in parallel over heads, each head's result written to its own slot), the summary per estimator x
+// sampler, and the report written with the single-head writers (report.cpp).
+#include "tasks/advise/heads.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <tbb/parallel_for.h>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/hdf5.hpp"
+#include "tasks/advise/steps.hpp"
+
+namespace kestrel {
+
+namespace {
+
+std::string shape_text(const std::vector<arma::uword>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+const char* axes_text(std::size_t n) { return n == 4 ? "[layers, heads, L, d]" : n == 3 ? "[heads, L, d]" : "[L, d]"; }
+
+// Head s (C order over the leading axes) of a token array: its L x d slice as d x L.
+arma::mat slice(const TokenArray& a, arma::uword s) {
+  const arma::uword L = a.shape[a.shape.size() - 2];
+  return a.data.cols(s * L, (s + 1) * L - 1);
+}
+
+std::string row_key(const AdviceRow& r) { return r.estimator + "\n" + r.sampler; }
+
+}  // namespace
+
+HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                      const std::array<std::string, 3>& names) {
+  const auto& [qn, kn, vn] = names;
+  std::size_t n = std::max(Q.shape.size(), K.shape.size());
+  if (V) n = std::max(n, V->shape.size());
+  require(n == 3 || n == 4, "{}: expected [heads, L, d] or [layers, heads, L, d], got {} axes {}", qn, n,
+          shape_text(Q.shape));
+  for (const auto& [a, name] : {std::pair{&Q, &qn}, std::pair{&K, &kn}, std::pair{V, &vn}}) {
+    if (a)
+      require(std::find(a->shape.begin(), a->shape.end(), 0) == a->shape.end(), "{} has the shape {}: an axis is empty",
+              *name, shape_text(a->shape));
+    if (!a || a == &Q) continue;
+    require(a->shape.size() == n && Q.shape.size() == n, "{} has the shape {} but {} has {}: give all of them as {}",
+            *name, shape_text(a->shape), qn, shape_text(Q.shape), axes_text(n));
+    require(n == 3 || a->shape[0] == Q.shape[0],
+            "{} has {} layers but {} has {}: give every input the same layers (shapes {} and {})", *name, a->shape[0],
+            qn, Q.shape[0], shape_text(a->shape), shape_text(Q.shape));
+  }
+  const std::size_t h = n - 3;  // the heads axis
+  const arma::uword Hq = Q.shape[h], Hkv = K.shape[h];
+  require(K.shape.back() == Q.shape.back(), "{} has d = {} but {} has d = {}: queries and keys need the same d", kn,
+          K.shape.back(), qn, Q.shape.back());
+  if (V) {
+    require(V->shape[h] == Hkv, "{} has {} heads but {} has {}: values and keys need the same heads", vn, V->shape[h],
+            kn, Hkv);
+    require(V->shape[n - 2] == K.shape[n - 2], "{} has L = {} tokens per head but {} has L = {}: one value per key", vn,
+            V->shape[n - 2], kn, K.shape[n - 2]);
+  }
+  require(Hkv >= 1 && Hq >= 1 && Hq % Hkv == 0,
+          "{} has {} heads, which does not divide the {} query heads of {}: grouped-query attention needs query heads "
+          "= a multiple of key/value heads (shapes {} and {})",
+          kn, Hkv, Hq, qn, shape_text(K.shape), shape_text(Q.shape));
+  HeadStack s;
+  s.layered = n == 4;
+  s.layers = s.layered ? Q.shape[0] : 1;
+  s.q_heads = Hq;
+  s.kv_heads = Hkv;
+  for (arma::uword i = 0; i < s.layers * Hq; ++i) s.Q.push_back(slice(Q, i));
+  for (arma::uword i = 0; i < s.layers * Hkv; ++i) {
+    s.K.push_back(slice(K, i));
+    if (V) s.V.push_back(slice(*V, i).t());
+  }
+  return s;
+}
+
+std::uint64_t head_seed(std::uint64_t seed, arma::uword layer, arma::uword head) {
+  if (layer == 0 && head == 0) return seed;
+  return mix64(mix64(seed) ^ mix64((static_cast<std::uint64_t>(layer) << 32) ^ head)) >> 1;
+}
+
+namespace {
+
+// The summary of one estimator x sampler over the heads' rows (nullptr: the head has no such row).
+HeadsSummary summarise(const std::string& estimator, const std::string& sampler,
+                       const std::vector<const AdviceRow*>& rows, const std::vector<HeadAdvice>& heads) {
+  HeadsSummary s{.estimator = estimator, .sampler = sampler};
+  std::vector<std::pair<arma::uword, std::string>> order;  // (M or max for none, decision)
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const AdviceRow* r = rows[i];
+    if (!r || r->status != "ok") {
+      if (s.status == "ok") {
+        s.status = r ? r->status : "failed";
+        s.reason = fmt::format("layer {} head {}: {}", heads[i].layer, heads[i].head, r ? r->reason : "no row");
+      }
+      s.m_each.push_back(0);
+      s.decision_each.push_back(r ? r->status : "failed");
+      continue;
+    }
+    const bool named = r->decision == "M";
+    s.m_each.push_back(named ? r->m_p95 : 0);
+    s.decision_each.push_back(r->decision);
+    s.heads_named += named;
+    // Not settled ranks below out of reach: its M may still be within the budget.
+    order.emplace_back(named ? r->m_p95 : r->decision == "not settled" ? UINT64_MAX - 1 : UINT64_MAX, r->decision);
+  }
+  if (s.status != "ok") return s;
+  const auto any = [&](const char* d) {
+    return std::find(s.decision_each.begin(), s.decision_each.end(), d) != s.decision_each.end();
+  };
+  s.decision_every = any("out of reach") ? "out of reach" : any("not settled") ? "not settled" : "M";
+  if (s.decision_every == "M") s.m_every = *std::max_element(s.m_each.begin(), s.m_each.end());
+  std::sort(order.begin(), order.end());
+  const auto& median = order[(order.size() - 1) / 2];
+  s.decision_median = median.second;
+  s.m_median = median.second == "M" ? median.first : 0;
+  return s;
+}
+
+std::string summary_label(const HeadsSummary& s) {
+  return s.sampler == "iid" ? s.estimator : s.estimator + " (" + s.sampler + ")";
+}
+
+std::string answer(const std::string& decision, arma::uword m) {
+  return decision == "M" ? std::to_string(m) : decision;
+}
+
+void summarise_all(HeadsAdvice& a) {
+  std::vector<std::pair<std::string, std::string>> keys;  // in the order of first appearance over the heads
+  std::vector<std::map<std::string, const AdviceRow*>> by_head(a.heads.size());
+  for (std::size_t i = 0; i < a.heads.size(); ++i)
+    for (const auto& r : a.heads[i].advice.rows) {
+      by_head[i][row_key(r)] = &r;
+      if (std::find(keys.begin(), keys.end(), std::pair{r.estimator, r.sampler}) == keys.end())
+        keys.emplace_back(r.estimator, r.sampler);
+    }
+  for (const auto& [estimator, sampler] : keys) {
+    if (sampler == "any") continue;  // not applicable or not fitted on a head: said by that head's rows
+    std::vector<const AdviceRow*> rows;
+    for (std::size_t i = 0; i < a.heads.size(); ++i) {
+      const auto& m = by_head[i];
+      auto it = m.find(estimator + "\n" + sampler);
+      if (it == m.end()) it = m.find(estimator + "\nany");  // fitting failed on this head
+      rows.push_back(it == m.end() ? nullptr : it->second);
+    }
+    a.summary.push_back(summarise(estimator, sampler, rows, a.heads));
+  }
+  for (std::size_t k = 0; k < a.summary.size(); ++k) {
+    const auto& s = a.summary[k];
+    if (s.status != "ok" || s.decision_every != "M") continue;
+    if (!a.best ||
+        std::pair{s.m_every, s.m_median} < std::pair{a.summary[*a.best].m_every, a.summary[*a.best].m_median})
+      a.best = k;
+  }
+  const std::size_t H = a.heads.size();
+  if (a.best) {
+    const auto& s = a.summary[*a.best];
+    a.recommendation = fmt::format(
+        "{} with M = {} meets the target ({}% of the {}) on all {} heads (the median head needs M = {}; per head: "
+        "the rows above)",
+        summary_label(s), s.m_every, 100 * a.options.target, a.options.metric == AdviseMetric::Tv ? "tv" : "error", H,
+        s.m_median);
+  } else {
+    a.recommendation = fmt::format(
+        "no estimator x sampler meets the target on all {} heads within the budget of {} features (see the summary: "
+        "the median head's M and each head's decision)",
+        H, a.options.budget);
+  }
+}
+
+}  // namespace
+
+HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
+                         const std::function<void(const std::string&)>& progress) {
+  HeadsAdvice a;
+  a.options = opt;
+  a.layers = in.layers;
+  a.q_heads = in.q_heads;
+  a.kv_heads = in.kv_heads;
+  a.layered = in.layered;
+  if (in.kv_heads < in.q_heads)
+    a.grouped_query = fmt::format(
+        "grouped-query attention: {} query heads share {} key/value heads, {} each (query head h reads key/value "
+        "head h / {})",
+        in.q_heads, in.kv_heads, in.q_heads / in.kv_heads, in.q_heads / in.kv_heads);
+  const std::size_t n = in.layers * in.q_heads;
+  a.heads.resize(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::mutex say_mu;
+  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+    HeadAdvice& h = a.heads[i];
+    h.layer = i / in.q_heads;
+    h.head = i % in.q_heads;
+    h.kv_head = in.kv_of(h.head);
+    h.seed = head_seed(opt.seed, h.layer, h.head);
+    const std::size_t kv = h.layer * in.kv_heads + h.kv_head;
+    const std::string who = fmt::format("layer {} head {}", h.layer, h.head);
+    AdviseOptions o = opt;
+    o.seed = h.seed;
+    // Attention is timed once, on layer 0 head 0 (every head has the same shapes), not by heads timing each other.
+    o.timing = opt.timing && i == 0;
+    try {
+      h.advice = advise(in.Q[i], in.K[kv], in.V.empty() ? arma::mat() : unit_scaled_values(in.V[kv]), o,
+                        [&](const std::string& m) {
+                          if (!progress) return;
+                          const std::lock_guard<std::mutex> lock(say_mu);
+                          progress(who + ": " + m);
+                        });
+    } catch (...) {
+      errors[i] = std::current_exception();
+      return;
+    }
+    for (auto& r : h.advice.rows) r.layer = h.layer, r.head = h.head, r.kv_head = h.kv_head;
+  });
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!errors[i]) continue;
+    const std::string who = fmt::format("layer {} head {}: ", a.heads[i].layer, a.heads[i].head);
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(who + e.what());
+    } catch (const NumericalError& e) {
+      throw NumericalError(who + e.what());
+    }
+  }
+  summarise_all(a);
+  return a;
+}
+
+nlohmann::json to_json(const HeadsAdvice& a) {
+  nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array(), summary = nlohmann::json::array();
+  const Advice& first = a.heads.front().advice;
+  for (const auto& h : a.heads) {
+    for (const auto& r : h.advice.rows) rows.push_back(advise_steps::row_json(r, a.options));
+    nlohmann::json j = to_json(h.advice);  // the head's own report without its rows (they are in rows above)
+    j.erase("rows");
+    j.erase("options");
+    j["layer"] = h.layer, j["head"] = h.head, j["kv_head"] = h.kv_head, j["seed"] = h.seed;
+    heads.push_back(std::move(j));
+  }
+  for (const auto& s : a.summary) {
+    nlohmann::json j = {{"estimator", s.estimator}, {"sampler", s.sampler}, {"status", s.status}};
+    if (s.status != "ok") {
+      j["reason"] = s.reason;
+    } else {
+      j["decision_every_head"] = s.decision_every;
+      j["m_for_target_every_head"] = s.m_every ? nlohmann::json(s.m_every) : nlohmann::json(nullptr);
+      j["decision_median_head"] = s.decision_median;
+      j["m_for_target_median_head"] = s.m_median ? nlohmann::json(s.m_median) : nlohmann::json(nullptr);
+      j["heads_named"] = s.heads_named;
+    }
+    j["m_for_target_each_head"] = s.m_each;
+    j["decision_each_head"] = s.decision_each;
+    summary.push_back(std::move(j));
+  }
+  return {{"options", to_json(a.options)},
+          {"inputs",
+           {{"layers", a.layers},
+            {"query_heads", a.q_heads},
+            {"kv_heads", a.kv_heads},
+            {"layered", a.layered},
+            {"grouped_query", a.grouped_query.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.grouped_query)},
+            {"d", first.d},
+            {"Lq", first.Lq},
+            {"Lk", first.Lk},
+            {"dv", first.dv}}},
+          {"quantity", first.quantity_label},
+          {"rows", rows},
+          {"summary", summary},
+          {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},
+          {"recommendation", a.recommendation},
+          {"heads", heads}};
+}
+
+void write_table(std::ostream& out, const HeadsAdvice& a) {
+  using advise_steps::pct;
+  const auto& o = a.options;
+  const Advice& first = a.heads.front().advice;
+  out << fmt::format(
+      "inputs: {} layers x {} query heads, {} key/value heads; per head d={} Lq={} Lk={} dv={}  "
+      "scaling={}  target={}  budget={}\n",
+      a.layers, a.q_heads, a.kv_heads, first.d, first.Lq, first.Lk, first.dv, o.scale_sqrt_d ? "sqrt-d" : "none",
+      pct(o.target), o.budget);
+  if (!a.grouped_query.empty()) out << a.grouped_query << '\n';
+  out << fmt::format("error of {} ({} rows sampled per head; seed {} for layer 0 head 0, derived per head)\n",
+                     first.quantity_label, first.sampled_rows.n_elem, o.seed);
+  std::vector<const AdviceRow*> rows;
+  for (const auto& h : a.heads)
+    for (const auto& r : h.advice.rows) rows.push_back(&r);
+  advise_steps::write_rows_table(out, rows, o);
+  out << fmt::format("summary over the {} heads: the M for the target (p95) on every head and on the median head\n",
+                     a.heads.size());
+  out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", "estimator", "every head", "median head", "heads named");
+  for (const auto& s : a.summary) {
+    if (s.status != "ok") continue;
+    const std::string label = s.sampler == "iid" ? s.estimator : s.estimator + " " + s.sampler;
+    out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", label, answer(s.decision_every, s.m_every),
+                       answer(s.decision_median, s.m_median), fmt::format("{}/{}", s.heads_named, a.heads.size()));
+  }
+  for (const auto& s : a.summary)
+    if (s.status != "ok")
+      out << advise_steps::wrapped(fmt::format("  {} {}: {}: {}", s.estimator, s.sampler, s.status, s.reason));
+  const AdviceCost& cost = first.cost;
+  if (cost.exact_seconds >= 0)
+    out << advise_steps::wrapped(fmt::format(
+        "measured on this machine (layer 0 head 0): exact {:.3g} s{} per head (median of 3)", cost.exact_seconds,
+        cost.rf_not_timed.empty()
+            ? fmt::format(", {} M={} {:.3g} s", cost.timed_estimator, cost.timed_m, cost.rf_seconds)
+            : ", random features not timed: " + cost.rf_not_timed));
+  out << advise_steps::wrapped("recommendation: " + a.recommendation);
+  for (const auto& h : a.heads)  // --sums: each head's key sums in the number formats
+    if (h.advice.sums) {
+      out << fmt::format("layer {} head {}:\n", h.layer, h.head);
+      advise_steps::write_sums_table(out, *h.advice.sums);
+    }
+}
+
+void write_report(H5Writer& h5, const HeadsAdvice& a) {
+  h5.attr("/", "layout",
+          "advise/report.json: the whole report (options, inputs with layers and heads, every head's rows, the summary "
+          "per estimator and sampler over the heads, each head's cost and recommendation); advise/summary/<estimator>/"
+          "<sampler>: the M for the target on every head and the median head, m_per_head (layer x head); "
+          "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
+          "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
+  h5.group("/advise");
+  h5.write_text("/advise/report.json", to_json(a).dump(2));
+  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
+  h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "target", a.options.target);
+  h5.attr("/advise", "layers", static_cast<std::int64_t>(a.layers));
+  h5.attr("/advise", "query_heads", static_cast<std::int64_t>(a.q_heads));
+  h5.attr("/advise", "kv_heads", static_cast<std::int64_t>(a.kv_heads));
+  const auto per_head = [&](const HeadsSummary& s) {
+    arma::mat m(a.layers, a.q_heads);
+    for (std::size_t i = 0; i < s.m_each.size(); ++i)
+      m(i / a.q_heads, i % a.q_heads) = static_cast<double>(s.m_each[i]);
+    return m;
+  };
+  if (a.best) {
+    const auto& s = a.summary[*a.best];
+    h5.write("/advise/m_needed", per_head(s));
+    h5.describe("/advise/m_needed",
+                "the M that meets the target (95th percentile) per head for the recommended " + summary_label(s) +
+                    " (0: none named, see report.json)",
+                "layer,head");
+  }
+  for (const auto& s : a.summary) {
+    if (s.status != "ok") continue;
+    const std::string g = "/advise/summary/" + s.estimator + "/" + s.sampler;
+    h5.group(g);
+    h5.attr(g, "decision_every_head", s.decision_every);
+    h5.attr(g, "m_for_target_every_head", static_cast<std::int64_t>(s.m_every));
+    h5.attr(g, "decision_median_head", s.decision_median);
+    h5.attr(g, "m_for_target_median_head", static_cast<std::int64_t>(s.m_median));
+    h5.write(g + "/m_per_head", per_head(s));
+    h5.describe(g + "/m_per_head", "the M that meets the target (95th percentile) per head (0: none named)",
+                "layer,head");
+  }
+  for (const auto& h : a.heads) {
+    const std::string g = fmt::format("/advise/layer{}/head{}", h.layer, h.head);
+    h5.group(g);
+    h5.attr(g, "seed", h.seed);
+    h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
+    h5.attr(g, "recommendation", h.advice.recommendation);
+    const auto& rows = h.advice.sampled_rows;
+    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()));
+    h5.describe(g + "/sampled_rows", "indices (0-based) of the head's query rows the quantiles are over", "row");
+    advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
+    if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
+  }
+}
+
+}  // namespace kestrel

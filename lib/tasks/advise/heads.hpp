@@ -1,0 +1,95 @@
+// `kestrel advise` over the heads and layers of a model (issue "Attention as models run it", item 2): Q, K, V as
+// [heads, L, d] or [layers, heads, L, d], each query head advised by the single-head advise (advise.hpp) with its own
+// seed, in parallel, and one report: the rows of every head, and per estimator x sampler the M for every head and for
+// the median head. Grouped-query attention (fewer key/value heads than query heads) reads kv head h / (Hq / Hkv).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <armadillo>
+#include <nlohmann/json.hpp>
+
+#include "tasks/advise/advise.hpp"
+
+namespace kestrel {
+
+// An array of tokens as stored in C order: shape has 2 to 4 axes ([L, d], [heads, L, d], [layers, heads, L, d]);
+// data is shape.back() x (the product of the others), so stack s (C order over the leading axes) is columns
+// [s * L, (s + 1) * L): exactly a .npy file's or a C-contiguous NumPy array's memory.
+struct TokenArray {
+  std::vector<arma::uword> shape;
+  arma::mat data;
+};
+
+// The inputs per head. Query head (l, h) is Q[l * q_heads + h]; it reads key/value head kv = h / (q_heads / kv_heads),
+// K[l * kv_heads + kv] and V[l * kv_heads + kv] (V empty: the normalisers).
+struct HeadStack {
+  arma::uword layers = 1, q_heads = 1, kv_heads = 1;
+  bool layered = false;            // the input had a layer axis
+  std::vector<arma::mat> Q, K, V;  // d x Lq, d x Lk, Lk x dv
+  arma::uword kv_of(arma::uword head) const { return head / (q_heads / kv_heads); }
+};
+
+// Q, K (and V unless null) with the same number of axes (3 or 4), the same layers, d (Q, K) and L (K, V); K and V with
+// the same number of heads, which divides Q's. names: how the caller calls them ("--queries", "--keys", "--values").
+// Throws InvalidArgument naming the values and the fix.
+HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                      const std::array<std::string, 3>& names);
+
+// The seed of head (layer, head): the seed itself for (0, 0), so that a one-head stack is the 2-D run; a SplitMix64
+// mix of (seed, layer, head) below 2^63 (a valid --seed) otherwise. It depends on neither the number of heads nor the
+// threads.
+std::uint64_t head_seed(std::uint64_t seed, arma::uword layer, arma::uword head);
+
+struct HeadAdvice {
+  arma::uword layer = 0, head = 0, kv_head = 0;
+  std::uint64_t seed = 0;
+  Advice advice;  // its rows carry layer, head and kv_head
+};
+
+// One estimator x sampler over the heads.
+struct HeadsSummary {
+  std::string estimator, sampler;
+  std::string status = "ok", reason;  // not ok: some head's row is not (the first such head named)
+  // Every head: "M" (m_every is the largest M named), else "out of reach" if any head is, else "not settled".
+  std::string decision_every;
+  arma::uword m_every = 0;
+  // The median head: heads ordered by their M (out of reach and not settled above any M), the one at rank
+  // ceil(H / 2): the smallest M that meets the target on at least half of the heads.
+  std::string decision_median;
+  arma::uword m_median = 0;
+  arma::uword heads_named = 0;      // heads whose decision is M
+  std::vector<arma::uword> m_each;  // per head (layer-major), 0 where no M is named
+  std::vector<std::string> decision_each;
+};
+
+struct HeadsAdvice {
+  AdviseOptions options;
+  arma::uword layers = 1, q_heads = 1, kv_heads = 1;
+  bool layered = false;
+  std::vector<HeadAdvice> heads;  // layer-major
+  std::vector<HeadsSummary> summary;
+  std::optional<std::size_t> best;  // the summary entry with the smallest M for every head
+  std::string recommendation;
+  std::string grouped_query;  // "" or what grouped-query attention means here
+};
+
+// Each head's advise() (its V through unit_scaled_values, as the single-head callers do), in parallel over the heads
+// (each with head_seed), then the summary. Results are identical for any thread count. An error of one head is rethrown
+// naming it (the first head in order that failed). With opt.timing, attention is timed on layer 0 head 0 only (the
+// heads have the same shapes).
+HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
+                         const std::function<void(const std::string&)>& progress = {});
+
+nlohmann::json to_json(const HeadsAdvice& a);
+void write_table(std::ostream& out, const HeadsAdvice& a);
+// The HDF5 report: /advise/report.json, the summary and the heat map of the recommended row, and per head the groups
+// /advise/layer<l>/head<h>/<estimator>/<sampler> as write_report(Advice) writes them.
+void write_report(H5Writer& h5, const HeadsAdvice& a);
+
+}  // namespace kestrel
