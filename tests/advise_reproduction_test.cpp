@@ -177,6 +177,36 @@ TEST(AdviseReproduction, DecisionsThreeTimesOffDifferAndAnOutOfReachBelowTheNeed
   }
 }
 
+// The causal checks (a decoder's mask at the sampled rows' positions) have the same power: on a causal control, the
+// M they measure brackets, and decisions 3x off differ. The control's rows are at every third position, so early rows
+// (few keys, small errors) and late ones are both in the percentile.
+TEST(AdviseReproduction, CausalDecisionsThreeTimesOffDiffer) {
+  const Control s;
+  const arma::mat K = s.K.cols(0, 47), V = s.V.rows(0, 47);
+  const arma::uvec positions = arma::regspace<arma::uvec>(0, 3, 47);
+  const arma::mat Qr = s.Q.cols(positions);
+  experiments::AdviseCase c{"causal-control", "iso 0.5, d = 8, causal", s.Q, K, V, 4096};
+  c.causal = true;
+  const ExactAttention exact = exact_causal_attention(Qr, positions, K, V);
+  AdviceRow r;
+  r.estimator = "pos";
+  r.sampler = "iid";
+  r.decision = "not settled";
+  r.m_p95_low = 8, r.m_p95_high = 4096;
+  EXPECT_THROW(experiments::check_advice_row(r, c, Qr, exact, 512, 5), InvalidArgument);  // positions missing
+  const auto wide = experiments::check_advice_row(r, c, Qr, exact, 512, 5, positions);
+  ASSERT_EQ(wide.outcome, "confirmed") << wide.missed.p95 << " " << wide.met.p95;
+  const double need = wide.m_simulated;
+  ASSERT_GT(need, 60) << "the control needs an M that a third of is still a few features";
+  r.decision = "M";
+  r.m_p95_low = r.m_p95_high = 0;
+  for (const double f : {3.0, 1 / 3.0}) {
+    r.m_p95 = static_cast<arma::uword>(std::round(f * need));
+    const auto ch = experiments::check_advice_row(r, c, Qr, exact, 512, 6, positions);
+    EXPECT_EQ(ch.outcome, "differs") << "named " << r.m_p95 << ", needed " << need;
+  }
+}
+
 TEST(AdviseReproduction, TheIndependentMeasurementIsTheSameForOneAndTwoThreads) {
   const Control s;
   const ExactAttention exact = exact_attention(s.Q, s.K, s.V);

@@ -1,6 +1,7 @@
 // Tests of exact and random-feature softmax attention (CRT eq. 3, lib/tasks/attention.hpp): the
 // streaming exact attention against a naive reference, unbiasedness of the numerator and normaliser
-// estimates (Monte Carlo), the stabiliser, positivity of normalisers, bad inputs, thread counts.
+// estimates (Monte Carlo), the stabiliser, positivity of normalisers, bad inputs, thread counts; causal attention is
+// the masked definition (each row over its prefix of keys), exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -208,6 +209,38 @@ TEST(Attention, BadInputsThrow) {
   // A non-positive estimator has no log-features.
   const auto t = fit_attention_estimator("trig", Q, K);
   EXPECT_THROW(t->log_features(t->draw(4, rng, Sampler::Iid), Q, Side::Query), InvalidArgument);
+}
+
+// Causal attention (a decoder's mask): row r of the causal functions equals the bidirectional ones on keys
+// 0..positions(r), the random-feature one with the same draw (its prefix sums are the sums over the prefix), for a
+// positive estimator (stabilised: the key scale is global there and per prefix here, and cancels), a complex one and
+// a hybrid; positions in any order, repeated, first and last. Exact up to rounding (1e-12).
+TEST(Attention, CausalIsEachRowOverItsPrefixOfKeys) {
+  const arma::mat Q = points(6, 7, 0.7, 61), K = points(6, 40, 0.7, 62), V = values(40, 3, 63);
+  const arma::uvec pos = {17, 0, 39, 5, 17, 30, 1};
+  const ExactAttention ex = exact_causal_attention(Q, pos, K, V);
+  for (const std::string name : {"pos", "trig", "hrf-angular"}) {
+    const auto e = fit_attention_estimator(name, Q, K);
+    Rng rng(64);
+    const Draw w = e->draw(24, rng, Sampler::Iid);
+    const ApproxAttention a = approximate_causal_attention(*e, w, Q, pos, K, V);
+    for (arma::uword r = 0; r < pos.n_elem; ++r) {
+      const arma::uword p = pos(r);
+      const ApproxAttention one = approximate_attention(*e, w, Q.col(r), K.cols(0, p), V.rows(0, p));
+      EXPECT_LT(arma::abs(a.Y.row(r) - one.Y).max(), 1e-12 * (1 + arma::abs(one.Y).max())) << name << " row " << r;
+      if (name == "pos") continue;
+      const ExactAttention x = naive_attention(Q.col(r), K.cols(0, p), V.rows(0, p));
+      EXPECT_LT(arma::abs(ex.Y.row(r) - x.Y).max(), 1e-12 * (1 + arma::abs(x.Y).max())) << "row " << r;
+      EXPECT_NEAR(ex.log_normaliser(r), x.log_normaliser(0), 1e-12 * (1 + std::abs(x.log_normaliser(0))));
+    }
+  }
+  // Position 0 sees one key: its value row, exactly.
+  EXPECT_LT(arma::abs(ex.Y.row(1) - V.row(0)).max(), 1e-14);
+  const auto e = fit_attention_estimator("pos", Q, K);
+  Rng rng(65);
+  const Draw w = e->draw(8, rng, Sampler::Iid);
+  EXPECT_THROW(exact_causal_attention(Q, {1, 2}, K, V), InvalidArgument);                               // one per query
+  EXPECT_THROW(approximate_causal_attention(*e, w, Q, {0, 1, 2, 3, 4, 5, 40}, K, V), InvalidArgument);  // beyond
 }
 
 TEST(Attention, IdenticalForOneAndTwoThreads) {

@@ -1,13 +1,16 @@
-// `kestrel reproduce advise` (issues 18, 34, 46): does `kestrel advise` decide right? On fourteen inputs (twelve with
-// --quick) (isotropic small and large norms, anisotropic, MNIST and CIFAR-10 patch tokens, zero-mean and offset V, and
-// four token-like inputs with heavy tails: a mean offset, decaying spectra, Student-t norms, a few large-norm tokens; d
-// 16 to 128, L 24 to 4096) advise decides, for every estimator it ranks and the iid, orthogonal and simplex samplers,
-// the M for a 10% target on the 95th percentile over query rows of the output-row error (tasks/advise/advise.hpp: "M"
-// with its interval, "out of reach" within the budget, or "not settled"). An independent simulation then checks each
-// decision: fresh draws of exactly m features through the production path (tasks/attention.hpp's
-// approximate_attention), its own streams, its own quantiles; it shares only the estimator under test (fit, draw,
-// features) and exact attention, nothing of advise's prediction (analysis/nested_attention, tasks/advise). Each input x
-// estimator x sampler is graded (one claim per input and sampler counts them):
+// `kestrel reproduce advise` (issues 18, 34, 46, 47): does `kestrel advise` decide right? On sixteen inputs (fourteen
+// with --quick) (isotropic small and large norms, anisotropic, MNIST and CIFAR-10 patch tokens, zero-mean and offset V,
+// four token-like inputs with heavy tails: a mean offset, decaying spectra, Student-t norms, a few large-norm tokens;
+// two causal ones, one with attention sinks; d 16 to 128, L 24 to 4096) and the four heads of a causal grouped-query
+// stack (advised together, tasks/advise/heads.hpp, each head checked as an input of its own) advise decides, for every
+// estimator it ranks and the iid, orthogonal and simplex samplers, the M for a 10% target on the 95th percentile over
+// query rows of the output-row error (tasks/advise/advise.hpp: "M" with its interval, "out of reach" within the budget,
+// or "not settled"). An independent simulation then checks each decision: fresh draws of exactly m features through the
+// production path (tasks/attention.hpp's approximate_attention; causal inputs: approximate_causal_attention's prefix
+// sums against exact_causal_attention, at the positions advise sampled), its own streams, its own quantiles; it shares
+// only the estimator under test (fit, draw, features) and exact attention, nothing of advise's prediction
+// (analysis/nested_attention, tasks/advise). Each input x estimator x sampler is graded (one claim per input and
+// sampler counts them):
 //   - "M": the target is missed at floor(M / 1.25) (p95 > target) and met at ceil(1.25 M) (p95 <= target): the M the
 //     simulation needs is within 1.25x of the named one (M = 1 has no check below it);
 //   - "out of reach": the target is missed at the budget;
@@ -34,6 +37,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <tuple>
 
@@ -154,7 +158,35 @@ std::vector<AdviseCase> cases(const Options& opt, const Setup& s) {
   add_tokens(c, opt, "tokens-mixed", "offset, spectrum k^-1, t (4 dof), 2 tokens at 2.5x norm, V ~ N(0, 1)",
              q ? 32 : 64, q ? 64 : 128, 8, 0.0,
              {.sigma = 0.35, .decay = 1.0, .dof = 4, .offset = 0.5, .large = 2, .factor = 2.5}, 3, s.budget);
+  // Causal (issue 47): a decoder's mask, rows sampled stratified over positions (early rows see few keys). Attention
+  // sinks, a few large-norm tokens at the start of the sequence, as decoders grow them.
+  add_tokens(c, opt, "causal-iso", "causal, entries N(0, 0.25), V ~ N(1, 1)", 16, q ? 128 : 256, 8, 1.0, {.sigma = 0.5},
+             4, s.budget);
+  add_tokens(c, opt, "causal-sinks", "causal, the first 4 tokens at 3x norm, spectrum k^-1/2, V ~ N(0, 1)", 32,
+             q ? 128 : 512, 8, 0.0, {.sigma = 0.35, .decay = 0.5, .large = 4, .factor = 3.0}, 5, s.budget);
+  c[c.size() - 2].causal = c.back().causal = true;
   return c;
+}
+
+std::vector<AdviseStack> stacks(const Options& opt, const Setup& s) {
+  // Four query heads sharing two key/value heads (grouped-query attention), causal, each head token-like with its own
+  // scale, offset and spectrum: the heads of one decoder layer.
+  const bool q = opt.quick;
+  const arma::uword d = 16, L = q ? 128 : 256, dv = 8, H = 4, Hkv = 2;
+  HeadStack st;
+  st.q_heads = H, st.kv_heads = Hkv;
+  for (arma::uword h = 0; h < H; ++h) {
+    const Tokens t{.sigma = 0.3 + 0.1 * static_cast<double>(h),
+                   .decay = 0.25 * static_cast<double>(h),
+                   .offset = 0.2 * static_cast<double>(h)};
+    st.Q.push_back(tokens(opt, d, L, t, 40 + h));
+    if (h < Hkv) {
+      st.K.push_back(tokens(opt, d, L, t, 50 + h));
+      st.V.push_back(values(opt, L, dv, 0.5, 1200 + h));
+    }
+  }
+  return {{"heads-causal", "4 query heads, 2 key/value heads, causal, token-like (scales 0.3..0.6, spectra, offsets)",
+           std::move(st), s.budget, true}};
 }
 
 // The p95 over rows of the error and the SE of the row at it, from per-row sums of squared errors and their squares.
@@ -221,7 +253,7 @@ int AdviseCheck::failed() const {
 
 AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
                                   const ExactAttention& exact, arma::uword m, Sampler sampler, std::size_t cap,
-                                  std::uint64_t seed, double slope) {
+                                  std::uint64_t seed, double slope, const arma::uvec& positions) {
   require(m > 0 && m < (arma::uword{1} << 40) && cap >= kMinDraws && cap < (std::size_t{1} << 20),
           "measure_powered: m = {} and cap = {} must be in [1, 2^40) and [{}, 2^20)", m, cap, kMinDraws);
   AdviseMeasurement out;
@@ -236,7 +268,9 @@ AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const
     const std::size_t first = out.draws, n = std::min(kBatch, cap - first);
     for_each_block(n, [&](std::size_t b) {
       Rng rng(seed, Stream::MonteCarlo, (std::uint64_t{m} << 20) + first + b);
-      const ApproxAttention a = approximate_attention(e, e.draw(m, rng, sampler), Qr, K, V);
+      const Draw w = e.draw(m, rng, sampler);
+      const ApproxAttention a = positions.is_empty() ? approximate_attention(e, w, Qr, K, V)
+                                                     : approximate_causal_attention(e, w, Qr, positions, K, V);
       sq[b] = arma::sum(arma::square(a.Y - exact.Y), 1);
     });
     for (std::size_t b = 0; b < n; ++b) s1 += sq[b], s2 += arma::square(sq[b]);
@@ -249,7 +283,8 @@ AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const
 }
 
 AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma::mat& Qr, const ExactAttention& exact,
-                             std::size_t cap, std::uint64_t seed) {
+                             std::size_t cap, std::uint64_t seed, const arma::uvec& positions) {
+  require(c.causal == !positions.is_empty(), "check_advice_row: {}: causal input needs the rows' positions", c.name);
   AdviseCheck ch;
   ch.decision = r.decision;
   if (r.decision == "M") {
@@ -266,7 +301,7 @@ AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma
   const auto e = fit_attention_estimator(r.estimator, c.Q, c.K);
   const Sampler sampler = parse_sampler(r.sampler);
   for (AdviseMeasurement* x : {&ch.missed, &ch.met})
-    if (x->m) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed);
+    if (x->m) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, 0.5, positions);
   // Where the two checks measure a curve flatter than M^(-1/2), an M 1.25x off moves the error less: the power is for
   // the slope measured (at least kMinSlope), and a check without it draws on (the same draws first) to its cap.
   if (ch.missed.m && ch.met.m && ch.missed.p95 > 0 && ch.met.p95 > 0) {
@@ -275,7 +310,7 @@ AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma
     if (!(s >= 0.5))
       for (AdviseMeasurement* x : {&ch.missed, &ch.met}) {
         x->slope = std::max(kMinSlope, s);
-        if (!x->powered()) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, x->slope);
+        if (!x->powered()) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, x->slope, positions);
       }
   }
   std::vector<double> ms, ps;
@@ -300,15 +335,19 @@ struct Row {
   AdviseCheck ch;
 };
 
-// advise on one input, its report written under /NAME.
-Advice advise_case(const AdviseCase& c, const Options& opt, const Setup& s, H5Writer& h5) {
+AdviseOptions advise_options(const Options& opt, const Setup& s, arma::uword budget, bool causal) {
   AdviseOptions o;
-  o.budget = c.budget;
+  o.budget = budget;
   o.seed = opt.seed;
   o.rows = s.rows;
   o.timing = false;
+  o.causal = causal;
   o.samplers = {Sampler::Iid, Sampler::Orthogonal, Sampler::Simplex};
-  const Advice a = advise(c.Q, c.K, c.V, o);
+  return o;
+}
+
+// One input's advise report, written under /NAME.
+void write_case(const AdviseCase& c, const Advice& a, H5Writer& h5) {
   const std::string g = "/" + c.name;
   h5.group(g);
   h5.attr(g, "kind", c.kind);
@@ -317,10 +356,10 @@ Advice advise_case(const AdviseCase& c, const Options& opt, const Setup& s, H5Wr
   h5.attr(g, "dv", static_cast<std::int64_t>(c.V.n_cols));
   h5.attr(g, "budget", static_cast<std::int64_t>(c.budget));
   h5.attr(g, "recommendation", a.recommendation);
+  h5.attr(g, "causal", static_cast<std::int64_t>(c.causal));
   h5.write_text(g + "/report.json", to_json(a).dump(2));
   h5.describe(g + "/report.json",
               "the whole advise report (JSON): per estimator and sampler the decision, the predicted curve", "text");
-  return a;
 }
 
 // One check in a claim's note: "missed@649 0.1123+-0.0031/64".
@@ -360,7 +399,7 @@ void decision_claims(const std::vector<Row>& rows, std::size_t from, const Advis
     const int bad = t.outcome["differs"] + t.outcome["underpowered"];
     if (t.listed > kListed) t.note += fmt::format(" and {} more (outcomes in the HDF5 file);", t.listed - kListed);
     claims.push_back(
-        {"issue 46 (kestrel advise)",
+        {c.causal ? "issue 47 (kestrel advise --causal)" : "issue 46 (kestrel advise)",
          fmt::format("{} ({}): an independent simulation confirms every decision of advise", c.name, sampler),
          fmt::format("decisions (of {}: {} M, {} out of reach, {} not settled) not confirmed with 95% power "
                      "(differs {}, underpowered {})",
@@ -492,41 +531,71 @@ void write_checks(H5Writer& h5, const std::vector<Row>& rows, const std::string&
 }  // namespace
 
 std::vector<AdviseCase> advise_cases(const Options& opt) { return cases(opt, setup_of(opt)); }
+std::vector<AdviseStack> advise_stacks(const Options& opt) { return stacks(opt, setup_of(opt)); }
 
 void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
-  run_advise_on(advise_cases(opt), opt, h5, claims);
+  run_advise_on(advise_cases(opt), opt, h5, claims, advise_stacks(opt));
 }
 
-void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5,
-                   std::vector<Claim>& claims) {
+void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5, std::vector<Claim>& claims,
+                   const std::vector<AdviseStack>& stacks) {
   const Setup s = setup_of(opt);
-  std::vector<Advice> advice;
-  advice.reserve(inputs.size());  // rows point into these
+  std::deque<Advice> advice;  // rows point into these
+  std::deque<AdviseCase> head_cases;
   std::vector<Row> rows;
   std::string input_list;
   std::map<std::string, int> outcomes, decisions;
-  for (const AdviseCase& c : inputs) {
+  // Checks every decision of one input's report.
+  auto check = [&](const AdviseCase& c, const Advice& a, double advising) {
     input_list += (input_list.empty() ? "" : " ") + c.name;
-    const auto t0 = std::chrono::steady_clock::now();
-    const Advice& a = advice.emplace_back(advise_case(c, opt, s, h5));
+    write_case(c, a, h5);
     const auto t1 = std::chrono::steady_clock::now();
     const arma::mat Qr = c.Q.cols(a.sampled_rows);
-    const ExactAttention exact = exact_attention(Qr, c.K, c.V);
+    const arma::uvec positions = c.causal ? a.sampled_rows : arma::uvec();
+    const ExactAttention exact =
+        c.causal ? exact_causal_attention(Qr, positions, c.K, c.V) : exact_attention(Qr, c.K, c.V);
     const std::size_t from = rows.size();
     for (const auto& r : a.rows) {
       if (r.status != "ok") continue;
       Row w{c.name + " " + r.estimator + " " + r.sampler, c.kind, &r, c.budget,
-            check_advice_row(r, c, Qr, exact, s.cap, opt.seed + 17)};
+            check_advice_row(r, c, Qr, exact, s.cap, opt.seed + 17, positions)};
       ++outcomes[w.ch.outcome], ++decisions[w.ch.decision];
       rows.push_back(std::move(w));
     }
-    const std::chrono::duration<double> advising = t1 - t0, checking = std::chrono::steady_clock::now() - t1;
+    const std::chrono::duration<double> checking = std::chrono::steady_clock::now() - t1;
     std::size_t draws = 0;
     for (std::size_t k = from; k < rows.size(); ++k) draws += rows[k].ch.missed.draws + rows[k].ch.met.draws;
-    opt.say(fmt::format("advise: {}: advise {:.0f} s, {} checks of {} draws {:.0f} s", c.name, advising.count(),
+    opt.say(fmt::format("advise: {}: advise {:.0f} s, {} checks of {} draws {:.0f} s", c.name, advising,
                         rows.size() - from, draws, checking.count()));
     decision_claims(rows, from, c, s, a.sampled_rows.n_elem, claims);
     match_claims(rows, from, c, claims);
+  };
+  auto seconds_since = [](auto t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (const AdviseCase& c : inputs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Advice& a = advice.emplace_back(advise(c.Q, c.K, c.V, advise_options(opt, s, c.budget, c.causal)));
+    check(c, a, seconds_since(t0));
+  }
+  for (const AdviseStack& st : stacks) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const HeadsAdvice ha = advise_heads(st.heads, advise_options(opt, s, st.budget, st.causal));
+    const double advising = seconds_since(t0);
+    h5.group("/" + st.name);
+    h5.attr("/" + st.name, "kind", st.kind);
+    h5.write_text("/" + st.name + "/report.json", to_json(ha).dump(2));
+    h5.describe("/" + st.name + "/report.json",
+                "advise's report over the heads (JSON): every head's rows, per estimator and sampler the M for every "
+                "head and for the median head; each head's checks are under its own input NAME-h<head>",
+                "text");
+    for (const HeadAdvice& h : ha.heads) {
+      const arma::uword kv = st.heads.kv_of(h.head);
+      const AdviseCase& c = head_cases.emplace_back(AdviseCase{
+          fmt::format("{}-h{}", st.name, h.head), fmt::format("{}: head {} (kv head {})", st.kind, h.head, kv),
+          st.heads.Q[h.head], st.heads.K[kv], st.heads.V[kv], st.budget, st.causal});
+      check(c, advice.emplace_back(h.advice), advising / static_cast<double>(ha.heads.size()));
+    }
   }
   write_checks(h5, rows, input_list, s);
   auto key = [](std::string k) {

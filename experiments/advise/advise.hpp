@@ -10,6 +10,7 @@
 #include "experiment.hpp"
 #include "sampling/omega.hpp"
 #include "tasks/advise/advise.hpp"
+#include "tasks/advise/heads.hpp"
 #include "tasks/attention.hpp"
 
 namespace kestrel::experiments {
@@ -18,13 +19,25 @@ struct AdviseCase {
   std::string name, kind;
   arma::mat Q, K, V;  // d x L, d x L, L x dv
   arma::uword budget;
+  bool causal = false;  // query i attends to keys 0..i (advise --causal; the checks mask as a decoder does)
 };
 
 // The inputs at the run's sizes (quick or paper).
 std::vector<AdviseCase> advise_cases(const Options& opt);
 
+// A multi-head input (advise over heads, tasks/advise/heads.hpp): advised once as a stack, each query head's decisions
+// then checked as those of an input of its own (its Q, its key/value head's K and V).
+struct AdviseStack {
+  std::string name, kind;
+  HeadStack heads;
+  arma::uword budget;
+  bool causal = false;
+};
+std::vector<AdviseStack> advise_stacks(const Options& opt);
+
 // The 95th percentile over rows of sqrt(mean |Y-hat_i - Y_i|^2) / RMS |Y| at m features from fresh draws, drawn in
-// batches until it has its power (powered()) or `cap` draws (m = 0: not measured).
+// batches until it has its power (powered()) or `cap` draws (m = 0: not measured). Causal (positions given, one per
+// row of Qr): row r attends to keys 0..positions(r), through approximate_causal_attention.
 struct AdviseMeasurement {
   arma::uword m = 0;
   double p95 = 0, se = 0;
@@ -43,7 +56,7 @@ double advise_needed_se();  // (1 - 1.25^(-1/2)) target / z_0.95 = 0.00642 for t
 
 AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
                                   const ExactAttention& exact, arma::uword m, Sampler sampler, std::size_t cap,
-                                  std::uint64_t seed, double slope = 0.5);
+                                  std::uint64_t seed, double slope = 0.5, const arma::uvec& positions = {});
 
 // One advise row checked by independent measurements: where the target must be missed (`missed`) and met (`met`).
 struct AdviseCheck {
@@ -55,11 +68,14 @@ struct AdviseCheck {
   int failed() const;      // checks not passed: on the wrong side or underpowered
 };
 
-// Qr: the rows advise sampled; exact: exact attention on them; cap: draws at most per measurement.
+// Qr: the rows advise sampled; exact: exact attention on them (causal: exact_causal_attention at their positions);
+// cap: draws at most per measurement; positions: the sampled rows' positions when c.causal.
 AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma::mat& Qr, const ExactAttention& exact,
-                             std::size_t cap, std::uint64_t seed);
+                             std::size_t cap, std::uint64_t seed, const arma::uvec& positions = {});
 
-// The reproduction on `inputs`: per input the advise report, the independent measurements and the claims.
-void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5, std::vector<Claim>& claims);
+// The reproduction on `inputs` and `stacks`: per input (per head of a stack) the advise report, the independent
+// measurements and the claims.
+void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5, std::vector<Claim>& claims,
+                   const std::vector<AdviseStack>& stacks = {});
 
 }  // namespace kestrel::experiments

@@ -59,32 +59,41 @@ std::unique_ptr<Estimator> fit_attention_estimator(const std::string& name, cons
   return make_estimator(name, attention_scaled(Q), attention_scaled(K));
 }
 
-ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
-                                      const arma::mat& V, const AttentionOptions& opt) {
-  validate_attention(Q, K, V);
+namespace {
+
+// One draw's query and key features (Lq x M', Lk x M') with the stabiliser's row scales (attention.hpp).
+struct Features {
+  arma::mat P, S;
+  arma::vec log_scale;
+};
+
+Features features_of(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
+                     const AttentionOptions& opt) {
   require(Q.n_rows == e.dim(), "queries have dimension {}, estimator '{}' was fitted for {}", Q.n_rows, e.info().name,
           e.dim());
   const arma::mat Qs = attention_scaled(Q), Ks = attention_scaled(K);
-  ApproxAttention out;
-  arma::mat P, S;
+  Features f;
   if (opt.stabilise && e.info().positive) {
-    P = e.log_features(w, Qs, Side::Query);
-    const arma::vec row_max = simd::row_max(P);
-    P.each_col() -= row_max;
-    simd::exp_libm(P);  // std::exp's bits, as arma::exp, 8 at a time
-    S = e.log_features(w, Ks, Side::Key);
-    const double key_max = simd::row_max(S).max();
-    S -= key_max;
-    simd::exp_libm(S);
-    out.log_scale = row_max + key_max;
+    f.P = e.log_features(w, Qs, Side::Query);
+    const arma::vec row_max = simd::row_max(f.P);
+    f.P.each_col() -= row_max;
+    simd::exp_libm(f.P);  // std::exp's bits, as arma::exp, 8 at a time
+    f.S = e.log_features(w, Ks, Side::Key);
+    const double key_max = simd::row_max(f.S).max();
+    f.S -= key_max;
+    simd::exp_libm(f.S);
+    f.log_scale = row_max + key_max;
   } else {
-    P = e.features(w, Qs, Side::Query);
-    S = e.features(w, Ks, Side::Key);
-    out.log_scale.zeros(Q.n_cols);
+    f.P = e.features(w, Qs, Side::Query);
+    f.S = e.features(w, Ks, Side::Key);
+    f.log_scale.zeros(Q.n_cols);
   }
-  out.numerator = P * (S.t() * V);
-  out.normaliser = P * arma::sum(S, 0).t();
-  for (arma::uword i = 0; i < Q.n_cols; ++i)
+  return f;
+}
+
+// Y = numerator ./ normaliser, after checking that every normaliser is finite and non-zero.
+ApproxAttention finish(const FeatureMap& e, ApproxAttention out, const AttentionOptions& opt) {
+  for (arma::uword i = 0; i < out.normaliser.n_elem; ++i)
     if (!(std::isfinite(out.normaliser(i)) && out.normaliser(i) != 0 && std::isfinite(out.log_scale(i))))
       throw NumericalError(fmt::format("attention with '{}'{}: normaliser of query {} is {} (log scale {})",
                                        e.info().name, opt.stabilise ? "" : " (unstabilised)", i, out.normaliser(i),
@@ -93,6 +102,67 @@ ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const 
   out.Y.each_col() /= out.normaliser;
   if (!out.Y.is_finite()) throw NumericalError(fmt::format("attention with '{}': non-finite output", e.info().name));
   return out;
+}
+
+void validate_positions(const arma::mat& Q, const arma::uvec& positions, const arma::mat& K) {
+  require(positions.n_elem == Q.n_cols, "causal attention: {} positions for {} queries", positions.n_elem, Q.n_cols);
+  require(positions.is_empty() || positions.max() < K.n_cols,
+          "causal attention: position {} is beyond the {} keys (positions count from 0)",
+          positions.is_empty() ? 0 : positions.max(), K.n_cols);
+}
+
+}  // namespace
+
+ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
+                                      const arma::mat& V, const AttentionOptions& opt) {
+  validate_attention(Q, K, V);
+  const Features f = features_of(e, w, Q, K, opt);
+  ApproxAttention out;
+  out.log_scale = f.log_scale;
+  out.numerator = f.P * (f.S.t() * V);
+  out.normaliser = f.P * arma::sum(f.S, 0).t();
+  return finish(e, std::move(out), opt);
+}
+
+ExactAttention exact_causal_attention(const arma::mat& Q, const arma::uvec& positions, const arma::mat& K,
+                                      const arma::mat& V) {
+  validate_attention(Q, K, V);
+  validate_positions(Q, positions, K);
+  ExactAttention out{arma::mat(Q.n_cols, V.n_cols), arma::vec(Q.n_cols)};
+  for_each_block(Q.n_cols, [&](std::size_t r) {
+    const arma::uword p = positions(r);
+    const ExactAttention a = exact_attention(Q.col(r), K.cols(0, p), V.rows(0, p));
+    out.Y.row(r) = a.Y;
+    out.log_normaliser(r) = a.log_normaliser(0);
+  });
+  return out;
+}
+
+ApproxAttention approximate_causal_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q,
+                                             const arma::uvec& positions, const arma::mat& K, const arma::mat& V,
+                                             const AttentionOptions& opt) {
+  validate_attention(Q, K, V);
+  validate_positions(Q, positions, K);
+  const Features f = features_of(e, w, Q, K, opt);
+  ApproxAttention out;
+  out.log_scale = f.log_scale;
+  out.numerator.set_size(Q.n_cols, V.n_cols);
+  out.normaliser.set_size(Q.n_cols);
+  // The prefix sums S[0..p]^T [V, 1], grown in order of position: each key is added once.
+  arma::mat state(f.S.n_cols, V.n_cols, arma::fill::zeros);
+  arma::rowvec total(f.S.n_cols, arma::fill::zeros);
+  arma::uword next = 0;  // keys 0..next-1 are in the state
+  for (const arma::uword r : arma::uvec(arma::stable_sort_index(positions))) {
+    const arma::uword p = positions(r);
+    if (p >= next) {
+      state += f.S.rows(next, p).t() * V.rows(next, p);
+      total += arma::sum(f.S.rows(next, p), 0);
+      next = p + 1;
+    }
+    out.numerator.row(r) = f.P.row(r) * state;
+    out.normaliser(r) = arma::dot(f.P.row(r), total);
+  }
+  return finish(e, std::move(out), opt);
 }
 
 double relative_error(const arma::mat& approx, const arma::mat& exact) {

@@ -56,6 +56,16 @@ std::unique_ptr<Estimator> fit_attention_estimator(const std::string& name, cons
 ApproxAttention approximate_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q, const arma::mat& K,
                                       const arma::mat& V, const AttentionOptions& opt = {});
 
+// Causal attention (a decoder's mask): query column r attends to keys 0..positions(r) only (positions count from 0,
+// any order). Exact: exact_attention of each query over its keys. Random-feature: the same draw's features as
+// approximate_attention, with the key sums S^T [V, 1] formed as prefix sums over the keys in order (Performer's
+// unidirectional mode), so it costs O((Lq + Lk) M dv) like the bidirectional one.
+ExactAttention exact_causal_attention(const arma::mat& Q, const arma::uvec& positions, const arma::mat& K,
+                                      const arma::mat& V);
+ApproxAttention approximate_causal_attention(const FeatureMap& e, const Draw& w, const arma::mat& Q,
+                                             const arma::uvec& positions, const arma::mat& K, const arma::mat& V,
+                                             const AttentionOptions& opt = {});
+
 // ||Y_hat - Y||_F / ||Y||_F.
 double relative_error(const arma::mat& approx, const arma::mat& exact);
 // ||D_hat - D||_2 / ||D||_2 for the row normalisers D = A 1, computed relative to max_i D_i so that
