@@ -50,7 +50,7 @@ struct Claim {
   bool holds() const;
   std::string verdict() const;  // "holds", "not contradicted", "differs" or "contradicted"
 };
-nlohmann::json to_json(const Claim& c);  // as in the HDF5 file's `claims` attribute
+nlohmann::json to_json(const Claim& c);  // as in the HDF5 file's /claims dataset
 // A claim as NAME.claims.json lists it (and kestrel.reproduce returns it): to_json plus `uncertainty` (null if none).
 nlohmann::json to_summary_json(const Claim& c);
 

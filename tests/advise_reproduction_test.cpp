@@ -18,6 +18,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "advise/advise.hpp"
+#include "advise/formats.hpp"
 #include "core/error.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
@@ -204,6 +205,31 @@ TEST(AdviseReproduction, CausalDecisionsThreeTimesOffDiffer) {
     r.m_p95 = static_cast<arma::uword>(std::round(f * need));
     const auto ch = experiments::check_advice_row(r, c, Qr, exact, 512, 6, positions);
     EXPECT_EQ(ch.outcome, "differs") << "named " << r.m_p95 << ", needed " << need;
+  }
+}
+
+// advise --sums against the machine's own float, _Float16 and bf16-from-float arithmetic (experiments/advise/
+// formats.cpp), token by token and in chunks, on every format: the same numbers (exact comparisons, no statistics).
+// And the fp16 stall: ones summed in fp16 count exactly up to 2048 and no further.
+TEST(AdviseReproduction, EmulatedSumsEqualTheMachinesArithmetic) {
+  const Control s;
+  const experiments::AdviseCase c{"formats", "iso 0.5, d = 8", s.K, s.K, s.V, 512};
+  for (const arma::uword chunk : {arma::uword{1}, arma::uword{5}}) {
+    AdviseOptions o;
+    o.budget = 512, o.rows = 16, o.timing = false, o.seed = 3, o.chunk = chunk;
+    o.estimators = {"pos", "pos-hyp"};
+    o.sums = {"fp32", "bf16", "fp16"};
+    const Advice a = advise(c.Q, c.K, c.V, o);
+    const auto ch = experiments::check_formats(c, a);
+    ASSERT_EQ(ch.formats.size(), 3u);
+    for (const auto& f : ch.formats) {
+      EXPECT_TRUE(f.agrees()) << f.format << " chunk " << chunk << ": " << f.max_rel_diff;
+      EXPECT_EQ(f.valid, a.sums->lengths.size()) << f.format;  // no overflow at these sizes
+    }
+  }
+  for (const std::size_t n : {100u, 2048u, 2049u, 4096u}) {
+    EXPECT_EQ(experiments::fp16_stall_native(n), std::min<double>(n, 2048)) << n;
+    EXPECT_EQ(experiments::fp16_stall_emulated(n), std::min<double>(n, 2048)) << n;
   }
 }
 

@@ -81,6 +81,23 @@ TEST(AdviseSums, ReportsEveryFormatInJsonHdf5AndTheTable) {
   fs::remove_all(dir);
 }
 
+// Maps with more feature columns than M (the hyperbolic PRF's pairs exp(+-w.x): 2M) have sums as wide as their
+// features: a recommended pos-hyp row once stopped --sums with "expected 16 x 1 features ..., got 16 x 2".
+TEST(AdviseSums, PairedFeaturesAreSummedAtTheirWidth) {
+  const fs::path dir = test::temp_dir("kestrel_advise_sums_anti");
+  std::string adv = inputs(dir);
+  adv.replace(adv.find("--estimators pos "), 17, "--estimators pos-hyp ");
+  adv.replace(adv.find("--target 0.2"), 12, "--target 0.9");  // met at M = 1: one pair, 2 columns
+  const test::CliRun r = run(adv + " --sums bf16,fp16 --no-timing --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto s = nlohmann::json::parse(r.out)["advice"]["sums"];
+  EXPECT_EQ(s["estimator"], "pos-hyp");
+  EXPECT_EQ(s["m"], 1);
+  for (const char* name : {"bf16", "fp16"})
+    EXPECT_EQ(s["formats"][name]["rounding_p95"].size(), s["lengths"].size()) << name;
+  fs::remove_all(dir);
+}
+
 TEST(AdviseSums, BadValuesAreRefused) {
   const fs::path dir = test::temp_dir("kestrel_advise_sums_bad");
   const std::string adv = inputs(dir), out = (dir / "a.h5").string();

@@ -34,6 +34,7 @@
 // per point at the edge). Out-of-reach and not-settled rows are graded on their checks only; nothing extrapolated is
 // graded as a prediction.
 #include "advise/advise.hpp"
+#include "advise/formats.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -535,6 +536,7 @@ std::vector<AdviseStack> advise_stacks(const Options& opt) { return stacks(opt, 
 
 void run_advise(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
   run_advise_on(advise_cases(opt), opt, h5, claims, advise_stacks(opt));
+  run_format_claims(opt, h5, claims);
 }
 
 void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5Writer& h5, std::vector<Claim>& claims,

@@ -141,9 +141,11 @@ void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr
     double top = -kInf;
     for (arma::uword j0 = 0; j0 < in.Kk.n_cols; j0 += kKeyTile)
       top = std::max(top, key_logs(w, j0, std::min(in.Kk.n_cols, j0 + kKeyTile)).max());
-    arma::mat Sd(M, dv + 1, arma::fill::zeros);
+    // Columns of the features: M, or more for maps with several per draw (antithetic pairs: 2M).
+    const arma::uword width = P.n_cols;
+    arma::mat Sd(width, dv + 1, arma::fill::zeros);
     std::vector<RoundedSums> sums;
-    for (const auto& f : rep.formats) sums.emplace_back(find_float_format(f.name), M, dv, opt.chunk);
+    for (const auto& f : rep.formats) sums.emplace_back(find_float_format(f.name), width, dv, opt.chunk);
     arma::uword j0 = 0;
     for (arma::uword k = 0; k < nl; ++k) {
       for (; j0 < rep.lengths[k];) {
