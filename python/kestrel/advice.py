@@ -114,7 +114,8 @@ def plot_heads(report, title=None):
     """A figure of a report over heads and layers (Q, K, V as [heads, L, d] or [layers, heads, L, d]): the heat map
     (layer x head) of the M each head needs for the recommended estimator x sampler (where none is, the one that names
     an M on the most heads; heads with no M named are hatched and say their decision: "out" of reach, "?" not
-    settled), and that row's 95th-percentile curves, one per head."""
+    settled), and that row's 95th-percentile curves, one per head; with --causal, a third panel: that row's error
+    against position per head (dots: sampled rows at the head's M; steps: the p95 of each band of positions)."""
     import matplotlib.pyplot as plt
 
     summary = [s for s in report["summary"] if s["status"] == "ok"]
@@ -129,8 +130,13 @@ def plot_heads(report, title=None):
     layers, heads = i["layers"], i["query_heads"]
     m = np.array(chosen["m_for_target_each_head"], dtype=float).reshape(layers, heads)
     decisions = np.array(chosen["decision_each_head"]).reshape(layers, heads)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(4.0 + 0.5 * heads, 3.6 + 0.35 * layers),
-                                  gridspec_kw={"width_ratios": [max(heads, 2), 4]})
+    rows = [r for r in report["rows"]
+            if r["status"] == "ok" and r["estimator"] == chosen["estimator"] and r["sampler"] == chosen["sampler"]]
+    causal = [r for r in rows if "causal" in r]
+    widths = [max(heads, 2), 4] + ([4] if causal else [])
+    fig, axes = plt.subplots(1, len(widths), figsize=(4.0 + 0.5 * heads + 3.2 * bool(causal), 3.6 + 0.35 * layers),
+                             gridspec_kw={"width_ratios": widths})
+    ax, ax2 = axes[0], axes[1]
     shown = np.ma.masked_where(m <= 0, m)
     im = ax.imshow(shown, cmap="viridis", aspect="auto", origin="upper")
     for (l, h), d in np.ndenumerate(decisions):
@@ -146,9 +152,25 @@ def plot_heads(report, title=None):
     ax.tick_params(labelsize=8)
     fig.colorbar(im, ax=ax, fraction=0.05, label="M (p95 meets the target)")
     target = report["options"]["target"]
-    for r in report["rows"]:
-        if r["status"] == "ok" and r["estimator"] == chosen["estimator"] and r["sampler"] == chosen["sampler"]:
-            ax2.plot(r["curve"]["m"], r["curve"]["p95"], lw=0.9, label=f"L{r['layer']} H{r['head']}")
+    for k, r in enumerate(rows):
+        ax2.plot(r["curve"]["m"], r["curve"]["p95"], lw=0.9, color=f"C{k % 10}", label=f"L{r['layer']} H{r['head']}")
+    if causal:
+        ax3 = axes[2]
+        for k, r in enumerate(causal):
+            c = r["causal"]
+            pos, err = np.array(c["position"]), np.array(c["error_at_m"])
+            order = np.argsort(pos)
+            ax3.plot(pos[order], err[order], MARKERS[k % len(MARKERS)], ms=1.5, alpha=0.35, color=f"C{k % 10}")
+            b = c["bands"]
+            ax3.step([x["lo"] for x in b] + [b[-1]["hi"]], [x["p95"] for x in b] + [b[-1]["p95"]], where="post",
+                     lw=1, color=f"C{k % 10}", label=f"L{r['layer']} H{r['head']} M={c['m']}")
+        ax3.axhline(target, color="gray", ls="--", lw=0.8)
+        ax3.set_xlabel("position (keys seen - 1)", fontsize=9)
+        ax3.set_ylabel("error at the head's M", fontsize=9)
+        ax3.set_title("causal: error by position", fontsize=9)
+        ax3.tick_params(labelsize=8)
+        if layers * heads <= 16:
+            ax3.legend(fontsize=6)
     ax2.axhline(target, color="gray", ls="--", lw=0.8)
     ax2.set_xscale("log", base=2)
     ax2.set_yscale("log")
@@ -159,7 +181,8 @@ def plot_heads(report, title=None):
     if layers * heads <= 16:
         ax2.legend(fontsize=6)
     gq = f", {i['kv_heads']} kv heads (grouped-query)" if i.get("grouped_query") else ""
-    fig.suptitle(title or f"kestrel advise: {layers} layers x {heads} heads{gq}, d={i['d']} Lq={i['Lq']} "
+    plural = lambda n, w: f"{n} {w}" + ("s" if n != 1 else "")
+    fig.suptitle(title or f"kestrel advise: {plural(layers, 'layer')} x {plural(heads, 'head')}{gq}{', causal' if causal else ''}, d={i['d']} Lq={i['Lq']} "
                           f"Lk={i['Lk']}, target {100 * target:g}% (dashed)", fontsize=9)
     fig.tight_layout()
     return fig

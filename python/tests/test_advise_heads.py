@@ -99,6 +99,12 @@ def test_options_apply_per_head(stack):
         assert h["sums"] == alone["sums"] and list(h["sums"]["formats"]) == ["fp16"]
         rows = [strip(r) for r in rep["rows"] if r["head"] == h["head"]]
         assert rows == alone["rows"] and all("causal" in r for r in rows if r["status"] == "ok")
+    # The figure of a causal stack has a third panel: the error against position per head.
+    from kestrel.advice import plot_heads
+
+    fig = plot_heads(rep)
+    assert [a.get_title() for a in fig.axes if a.get_title()][-1] == "causal: error by position"
+    assert "1 layer x 2 heads" in fig._suptitle.get_text() and "causal" in fig._suptitle.get_text()
 
 
 @needs_cli
