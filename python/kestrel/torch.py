@@ -173,7 +173,11 @@ def capture(model, batch, *, adapters=None, modules=None):
     torch = _torch()
     adapters = default_adapters() if adapters is None else adapters
     captures, originals = [], []
-    for name, mod in model.named_modules():
+    named = dict(model.named_modules())
+    unknown = sorted(set(modules or ()) - set(named))
+    if unknown:
+        raise ValueError(f"modules: no module named {unknown} in the model")
+    for name, mod in named.items():
         adapter = next((f for cls, f in adapters.items() if isinstance(mod, cls)), None)
         if adapter is None or (modules is not None and name not in modules):
             continue
@@ -184,7 +188,7 @@ def capture(model, batch, *, adapters=None, modules=None):
             calls = sum(c.name.split("#")[0] == _name for c in captures)
             captures.append(_as_capture(_name + (f"#{calls}" if calls else ""), _adapter(_mod, args, kwargs), out))
             return out
-        originals.append(mod)
+        originals.append((mod, mod.__dict__.get("forward")))
         mod.forward = wrapped
     if not originals:
         raise ValueError("the model has no attention module that an adapter knows"
@@ -195,8 +199,11 @@ def capture(model, batch, *, adapters=None, modules=None):
             _run(model, batch)
     finally:
         undo()
-        for mod in originals:
-            del mod.forward  # the instance attribute; the class's forward is back
+        for mod, own in originals:
+            if own is None:
+                del mod.forward  # the instance attribute: the class's forward is back
+            else:
+                mod.forward = own
     if not captures:
         raise ValueError("no attention module was called on this batch")
     return captures

@@ -185,6 +185,49 @@ def test_padding_is_left_out_and_other_masks_refused(decoder):
         kt.capture(mha, (y, y, y, None, True, torch.full((5, 5), 0.5)))
 
 
+@needs_torch
+def test_multihead_attention_variants_give_their_output_back():
+    """Sequence-first, unbatched, separate q/k/v projections (kdim, vdim: cross-attention), no bias, a bool causal
+    mask and a float key padding mask."""
+    torch.manual_seed(5)
+    x, mem = torch.randn(7, 3, 8), torch.randn(9, 3, 5)
+    pad = torch.zeros(3, 9)
+    pad[2, 6:] = -math.inf
+    cases = [(nn.MultiheadAttention(8, 2), (x, x, x, None, True, torch.ones(7, 7).triu(1).bool()), True),
+             (nn.MultiheadAttention(8, 2), (x[:, 0], x[:, 0], x[:, 0]), False),
+             (nn.MultiheadAttention(8, 4, kdim=5, vdim=5, bias=False), (x, mem, mem, pad), False)]
+    for mha, batch, causal in cases:
+        (c,) = kt.capture(mha.eval(), batch)
+        assert c.causal == causal and kt.verify(c) < 1e-5
+    assert c.k.shape == (3, 4, 9, 2) and c.keep[2].tolist() == [True] * 6 + [False] * 3 and not c.self_attention
+    Q, K, V, _, info = kt.stack([c], sequence=2)
+    assert Q.shape == (1, 4, 7, 2) and K.shape == (1, 4, 6, 2) and info["padded_positions_dropped"] == 3
+
+
+@needs_torch
+def test_bad_inputs_are_refused_naming_them(tmp_path):
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    y = torch.randn(2, 6, 8)
+    batch = (y, y, y)
+    with pytest.raises(ValueError, match=r"no module named \['nope'\]"):
+        kt.capture(mha, batch, modules=["nope"])
+    with pytest.raises(ValueError, match="sequence 2 is not in the batch of 2"):
+        kt.stack(kt.capture(mha, batch), sequence=2)
+    with pytest.raises(ValueError, match="the adapter returned no k, v"):
+        kt.capture(mha, batch, adapters={nn.MultiheadAttention: lambda m, a, k: dict(q=a[0])})
+    with pytest.raises(ValueError, match="scaling is fixed"):
+        kt.advise_model(mha, batch, scaling="sqrt-d")
+    with pytest.raises(ValueError, match="causal=True but the model's masks say causal=False"):
+        kt.advise_model(mha, batch, causal=True)
+    with pytest.raises(ValueError, match="expected a path ending in .h5"):
+        kt.advise_model(mha, batch, out=str(tmp_path / "r.json"))
+    with pytest.raises(ValueError, match="training mode with dropout"):
+        kt.capture(nn.MultiheadAttention(8, 2, dropout=0.1, batch_first=True).train(), batch)
+    with pytest.raises(ValueError, match="add_bias_kv or add_zero_attn"):
+        kt.capture(nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True).eval(), batch)
+    assert "forward" not in mha.__dict__  # the wrapper is gone after a failed run too
+
+
 # ---- the adapter protocol ------------------------------------------------------------------------------------------
 
 if torch is not None:
