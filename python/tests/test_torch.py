@@ -33,12 +33,17 @@ ADVISE = dict(estimators=["pos"], samplers=["iid"], seed=3, no_timing=True, rows
 def test_import_without_torch():
     """With torch blocked, kestrel and kestrel.torch import, and using kestrel.torch says what to install."""
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import kestrel, kestrel.torch\n"
-            "assert 'estimators' in dir(kestrel) or kestrel.advise\n"
+            "import numpy as np, kestrel, kestrel.torch\n"
+            "r = np.random.default_rng(0)\n"
+            "kestrel.advise(r.normal(size=(16, 4)), r.normal(size=(16, 4)), estimators=['pos'], budget=8, rows=4)\n"
             "try:\n    kestrel.torch.default_adapters()\nexcept ImportError as e:\n    print(e)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "kestrel.torch needs PyTorch (Debian: python3-torch)" in p.stdout
+    # Importing kestrel.torch does not import PyTorch (it is slow to import): its functions do.
+    lazy = "import sys, kestrel, kestrel.torch; assert 'torch' not in sys.modules"
+    p = subprocess.run([sys.executable, "-c", lazy], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 # ---- the two models ------------------------------------------------------------------------------------------------
