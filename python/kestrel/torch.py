@@ -158,6 +158,9 @@ def _as_capture(name, got, output):
     root = scale ** 0.5  # logits s q.k = (sqrt(s) q).(sqrt(s) k): split evenly, as advise's own scaling does
     pad = got.get("key_padding_mask")
     keep = None if pad is None else ~torch.as_tensor(pad).bool().cpu().numpy()
+    if keep is not None and keep.shape != (k.shape[0], k.shape[2]):
+        raise ValueError(f"{name}: key_padding_mask must be [batch, Lk] = {[k.shape[0], k.shape[2]]}, got "
+                         f"{list(keep.shape)}")
     return Capture(name, (q * root).cpu().numpy(), (k * root).cpu().numpy(), v.cpu().numpy(),
                    bool(got.get("causal", False)), keep, bool(got.get("self_attention", False)),
                    output[0] if isinstance(output, tuple) else output, got.get("merge"))
