@@ -170,9 +170,10 @@ def capture(model, batch, *, adapters=None, modules=None):
     """Runs `model` once on `batch` (model(batch); model(*batch) for a tuple, model(**batch) for a dict) without
     gradients and returns a Capture per call of an attention module, in call order: every module that is an instance of
     a class in `adapters` ({class: adapter}, default: nn.MultiheadAttention's), or only those whose qualified names are
-    in `modules`. An adapter(module, args, kwargs) returns a dict: q [B, H, Lq, d], k [B, Hkv, Lk, d], v [B, Hkv, Lk, dv]
-    as the module computes them, and optionally scale (the logits are scale q.k; default d^-1/2), causal,
-    key_padding_mask ([B, Lk], True: left out), self_attention and merge (per-head outputs -> the module's output)."""
+    in `modules`. An adapter(module, args, kwargs) returns a dict: q [B, H, Lq, d], k [B, Hkv, Lk, d],
+    v [B, Hkv, Lk, dv] as the module computes them, and optionally scale (the logits are scale q.k; default d^-1/2),
+    causal, key_padding_mask ([B, Lk], True: left out), self_attention and merge (per-head outputs -> the module's
+    output). docs/torch.md has the protocol and an example."""
     torch = _torch()
     adapters = default_adapters() if adapters is None else adapters
     captures, originals = [], []
