@@ -212,6 +212,25 @@ def test_multihead_attention_variants_give_their_output_back():
 
 
 @needs_torch
+def test_decoder_layer_self_and_cross_attention():
+    """nn.TransformerDecoderLayer: its causal self-attention and its cross-attention (queries of the target, keys of
+    the memory) are captured and give their outputs back; layers of different shapes are advised apart (modules=)."""
+    torch.manual_seed(6)
+    layer = nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
+    tgt, memory = torch.randn(2, 12, 16), torch.randn(2, 20, 16)
+    batch = (tgt, memory, nn.Transformer.generate_square_subsequent_mask(12))
+    self_attn, cross = kt.capture(layer, batch)
+    assert (self_attn.name, cross.name) == ("self_attn", "multihead_attn")
+    assert self_attn.causal and self_attn.self_attention and not cross.causal and not cross.self_attention
+    assert cross.q.shape == (2, 2, 12, 8) and cross.k.shape == (2, 2, 20, 8)
+    assert kt.verify(self_attn) < 1e-5 and kt.verify(cross) < 1e-5
+    with pytest.raises(ValueError, match="attention modules differ"):
+        kt.advise_model(layer, batch, **ADVISE)
+    rep = kt.advise_model(layer, batch, modules=["multihead_attn"], target=0.3, budget=64, **ADVISE)
+    assert rep["inputs"]["Lq"] == 12 and rep["inputs"]["Lk"] == 20 and not rep["options"]["causal"]
+
+
+@needs_torch
 def test_bad_inputs_are_refused_naming_them(tmp_path):
     mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
     y = torch.randn(2, 6, 8)
