@@ -394,6 +394,8 @@ def write_report(report, out, force=False, inputs=None):
         for key in ("options", "library_versions"):
             if key in prov:
                 f.attrs[key] = json.dumps(prov[key])
+        if "seed" in prov.get("options", {}):
+            f.attrs["seed"] = prov["options"]["seed"]
         if inputs is not None:
             _write_inputs(f, out, "/inputs", *inputs, report["options"].get("causal", False), report.get("torch", {}))
 
@@ -404,7 +406,11 @@ def write_report(report, out, force=False, inputs=None):
         fig = advice.plot_heads(report) if "summary" in report else advice.plot_report(report)
         fig.savefig(tmp_png, dpi=130, bbox_inches="tight")
         _write_new(out, force, write)
-        _publish(tmp_png, png, force)
+        try:
+            _publish(tmp_png, png, force)
+        except OSError:
+            os.unlink(out)  # no report without its plot (as the command line)
+            raise
     finally:
         if os.path.exists(tmp_png):
             os.unlink(tmp_png)
