@@ -8,6 +8,7 @@ PKGS=(g++ cmake make pkg-config git
       python3 python3-numpy python3-scipy python3-h5py python3-matplotlib python3-pil python3-nbclient python3-nbformat
       python3-ipykernel pybind11-dev python3-dev python3-pytest
       python3-sklearn python3-pandas python3-venv python3-pip python3-setuptools
+      python3-torch  # kestrel.torch tests (python/tests/test_torch.py); kestrel itself does not need it
       clang clang-format libclang-rt-14-dev libssl-dev
       libopenmpi-dev openmpi-bin libceres-dev libtomlplusplus-dev
       slurm-wlm munge  # tests/slurm/: a one-node Slurm for the job-array sweeps

@@ -1,6 +1,7 @@
 """kestrel: exact variances, Monte Carlo and parameter fitting for random-feature estimators of the softmax and
 Gaussian kernels (the compiled module kestrel._kestrel), with scikit-learn transformers (kestrel.sklearn), estimators
-written in NumPy (kestrel.custom) and readers of kestrel's HDF5 results into pandas (kestrel.results).
+written in NumPy (kestrel.custom), readers of kestrel's HDF5 results into pandas (kestrel.results) and advise on a
+PyTorch model's own attention (kestrel.torch; PyTorch is imported only there).
 
 Points are columns: a set of L points in R^d is a d x L float64 array (kestrel.fit(..., layout="rows") takes L x d).
 Logs are natural logs. See the README, section "Python", and docs/own-estimator.md.
@@ -82,7 +83,7 @@ def _signatures():
 
 
 _signatures()
-_SUBMODULES = ("sklearn", "custom", "results", "advice")
+_SUBMODULES = ("sklearn", "custom", "results", "advice", "torch")
 
 
 def __getattr__(name):

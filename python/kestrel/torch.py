@@ -1,0 +1,416 @@
+"""kestrel.torch: the queries, keys and values of a PyTorch model's own attention, captured on a batch, and
+`kestrel advise` on them per layer and head (issue 48; docs/torch.md). PyTorch is imported when a function needs it,
+so `import kestrel` and `import kestrel.torch` work without it.
+
+Convention: a captured head's q and k carry the module's logit scale, split evenly (q sqrt(s), k sqrt(s)), so its
+attention logits are exactly q.k; advise is run with scaling="none" (the command line: `--scaling none`)."""
+import dataclasses
+import inspect
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+AXES = ("layers", "heads", "tokens", "d")  # the dimension labels `kestrel advise` reads (lib/data/points_file.cpp)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("kestrel.torch needs PyTorch (Debian: python3-torch)") from e
+    return torch
+
+
+@dataclasses.dataclass
+class Capture:
+    """One call of one attention module, as float64 NumPy arrays: q [batch, heads, Lq, d], k [batch, kv_heads, Lk, d],
+    v [batch, kv_heads, Lk, dv], with logits q.k; causal (query i attends to keys 0..i); keep [batch, Lk] (False: a
+    padded key, left out) or None; self_attention (queries are the key positions: padded positions are dropped from
+    both); output, the module's own output; merge, the adapter's map from per-head outputs to that output (or None)."""
+    name: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    causal: bool = False
+    keep: np.ndarray = None
+    self_attention: bool = False
+    output: object = None
+    merge: object = None
+
+
+# ---- adapters: module, its call's arguments -> q, k, v per head ------------------------------------------------------
+
+def _mask_blocked(mask, name):
+    """A bool mask (True: blocked) or an additive float mask (-inf: blocked, 0: allowed) as a bool tensor."""
+    torch = _torch()
+    if mask.dtype == torch.bool:
+        return mask
+    finite = torch.isfinite(mask)
+    if bool((mask[finite] != 0).any()) or bool((mask[~finite] > 0).any()):
+        raise ValueError(f"{name} adds a bias to the logits (entries other than 0 and -inf): advise has no logit bias")
+    return ~finite
+
+
+def attn_mask_is_causal(attn_mask, L, S):
+    """True for the causal mask (query i attends to keys 0..i), False for none or one that blocks nothing; any other
+    mask is refused (advise knows bidirectional and causal attention only)."""
+    torch = _torch()
+    if attn_mask is None:
+        return False
+    blocked = _mask_blocked(attn_mask, "attn_mask")
+    if blocked.dim() == 3:  # [batch * heads, L, S]: one mask for all is all advise can take
+        if not bool((blocked == blocked[:1]).all()):
+            raise ValueError("attn_mask differs between heads or sequences: advise takes one mask for all")
+        blocked = blocked[0]
+    if not bool(blocked.any()):
+        return False
+    if L == S and torch.equal(blocked.cpu(), torch.ones(L, S, dtype=torch.bool).triu(1)):
+        return True
+    raise ValueError(f"attn_mask [{L}, {S}] is neither causal (keys after the query blocked) nor empty: advise has "
+                     "bidirectional and causal attention only")
+
+
+def multihead_attention(module, args, kwargs):
+    """The adapter of torch.nn.MultiheadAttention (also inside nn.TransformerEncoderLayer / DecoderLayer): its
+    in-projection (in_proj_weight, or q/k/v_proj_weight when kdim/vdim differ), the head split of its forward, logits
+    q.k / sqrt(head_dim); attn_mask causal -> causal, key_padding_mask -> keys left out."""
+    torch = _torch()
+    F = torch.nn.functional
+    m = module
+    if m.bias_k is not None or m.add_zero_attn:
+        raise ValueError("MultiheadAttention with add_bias_kv or add_zero_attn is not supported (an extra key that "
+                         "every query sees, also under a causal mask)")
+    if m.training and m.dropout > 0:
+        raise ValueError("MultiheadAttention is in training mode with dropout > 0: call model.eval() first")
+    a = inspect.signature(type(m).forward).bind(m, *args, **kwargs)  # type's: capture() wraps the instance's
+    a.apply_defaults()
+    query, key, value = a.arguments["query"], a.arguments["key"], a.arguments["value"]
+    unbatched = query.dim() == 2
+    as_batch_first = (lambda x: x.unsqueeze(0)) if unbatched else (
+        (lambda x: x) if m.batch_first else (lambda x: x.transpose(0, 1)))
+    x_q, x_k, x_v = (as_batch_first(t).double() for t in (query, key, value))
+    if m._qkv_same_embed_dim:
+        w_q, w_k, w_v = m.in_proj_weight.double().chunk(3)
+    else:
+        w_q, w_k, w_v = m.q_proj_weight.double(), m.k_proj_weight.double(), m.v_proj_weight.double()
+    b_q, b_k, b_v = m.in_proj_bias.double().chunk(3) if m.in_proj_bias is not None else (None, None, None)
+    H, hd = m.num_heads, m.head_dim
+    split = lambda x: x.reshape(x.shape[0], x.shape[1], H, hd).transpose(1, 2)  # [B, L, E] -> [B, H, L, hd]
+    q, k, v = split(F.linear(x_q, w_q, b_q)), split(F.linear(x_k, w_k, b_k)), split(F.linear(x_v, w_v, b_v))
+    pad = a.arguments["key_padding_mask"]
+    if pad is not None:
+        pad = _mask_blocked(pad, "key_padding_mask").reshape(q.shape[0], -1)
+
+    def merge(y):  # per-head outputs [B, H, L, hd] -> the module's output (out_proj of the concatenated heads)
+        y = torch.as_tensor(y).transpose(1, 2).reshape(y.shape[0], y.shape[2], H * hd)
+        y = F.linear(y, m.out_proj.weight.double(), None if m.out_proj.bias is None else m.out_proj.bias.double())
+        return y[0] if unbatched else (y if m.batch_first else y.transpose(0, 1))
+
+    return dict(q=q, k=k, v=v, scale=hd ** -0.5, causal=attn_mask_is_causal(a.arguments["attn_mask"], q.shape[2],
+                                                                            k.shape[2]),
+                key_padding_mask=pad, self_attention=query is key, merge=merge)
+
+
+def default_adapters():
+    """{module class: adapter}: the adapters capture() uses when none are given."""
+    return {_torch().nn.MultiheadAttention: multihead_attention}
+
+
+# ---- capture -----------------------------------------------------------------------------------------------------
+
+def _no_fast_path(model):
+    """PyTorch 1.13's nn.TransformerEncoderLayer, in eval mode without gradients, may compute its attention in one fused
+    kernel that never calls its self_attn: it then takes its ordinary path (the same mathematics), which capture()
+    sees. Returns the undo."""
+    torch = _torch()
+    undo = []
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.TransformerEncoderLayer) and getattr(mod, "activation_relu_or_gelu", 0):
+            undo.append((mod, mod.activation_relu_or_gelu))
+            mod.activation_relu_or_gelu = 0  # the fast path's precondition; the ordinary path uses mod.activation
+    return lambda: [setattr(mod, "activation_relu_or_gelu", v) for mod, v in undo]
+
+
+def _run(model, batch):
+    if isinstance(batch, dict):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
+def _as_capture(name, got, output):
+    torch = _torch()
+    missing = {"q", "k", "v"} - set(got)
+    if missing:
+        raise ValueError(f"{name}: the adapter returned no {', '.join(sorted(missing))} (it returns q, k and v)")
+    q, k, v = (torch.as_tensor(got[n]).detach().double() for n in "qkv")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"{name}: q, k, v must be [batch, heads, L, d], got {list(q.shape)}, {list(k.shape)}, "
+                         f"{list(v.shape)}")
+    scale = got.get("scale")
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if not scale > 0:
+        raise ValueError(f"{name}: the adapter's scale must be > 0, got {scale}")
+    root = scale ** 0.5  # logits s q.k = (sqrt(s) q).(sqrt(s) k): split evenly, as advise's own scaling does
+    pad = got.get("key_padding_mask")
+    keep = None if pad is None else ~torch.as_tensor(pad).bool().cpu().numpy()
+    if keep is not None and keep.shape != (k.shape[0], k.shape[2]):
+        raise ValueError(f"{name}: key_padding_mask must be [batch, Lk] = {[k.shape[0], k.shape[2]]}, got "
+                         f"{list(keep.shape)}")
+    return Capture(name, (q * root).cpu().numpy(), (k * root).cpu().numpy(), v.cpu().numpy(),
+                   bool(got.get("causal", False)), keep, bool(got.get("self_attention", False)),
+                   output[0] if isinstance(output, tuple) else output, got.get("merge"))
+
+
+def capture(model, batch, *, adapters=None, modules=None):
+    """Runs `model` once on `batch` (model(batch); model(*batch) for a tuple, model(**batch) for a dict) without
+    gradients and returns a Capture per call of an attention module, in call order: every module that is an instance of
+    a class in `adapters` ({class: adapter}, default: nn.MultiheadAttention's), or only those whose qualified names are
+    in `modules`. An adapter(module, args, kwargs) returns a dict: q [B, H, Lq, d], k [B, Hkv, Lk, d],
+    v [B, Hkv, Lk, dv] as the module computes them, and optionally scale (the logits are scale q.k; default d^-1/2),
+    causal, key_padding_mask ([B, Lk], True: left out), self_attention and merge (per-head outputs -> the module's
+    output). docs/torch.md has the protocol and an example."""
+    torch = _torch()
+    adapters = default_adapters() if adapters is None else adapters
+    captures, originals = [], []
+    named = dict(model.named_modules())
+    unknown = sorted(set(modules or ()) - set(named))
+    if unknown:
+        raise ValueError(f"modules: no module named {unknown} in the model")
+    for name, mod in named.items():
+        adapter = next((f for cls, f in adapters.items() if isinstance(mod, cls)), None)
+        if adapter is None or (modules is not None and name not in modules):
+            continue
+
+        def wrapped(*args, _mod=mod, _name=name, _forward=mod.forward, _adapter=adapter, **kwargs):
+            # The call's own arguments (PyTorch 1.13's forward hooks do not see keyword arguments such as attn_mask).
+            out = _forward(*args, **kwargs)
+            calls = sum(c.name.split("#")[0] == _name for c in captures)
+            captures.append(_as_capture(_name + (f"#{calls}" if calls else ""), _adapter(_mod, args, kwargs), out))
+            return out
+        originals.append((mod, mod.__dict__.get("forward")))
+        mod.forward = wrapped
+    if not originals:
+        raise ValueError("the model has no attention module that an adapter knows"
+                         + ("" if modules is None else f" among modules={sorted(modules)}"))
+    undo = _no_fast_path(model)
+    try:
+        with torch.no_grad():
+            _run(model, batch)
+    finally:
+        undo()
+        for mod, own in originals:
+            if own is None:
+                del mod.forward  # the instance attribute: the class's forward is back
+            else:
+                mod.forward = own
+    if not captures:
+        raise ValueError("no attention module was called on this batch")
+    return captures
+
+
+# ---- exact attention, the check of a capture -------------------------------------------------------------------
+
+def exact_attention(c):
+    """Softmax attention of a capture, per head: [B, H, Lq, dv] float64 (masked as captured; a query with no key left
+    is NaN, as in PyTorch)."""
+    group = c.q.shape[1] // c.k.shape[1]
+    k, v = np.repeat(c.k, group, axis=1), np.repeat(c.v, group, axis=1)
+    logits = c.q @ k.transpose(0, 1, 3, 2)
+    blocked = np.zeros(logits.shape[-2:], bool)[None, None]
+    if c.causal:
+        blocked = blocked | np.triu(np.ones(logits.shape[-2:], bool), 1)[None, None]
+    if c.keep is not None:
+        blocked = blocked | ~c.keep[:, None, None, :]
+    logits = np.where(blocked, -np.inf, logits)
+    top = logits.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        w = np.exp(logits - top)
+        return (w @ v) / w.sum(axis=-1, keepdims=True)
+
+
+def verify(c):
+    """The largest |difference| between the module's own output and its output recomputed from the capture (exact
+    attention per head, then the adapter's merge); rows with no key left are skipped."""
+    torch = _torch()
+    if c.merge is None:
+        raise ValueError(f"{c.name}: its adapter gives no merge (per-head outputs -> the module's output)")
+    mine = c.merge(exact_attention(c)).detach().cpu().numpy()
+    theirs = torch.as_tensor(c.output).detach().double().cpu().numpy()
+    ok = np.isfinite(mine) & np.isfinite(theirs)
+    return float(np.abs(mine - theirs)[ok].max())
+
+
+# ---- one sequence as advise's [layers, heads, L, d] ----------------------------------------------------------------
+
+def stack(captures, sequence=0):
+    """Sequence `sequence` of the batch as Q [layers, H, Lq, d], K [layers, Hkv, Lk, d], V [layers, Hkv, Lk, dv] (one
+    layer per capture) and whether it is causal. advise cannot leave keys out: padded positions are dropped (keys and
+    values; queries too where they are the key positions), which is exact (the attention of every remaining query is
+    unchanged). Returns (Q, K, V, causal, info)."""
+    if not captures:
+        raise ValueError("no captures")
+    picked, shapes, dropped = [], [], 0
+    for c in captures:
+        if not 0 <= sequence < c.q.shape[0]:
+            raise ValueError(f"sequence {sequence} is not in the batch of {c.q.shape[0]} ({c.name})")
+        q, k, v = c.q[sequence], c.k[sequence], c.v[sequence]
+        if c.keep is not None:
+            keep = c.keep[sequence]
+            dropped = max(dropped, int((~keep).sum()))
+            k, v = k[:, keep], v[:, keep]
+            if c.causal or c.self_attention:
+                q = q[:, keep]
+        picked.append((q, k, v))
+        shapes.append((c.name, q.shape, k.shape, v.shape, c.causal))
+    first = shapes[0]
+    for s in shapes[1:]:
+        if s[1:] != first[1:]:
+            raise ValueError(f"attention modules differ: {first[0]} has q {list(first[1])} k {list(first[2])} v "
+                             f"{list(first[3])} causal={first[4]}, {s[0]} has q {list(s[1])} k {list(s[2])} v "
+                             f"{list(s[3])} causal={s[4]}: advise them apart (modules=[...])")
+    Q, K, V = (np.ascontiguousarray(np.stack([p[i] for p in picked])) for i in range(3))
+    info = {"modules": [c.name for c in captures], "sequence": sequence, "padded_positions_dropped": dropped,
+            "scaling": "logits q.k: the module's scale split evenly between q and k (advise scaling none)"}
+    return Q, K, V, first[4], info
+
+
+def save_hdf5(path, captures, sequence=0, force=False):
+    """Writes sequence `sequence` as /Q, /K, /V of [layers, heads, tokens, d] with the axes named, which
+    `kestrel advise --queries PATH:/Q --keys PATH:/K --values PATH:/V --scaling none [--causal]` reads; the root's
+    attributes say the modules, causal and that command. Returns the command's arguments after `kestrel advise`."""
+    Q, K, V, causal, info = stack(captures, sequence)
+    _write_new(path, force, lambda f: _write_inputs(f, path, "/", Q, K, V, causal, info))
+    return _cli_args(path, "/", causal)
+
+
+def _cli_args(path, group, causal):
+    g = group.rstrip("/")
+    return (["--queries", f"{path}:{g}/Q", "--keys", f"{path}:{g}/K", "--values", f"{path}:{g}/V", "--scaling", "none"]
+            + (["--causal"] if causal else []))
+
+
+def _write_inputs(f, path, group, Q, K, V, causal, info):
+    g = f.require_group(group)
+    for name, a in zip("QKV", (Q, K, V)):
+        g[name] = a
+        for axis, label in enumerate(AXES):
+            g[name].dims[axis].label = label
+    g.attrs["causal"] = causal
+    g.attrs["kestrel_torch"] = json.dumps(info)
+    g.attrs["advise_arguments"] = " ".join(_cli_args(path, group, causal))
+
+
+def _write_new(path, force, write, suffix=".h5"):
+    """Writes a file through `write(h5py.File)` into a temporary file beside `path`, then publishes it: an existing
+    `path` is replaced only with force=True (the command line's --force), and nothing is left behind on failure."""
+    import h5py
+
+    _check_new(path, force)
+    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            write(f)
+        _publish(tmp, path, force)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _check_new(path, force):
+    if os.path.isdir(path):
+        raise ValueError(f"output '{path}' is a directory; give a file name")
+    if os.path.exists(path) and not force:
+        raise ValueError(f"output '{path}' exists; pass force=True to replace it")
+
+
+def _publish(tmp, path, force):
+    if force:
+        os.replace(tmp, path)
+    else:
+        os.link(tmp, path)  # fails if path appeared meanwhile: never replaces without force
+        os.unlink(tmp)
+
+
+# ---- advise ------------------------------------------------------------------------------------------------------
+
+def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=None, force=False, **options):
+    """Captures the model's attention on `batch` (capture()), stacks sequence `sequence` over layers and heads
+    (stack()) and runs kestrel.advise on it with `options` (its keywords: target, budget, estimators, samplers, seed,
+    ...; scaling is "none" and causal comes from the masks). Returns advise's multi-head report with a "torch" entry
+    (modules, sequence, padded positions dropped, capture and advise seconds). out="R.h5" writes the report as the
+    command line's --out does (R.h5 and R.png; force=True replaces them)."""
+    import kestrel
+
+    if "scaling" in options:
+        raise ValueError("scaling is fixed: the captured q and k carry the module's scale (scaling='none')")
+    if out is not None:
+        if not str(out).endswith(".h5"):
+            raise ValueError(f"out: expected a path ending in .h5 (the plot goes beside it as .png), got '{out}'")
+        for p in (out, out[:-3] + ".png"):
+            _check_new(p, force)
+    t0 = time.perf_counter()
+    captures = capture(model, batch, adapters=adapters, modules=modules)
+    Q, K, V, causal, info = stack(captures, sequence)
+    t1 = time.perf_counter()
+    if options.get("causal", causal) != causal:
+        raise ValueError(f"causal={options['causal']} but the model's masks say causal={causal}")
+    options["causal"] = causal
+    report = kestrel.advise(Q, K, V, scaling="none", **options)
+    t2 = time.perf_counter()
+    info.update(capture_seconds=round(t1 - t0, 3), advise_seconds=round(t2 - t1, 3),
+                torch_version=_torch().__version__)
+    report["torch"] = info
+    if out is not None:
+        write_report(report, out, force=force, inputs=(Q, K, V))
+    return report
+
+
+def write_report(report, out, force=False, inputs=None):
+    """The report as `kestrel advise --out` writes it for the plot and for kestrel.results: /advise/report.json (the
+    same JSON) with the provenance as root attributes, the inputs (when given) as /inputs/Q, K, V with their axes named
+    (so `kestrel advise` can re-run them), and OUT.png beside it (the heat map of kestrel.advice). Not written: the
+    command line's per-head datasets under /advise (run `kestrel advise` on /inputs for those)."""
+    from . import advice
+    import matplotlib
+
+    png = out[:-3] + ".png"
+    for p in (out, png):
+        _check_new(p, force)
+    prov = dict(report.get("provenance", {}))
+    prov["torch"] = report.get("torch", {})
+
+    def write(f):
+        f["advise/report.json"] = json.dumps(report, indent=2)
+        f.attrs["provenance"] = json.dumps(prov)
+        for key in ("kestrel_version", "git_revision", "command", "created_utc"):
+            if key in prov:
+                f.attrs[key] = str(prov[key])
+        for key in ("options", "library_versions"):
+            if key in prov:
+                f.attrs[key] = json.dumps(prov[key])
+        if "seed" in prov.get("options", {}):
+            f.attrs["seed"] = prov["options"]["seed"]
+        if inputs is not None:
+            _write_inputs(f, out, "/inputs", *inputs, report["options"].get("causal", False), report.get("torch", {}))
+
+    matplotlib.use("Agg")
+    fd, tmp_png = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(png)))
+    os.close(fd)
+    try:
+        fig = advice.plot_heads(report) if "summary" in report else advice.plot_report(report)
+        fig.savefig(tmp_png, dpi=130, bbox_inches="tight")
+        _write_new(out, force, write)
+        try:
+            _publish(tmp_png, png, force)
+        except OSError:
+            os.unlink(out)  # no report without its plot (as the command line)
+            raise
+    finally:
+        if os.path.exists(tmp_png):
+            os.unlink(tmp_png)
