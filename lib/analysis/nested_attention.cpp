@@ -76,6 +76,7 @@ struct Problem {
   arma::vec row_q;
   arma::uvec group_q;           // the queries' groups, for a form with groups
   arma::uvec positions, order;  // causal: each row's last key, and the rows in ascending position (stable)
+  arma::mat Ct;                 // causal: C^T (n x keys), a segment of keys one contiguous block
 };
 
 constexpr arma::uword kAllGroups = ~arma::uword{0};
@@ -274,26 +275,26 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
 // a_m to the running maximum (the sums so far shrink by e^(a_old - a_new)), so every prefix sum
 // S~_m(j) = sum_{j' <= j} e^{log f2(w_m, k_j') - a_m(j)} C_j' has a_m(j) = max_{j' <= j} log f2(w_m, k_j'): exact.
 void advance_causal(const Problem& p, DrawState& s, const Draw& b) {
-  const arma::uword last = p.positions.max();
-  const arma::mat F = raw_log_features(p.e, b, p.Y.cols(0, last), Side::Key);  // keys x B
-  const arma::mat Tt = query_log_features(p, b).t();                           // B x Lx
-  const arma::uword B = F.n_cols, n = p.C.n_cols;
+  // Keys as columns (B x keys), so that a segment of keys is one contiguous block (keys beyond the last position are
+  // formed and not used: cheaper than copying Y's first columns).
+  const arma::mat Ft = raw_log_features(p.e, b, p.Y, Side::Key).t();
+  const arma::mat Tt = query_log_features(p, b).t();  // B x Lx
+  const arma::uword B = Ft.n_rows, n = p.C.n_cols;
   arma::vec a(B, arma::fill::value(-kInf));  // the prefix's scale per column
   arma::mat S(B, n, arma::fill::zeros);      // the prefix's sums on that scale
   arma::uword next = 0;                      // the first key not yet in the prefix
   for (arma::uword i : p.order) {
     const arma::uword pos = p.positions(i);
     if (pos >= next) {  // the segment next..pos, on its own scale, merged: the larger scale wins
-      const arma::vec seg = arma::max(F.rows(next, pos), 0).t();
-      const arma::vec top = arma::max(a, seg);
-      arma::mat E = F.rows(next, pos);
-      E.each_row() -= top.t();
-      E = arma::exp(E);
+      arma::mat E = Ft.cols(next, pos);
+      const arma::vec top = arma::max(a, simd::row_max(E));
+      E.each_col() -= top;
+      simd::exp_libm(E);                 // std::exp's bits, 8 at a time
       E.replace(arma::datum::nan, 0.0);  // columns whose features are all 0 so far (-inf - -inf)
       arma::vec shrink = arma::exp(a - top);
       shrink.replace(arma::datum::nan, 0.0);
       S.each_col() %= shrink;
-      S += E.t() * p.C.rows(next, pos);
+      S += E * p.Ct.cols(next, pos).t();
       a = top;
       next = pos + 1;
     }
@@ -458,6 +459,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   if (!opt.positions.is_empty()) {  // causal: prefix sums per draw in double (advance_causal)
     p.positions = opt.positions;
     p.order = arma::stable_sort_index(opt.positions);
+    p.Ct = p.C.t();
   } else if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
