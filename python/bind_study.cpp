@@ -18,6 +18,7 @@
 #include "data/points_file.hpp"
 #include "frontend/advise_options.hpp"
 #include "frontend/study_options.hpp"
+#include "io/hdf5.hpp"
 #include "io/provenance.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"
@@ -96,19 +97,41 @@ TokenArray token_array(const py::object& obj, const char* name) {
 
 bool stacked(const py::object& obj) { return py::isinstance<py::array>(obj) && py::cast<py::array>(obj).ndim() > 2; }
 
+// out=PATH of kestrel.advise (None or absent: ""), taken out of kwargs.
+std::string pop_out(py::kwargs& kw) {
+  if (!kw.contains("out")) return "";
+  const py::object v = kw.attr("pop")("out");
+  return v.is_none() ? "" : py::str(v).cast<std::string>();
+}
+
+// The report as a dict with its provenance; with out=, also the HDF5 file `kestrel advise --out` writes (the same
+// writer; the plot is kestrel.advice's).
+template <typename A>
+py::object finish_advise(const A& adv, const AdviseOptions& o, const py::kwargs& kw, std::unique_ptr<H5Writer>& h5) {
+  nlohmann::json out = to_json(adv);
+  out["provenance"] = provenance(call_text("advise", kw), to_json(o));
+  if (h5) {
+    write_provenance(*h5, out["provenance"]);
+    write_report(*h5, adv);
+    h5->commit();
+  }
+  return from_json(out);
+}
+
 // kestrel.advise on [heads, L, d] or [layers, heads, L, d] arrays: the report of advise_heads.
 py::object advise_stacked(const py::object& Q, const py::object& K, const py::object& V, const AdviseOptions& o,
-                          bool show, const py::kwargs& kw) {
+                          bool show, const py::kwargs& kw, const std::string& path, bool force) {
   const TokenArray q = token_array(Q, "Q"), k = token_array(K, "K");
   const std::optional<TokenArray> v = V.is_none() ? std::nullopt : std::optional(token_array(V, "V"));
   const HeadStack stack = stack_heads(q, k, v ? &*v : nullptr, {"Q", "K", "V"});
-  nlohmann::json out;
+  std::unique_ptr<H5Writer> h5;
+  if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);  // fails early on a bad or existing path
+  std::optional<HeadsAdvice> adv;
   {
     py::gil_scoped_release nogil;
-    out = to_json(advise_heads(stack, o, stderr_progress(show)));
+    adv = advise_heads(stack, o, stderr_progress(show));
   }
-  out["provenance"] = provenance(call_text("advise", kw), to_json(o));
-  return from_json(out);
+  return finish_advise(*adv, o, kw, h5);
 }
 
 // kestrel._study_options(): the tables the Python signatures are generated from.
@@ -163,9 +186,10 @@ void kestrel::python::bind_study(py::module_& m) {
   m.def(
       "advise",
       [](const py::object& Q, const py::object& K, const py::object& V, py::kwargs kw) {
-        const bool show = pop_progress(kw);
+        const bool show = pop_progress(kw), force = pop_flag(kw, "force");
+        const std::string path = pop_out(kw);
         const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
-        if (stacked(Q) || stacked(K) || stacked(V)) return advise_stacked(Q, K, V, o, show, kw);
+        if (stacked(Q) || stacked(K) || stacked(V)) return advise_stacked(Q, K, V, o, show, kw, path, force);
         const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
         arma::mat v;
         if (!V.is_none()) v = unit_scaled_values(*mat_in(V, "V", "Lk x dv, one row per key"));
@@ -183,20 +207,24 @@ void kestrel::python::bind_study(py::module_& m) {
                 "and {}",
                 q->n_cols, k->n_cols);
         const arma::mat qt = q->t(), kt = k->t();
-        nlohmann::json out;
+        std::unique_ptr<H5Writer> h5;
+        if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);  // fails early on a bad or existing path
+        std::optional<Advice> adv;
         {
           py::gil_scoped_release nogil;
-          out = to_json(advise(qt, kt, v, o, stderr_progress(show)));
+          adv = advise(qt, kt, v, o, stderr_progress(show));
         }
-        out["provenance"] = provenance(call_text("advise", kw), to_json(o));
-        return from_json(out);
+        return finish_advise(*adv, o, kw, h5);
       },
       py::arg("Q"), py::arg("K"), py::arg("V") = py::none(),
       ("`kestrel advise` as a function: Q (Lq x d), K (Lk x d) and V (Lk x dv, or None) with one token per row; "
        "options as keywords (same names with '_' for '-'). Returns the report of `kestrel advise --json` as a dict: "
        "per estimator and sampler the predicted error quantiles, the M for the target, the features' exponents per "
        "number format and, with validate=R, the measured error; the cost and the recommendation. progress=True "
-       "prints the command line's progress lines on sys.stderr. Q, K and V as [heads, L, d] or [layers, heads, L, d] "
+       "prints the command line's progress lines on sys.stderr. out='R.h5' also writes the HDF5 report that "
+       "`kestrel advise --out R.h5` writes (the same writer; it refuses an existing file unless force=True; "
+       "kestrel.advice.plot_file('R.h5', 'R.png') draws its plot). Q, K and V as [heads, L, d] or [layers, heads, L, "
+       "d] "
        "arrays are advised per head (K and V may have fewer heads, dividing Q's: grouped-query attention): the report "
        "then has every head's rows (with layer, head and kv_head), a summary per estimator and sampler (the M for "
        "every head and for the median head) and each head's own cost and recommendation under heads. Options:" +

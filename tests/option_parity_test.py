@@ -19,11 +19,12 @@ import numpy as np  # noqa: E402
 import kestrel  # noqa: E402
 
 # Offered on one side only, on purpose.
-CLI_ONLY = {"config": "the TOML file itself", "out": "a positional argument in Python (sweep, reproduce) or returned "
-            "(variance, advise)", "json": "Python returns the dict", "queries": "Python takes arrays Q",
+CLI_ONLY = {"config": "the TOML file itself", "json": "Python returns the dict", "queries": "Python takes arrays Q",
             "name": "positional"}
-# Files Python does not write (force), and advise's input files (Python takes the arrays Q, K, V).
-CLI_ONLY_BY_COMMAND = {"variance": {"force"}, "advise": {"force", "queries", "keys", "values"}}
+# out: a positional argument in Python (sweep, reproduce) or returned (variance); advise takes out= and force= as
+# keywords. Files Python does not write (variance's force), and advise's input files (Python takes the arrays Q, K, V).
+CLI_ONLY_BY_COMMAND = {"variance": {"force", "out"}, "sweep": {"out"}, "reproduce": {"out"},
+                       "advise": {"queries", "keys", "values"}}
 PYTHON_ONLY = {"progress": "sweep, advise, reproduce: stderr lines in Python; the command line prints them unless "
                "--quiet"}
 # Read only by other regimes than the runs' normal one: refused where nothing reads them (issue #37 item 9).

@@ -343,8 +343,10 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
     """Captures the model's attention on `batch` (capture()), stacks sequence `sequence` over layers and heads
     (stack()) and runs kestrel.advise on it with `options` (its keywords: target, budget, estimators, samplers, seed,
     ...; scaling is "none" and causal comes from the masks). Returns advise's multi-head report with a "torch" entry
-    (modules, sequence, padded positions dropped, capture and advise seconds). out="R.h5" writes the report as the
-    command line's --out does (R.h5 and R.png; force=True replaces them)."""
+    (modules, sequence, padded positions dropped, capture and advise seconds). out="R.h5" writes the report with the
+    command line's own writer (kestrel.advise(out=...): what `kestrel advise --out` writes, every head's datasets
+    included), adds the captured inputs as /inputs/Q, K, V with their axes named and the capture's provenance, and
+    draws R.png beside it; force=True replaces them."""
     import kestrel
 
     if "scaling" in options:
@@ -361,21 +363,51 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
     if options.get("causal", causal) != causal:
         raise ValueError(f"causal={options['causal']} but the model's masks say causal={causal}")
     options["causal"] = causal
-    report = kestrel.advise(Q, K, V, scaling="none", **options)
-    t2 = time.perf_counter()
+    if out is None:
+        report = kestrel.advise(Q, K, V, scaling="none", **options)
+        t2 = time.perf_counter()
+    else:  # written into temporary files beside out, published once the plot is drawn: nothing left on failure
+        import h5py
+        from . import advice
+
+        png = out[:-3] + ".png"
+        here = os.path.dirname(os.path.abspath(out))
+        tmp_h5, tmp_png = (tempfile.mkstemp(suffix=x, dir=here) for x in (".h5", ".png"))
+        os.close(tmp_h5[0]), os.close(tmp_png[0])
+        tmp_h5, tmp_png = tmp_h5[1], tmp_png[1]
+        try:
+            report = kestrel.advise(Q, K, V, scaling="none", out=tmp_h5, force=True, **options)
+            t2 = time.perf_counter()
+            info.update(capture_seconds=round(t1 - t0, 3), advise_seconds=round(t2 - t1, 3),
+                        torch_version=_torch().__version__)
+            with h5py.File(tmp_h5, "a") as f:
+                prov = json.loads(f.attrs["provenance"])
+                prov["torch"] = info
+                f.attrs["provenance"] = json.dumps(prov)
+                _write_inputs(f, out, "/inputs", Q, K, V, causal, info)
+            advice.plot_file(tmp_h5, tmp_png)
+            _publish(tmp_h5, out, force)
+            try:
+                _publish(tmp_png, png, force)
+            except OSError:
+                os.unlink(out)  # no report without its plot (as the command line)
+                raise
+        finally:
+            for p in (tmp_h5, tmp_png):
+                if os.path.exists(p):
+                    os.unlink(p)
     info.update(capture_seconds=round(t1 - t0, 3), advise_seconds=round(t2 - t1, 3),
                 torch_version=_torch().__version__)
     report["torch"] = info
-    if out is not None:
-        write_report(report, out, force=force, inputs=(Q, K, V))
     return report
 
 
 def write_report(report, out, force=False, inputs=None):
-    """The report as `kestrel advise --out` writes it for the plot and for kestrel.results: /advise/report.json (the
-    same JSON) with the provenance as root attributes, the inputs (when given) as /inputs/Q, K, V with their axes named
-    (so `kestrel advise` can re-run them), and OUT.png beside it (the heat map of kestrel.advice). Not written: the
-    command line's per-head datasets under /advise (run `kestrel advise` on /inputs for those)."""
+    """A report already computed (a dict of kestrel.advise) written for the plot and for kestrel.results:
+    /advise/report.json (the same JSON) with the provenance as root attributes, the inputs (when given) as /inputs/Q,
+    K, V with their axes named (so `kestrel advise` can re-run them), and OUT.png beside it. Not written: the command
+    line's per-head datasets under /advise, which need the report's computation (advise_model(out=...) and
+    kestrel.advise(out=...) write them)."""
     from . import advice
     import matplotlib
 

@@ -86,6 +86,22 @@ def test_report_equals_the_command_line_and_the_heat_map_is_drawn(tmp_path, stac
         assert f["advise/layer0/head1"].attrs["kv_head"] == 1
     with Image.open(tmp_path / "r.png") as im:
         assert im.size[0] > 300 and im.size[1] > 200
+    # kestrel.advise(out=...) writes the same file with the command line's writer: the same datasets and values.
+    kestrel.advise(Q, K, V, out=str(tmp_path / "p.h5"), **OPTS)
+    with pytest.raises(Exception, match="exists"):
+        kestrel.advise(Q, K, V, out=str(tmp_path / "p.h5"), **OPTS)
+    kestrel.advise(Q, K, V, out=str(tmp_path / "p.h5"), force=True, **OPTS)
+
+    def datasets(path):
+        found = {}
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda n, o: found.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+        return found
+    cli_file, py_file = datasets(tmp_path / "r.h5"), datasets(tmp_path / "p.h5")
+    assert sorted(cli_file) == sorted(py_file) and len(cli_file) > 10
+    for name, value in cli_file.items():
+        if name != "advise/report.json":  # its provenance differs (command line and call)
+            assert np.array_equal(value, py_file[name]), name
 
 
 def test_options_apply_per_head(stack):

@@ -334,6 +334,7 @@ def test_out_writes_the_report_and_plot_and_never_replaces_without_force(vit, tm
         assert json.loads(raw.decode() if isinstance(raw, bytes) else raw)["summary"] == rep["summary"]
         assert f["inputs/Q"].shape == (2, 2, 50, 16) and f["inputs/Q"].dims[0].label == "layers"
         assert json.loads(f.attrs["provenance"])["torch"]["modules"] == rep["torch"]["modules"]
+        assert f["advise/layer1/head1"] is not None  # the command line's writer: every head's groups
     assert os.path.getsize(tmp_path / "r.png") > 1000
     with pytest.raises(ValueError, match="exists; pass force=True"):
         kt.advise_model(model, batch, out=out, **opts)
