@@ -54,3 +54,20 @@ TEST(ControlVariate, SumsOfRunsAddUp) {
   EXPECT_LT(arma::abs(e1.se - e2.se).max(), 1e-12);
   EXPECT_EQ(a.draws(), 20.0);
 }
+
+TEST(ControlVariate, FewerThanFourDrawsPerHalfGiveThePlainMean) {
+  // 7 draws (4 and 3 per half): the plain mean and SE, reduction 1; 8 draws (4 per half): the control variate.
+  Rng rng(5, Stream::MonteCarlo, 0);
+  const arma::mat z = rng.normal_matrix(2, 8);
+  const arma::mat x = arma::exp(z), c = arma::exp(z) - std::exp(0.5);
+  ControlVariateSums s;
+  for (arma::uword r = 0; r < 7; ++r) s.add(r, x.col(r), c.col(r));
+  const auto e = s.estimate();
+  EXPECT_TRUE(arma::approx_equal(e.mean, e.plain_mean, "absdiff", 0));
+  EXPECT_TRUE(arma::approx_equal(e.se, e.plain_se, "absdiff", 0));
+  EXPECT_TRUE(arma::all(e.reduction == 1));
+  s.add(7, x.col(7), c.col(7));
+  const auto f = s.estimate();  // x = c + e^(1/2) exactly: the control variate leaves no variance
+  EXPECT_LT(arma::abs(f.mean - std::exp(0.5)).max(), 1e-9);
+  EXPECT_LT(f.se.max(), 1e-6 * f.plain_se.min());  // 0 up to the rounding of the sums of squares
+}

@@ -244,7 +244,7 @@ TEST(NestedAttention, AStopRuleEndsTheRunAndLeavesTheColumnsBeforeItUnchanged) {
   const NestedErrors part =
       simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors& n) {
         asked.push_back(n.sq.n_cols);
-        return n.sq.n_cols == 3;
+        return n.sq.n_cols == 3 ? 0 : kKeepDraws;
       });
   EXPECT_EQ(asked, (std::vector<arma::uword>{1, 2, 3}));
   ASSERT_EQ(part.sq.n_cols, 3u);
@@ -252,8 +252,26 @@ TEST(NestedAttention, AStopRuleEndsTheRunAndLeavesTheColumnsBeforeItUnchanged) {
   for (arma::mat NestedErrors::*f : {&NestedErrors::sq, &NestedErrors::sq_se, &NestedErrors::abs, &NestedErrors::tv})
     EXPECT_TRUE(arma::approx_equal(part.*f, (full.*f).head_cols(3), "absdiff", 0));
   std::size_t calls = 0;
-  simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors&) { return ++calls, false; });
+  simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors&) { return ++calls, kKeepDraws; });
   EXPECT_EQ(calls, 4u);  // never after the last grid point
+}
+
+TEST(NestedAttention, ACapOnTheDrawsKeepsTheFirstOnesAsIfFewerWereAsked) {
+  // Cutting the draws to 4 after grid point 3 continues with draws 0..3 (each drawn to the M it reaches): the same
+  // columns as a run asked for 4 draws from there on, and the same as the full run up to the cut.
+  const Input in(0.6, 162);
+  const auto e = make_estimator("pos", in.X, in.Y);
+  NestedOptions o{{1, 2, 4, 8, 16}, {40, 40, 30, 20, 10}, 7, Sampler::Iid};
+  const NestedErrors full = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+  const NestedErrors cut = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o,
+                                           [](const NestedErrors& n) { return n.sq.n_cols == 3 ? 4 : kKeepDraws; });
+  o.draws = {40, 40, 30, 4, 4};
+  const NestedErrors fewer = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o);
+  EXPECT_EQ(cut.draws, (std::vector<std::size_t>{40, 40, 30, 4, 4}));
+  EXPECT_TRUE(arma::approx_equal(cut.sq, fewer.sq, "absdiff", 0));
+  EXPECT_TRUE(arma::approx_equal(cut.abs_se, fewer.abs_se, "absdiff", 0));
+  EXPECT_TRUE(arma::approx_equal(cut.sq.head_cols(3), full.sq.head_cols(3), "absdiff", 0));
+  EXPECT_FALSE(arma::approx_equal(cut.sq.col(3), full.sq.col(3), "absdiff", 0));
 }
 
 TEST(NestedAttention, BadInputIsRefused) {

@@ -40,7 +40,7 @@ ControlVariateSums::Estimate ControlVariateSums::estimate() const {
   e.plain_mean = sx / N;
   const arma::vec plain_var = arma::clamp(sxx / N - arma::square(e.plain_mean), 0, arma::datum::inf) * (N / (N - 1));
   e.plain_se = arma::sqrt(plain_var / N);
-  if (n[0] < 2 || n[1] < 2) {
+  if (n[0] < kMinHalf || n[1] < kMinHalf) {
     e.mean = e.plain_mean, e.se = e.plain_se;
     e.reduction.ones(rows);
     return e;

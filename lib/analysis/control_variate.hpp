@@ -31,7 +31,10 @@ struct ControlVariateSums {
     arma::vec plain_mean, plain_se;
     arma::vec reduction;  // plain variance / variance with the control variate, per row (1 where undefined)
   };
-  // Needs at least 2 draws in each half for the control variate (else the plain mean is returned for both).
+  // Needs kMinHalf draws in each half for the control variate, else the plain mean is returned for both: with 2 per
+  // half each coefficient is fitted on 2 points and each half's variance has one degree of freedom, so its SE can come
+  // out near 0 by chance (seen at 4 draws), and a decision would rest on it.
+  static constexpr double kMinHalf = 4;
   Estimate estimate() const;
 };
 

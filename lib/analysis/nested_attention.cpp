@@ -449,7 +449,7 @@ bool probe_nesting(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, 
 
 NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
                              const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
-                             const std::function<bool(const NestedErrors&)>& stop) {
+                             const std::function<std::size_t(const NestedErrors&)>& next) {
   check_nested(e, X, Y, V, Yexact, log_norm, opt);
   const std::size_t G = opt.grid.size();
   const bool form = probe_nesting(e, X, Y, opt);
@@ -520,9 +520,13 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
       throw NumericalError(
           fmt::format("the nested simulation of '{}' gave a non-finite error at M = {}", e.info().name, opt.grid[k]));
     if (opt.se_goal > 0 && opt.grid[k] >= opt.adapt_from) active = draws_needed(out.sq, out.sq_se, k, n, opt);
-    if (k + 1 < G)
-      for (std::size_t r = std::min(opt.draws[k + 1], active); r < n; ++r) state[r] = DrawState{};  // done: free
-    if (stop && k + 1 < G && stop(out)) break;
+    if (k + 1 == G) break;
+    if (next) {
+      const std::size_t cap = next(out);
+      if (cap == 0) break;
+      active = std::min(active, std::max<std::size_t>(2, cap));
+    }
+    for (std::size_t r = std::min(opt.draws[k + 1], active); r < n; ++r) state[r] = DrawState{};  // done: free
   }
   return out;
 }

@@ -1,9 +1,9 @@
 // Simulated error of random-feature attention rows at every M of a grid from nested draws (`kestrel advise`'s
 // prediction): draw r is one nested draw of M_r features (FeatureMap::draw_nested), and its first M columns are a draw
 // of M features for every grid M <= M_r, so R draws give R independent samples of the error at every grid M for the
-// price of R draws at the largest M. The draws advance together one grid point at a time, so a caller's stop rule,
-// asked after each grid point, ends the simulation where the answer is settled (advise: a few doublings beyond the M
-// for its target) and the larger M are never paid for. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is
+// price of R draws at the largest M. The draws advance together one grid point at a time, so a caller's rule, asked
+// after each grid point, ends the simulation where the answer is settled (advise: a few doublings beyond the M for its
+// target) or cuts the draws that continue, and the larger M are never paid for. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is
 // accumulated over blocks of features in log domain: each key feature carries its own scale a_m = max_j log f2(w_m,
 // k_j), and each query row a running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800
 // features and prefixes whose features are all tiny stay exact. The key sums S~^T C run over tiles of 1024 keys (memory
@@ -66,10 +66,13 @@ struct NestedErrors {
 // values or empty (then the normalisers), Yexact: Lx x dv exact output rows (empty without V), log_norm: log (K 1)_i.
 // Identical for any thread count (each draw is computed alone, then summed in order). InvalidArgument for maps that
 // are not positive, Undefined (core/error.hpp) for maps whose draws do not nest.
-// `stop`, when given, is asked after each grid point with the errors so far (columns 0..k) and ends the simulation
-// when it returns true; the columns computed do not depend on it.
+// `next`, when given, is asked after each grid point but the last with the errors so far (columns 0..k) and returns
+// how many draws at most continue to the next grid point: 0 ends the simulation there, kKeepDraws leaves the draws as
+// opt says, n >= 1 keeps the first max(2, n) of them (the caller's own rule: advise cuts the draws of a row whose
+// error is far above its target). The columns computed so far do not depend on it.
+inline constexpr std::size_t kKeepDraws = ~std::size_t{0};
 NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
                              const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
-                             const std::function<bool(const NestedErrors&)>& stop = {});
+                             const std::function<std::size_t(const NestedErrors&)>& next = {});
 
 }  // namespace kestrel

@@ -79,6 +79,11 @@ constexpr double kCurveBeyond = 2;
 constexpr double kDrawSeGoal = 0.05;
 constexpr arma::uword kDrawsKeptUpTo = 128;
 
+// A first pass whose p95 - 2 SE, shrunk as 1/sqrt(M) to the budget, is still kHeadingOut times the target goes on
+// with the fewest draws (--draws / 16, as the SE rule's floor): the curve is drawn, and the decision at the budget adds
+// the draws it needs (settle). At L = 32768 this is a third of the time (bench/results/long_context.md).
+constexpr double kHeadingOut = 1.5;
+
 // The draws of one settling run held at once: at most about this many bytes of draw state.
 constexpr double kSettleBytes = 1e9;
 
@@ -190,18 +195,26 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
   const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, d);
   const arma::uvec from = from_rows(in, opt);
   std::optional<arma::uword> reached;  // the first grid M whose p95 + 2 SE <= target (over all rows and from rows)
-  auto stop = [&](const NestedErrors& ne) {
+  const std::size_t min_draws = std::max<std::size_t>(2, opt.draws / 16);
+  auto draws_on = [&](const NestedErrors& ne) {
     const std::size_t k = ne.sq.n_cols - 1;
     const ColumnErrors c = errors_of(column_of(ne, k, opt.metric), in, opt.metric, control_variate);
-    auto upper = [&](const arma::vec& err, const arma::vec& se) {
-      const double p95 = quantile(err, 0.95);
-      return p95 + 2 * se[arma::index_min(arma::abs(err - p95))];
+    auto ends = [&](const arma::vec& err, const arma::vec& se) {  // p95 -+ 2 SE
+      const double p95 = quantile(err, 0.95), s = se[arma::index_min(arma::abs(err - p95))];
+      return std::pair{p95 - 2 * s, p95 + 2 * s};
     };
-    double up = upper(c.err, c.se);
-    if (!from.is_empty()) up = std::max(up, upper(arma::vec(c.err(from)), arma::vec(c.se(from))));
+    auto [low, up] = ends(c.err, c.se);
+    if (!from.is_empty()) {
+      const auto [flow, fup] = ends(arma::vec(c.err(from)), arma::vec(c.se(from)));
+      low = std::min(low, flow), up = std::max(up, fup);
+    }
     if (!reached && up <= opt.target) reached = grid[k];
-    if (opt.full_curve) return false;
-    return reached && static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*reached);
+    if (opt.full_curve) return kKeepDraws;
+    if (reached) return static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*reached) ? 0 : kKeepDraws;
+    // Heading out of reach: even shrinking as 1/sqrt(M) from here, p95 - 2 SE would stay kHeadingOut times the target
+    // at the budget. The draws go on at the floor; the decision at the budget then adds what it needs (settle).
+    const double at_budget = low * std::sqrt(static_cast<double>(grid[k]) / static_cast<double>(opt.budget));
+    return grid[k] >= kDrawsKeptUpTo && at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
   };
   const NestedOptions first{.grid = grid,
                             .draws = prediction_draws(grid, opt.draws),
@@ -210,10 +223,10 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
                             .total_variation = opt.metric == AdviseMetric::Tv,
                             .se_goal = kDrawSeGoal,
                             .adapt_from = kDrawsKeptUpTo,
-                            .min_draws = std::max<std::size_t>(2, opt.draws / 16),
+                            .min_draws = min_draws,
                             .positions = in.positions};
   const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
-                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, stop);
+                                          in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, draws_on);
   std::vector<Column> cols;
   for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
   std::uint64_t next = first.draws.front();
