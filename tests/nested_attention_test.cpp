@@ -252,7 +252,8 @@ TEST(NestedAttention, AStopRuleEndsTheRunAndLeavesTheColumnsBeforeItUnchanged) {
   for (arma::mat NestedErrors::*f : {&NestedErrors::sq, &NestedErrors::sq_se, &NestedErrors::abs, &NestedErrors::tv})
     EXPECT_TRUE(arma::approx_equal(part.*f, (full.*f).head_cols(3), "absdiff", 0));
   std::size_t calls = 0;
-  simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o, [&](const NestedErrors&) { return ++calls, kKeepDraws; });
+  simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, o,
+                  [&](const NestedErrors&) { return ++calls, kKeepDraws; });
   EXPECT_EQ(calls, 4u);  // never after the last grid point
 }
 
@@ -378,8 +379,8 @@ TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
     o.positions = pos;
     const NestedErrors n = simulate_nested(*e, X, Y, V, Yexact, log_norm, o);
     for (std::size_t k = 0; k < grid.size(); ++k) {
-      // Y-hat = v_0 up to rounding (a few ulps of |v_0| per entry).
-      EXPECT_LT(n.sq(1, k), 1e-26 * arma::accu(arma::square(V.row(0)))) << "position 0 sees one key";
+      // Y-hat = v_0 up to rounding: single-precision features and C (a few units of 2^-24 of |v_0| per entry).
+      EXPECT_LT(n.sq(1, k), std::pow(8 * 0x1p-24, 2) * arma::accu(arma::square(V.row(0)))) << "position 0 sees one key";
       for (arma::uword i = 0; i < 6; ++i) {
         if (pos(i) == 0) continue;
         const auto m = simulate_attention(*e, Kernel::softmax(), X.col(i), Y.cols(0, pos(i)), V.rows(0, pos(i)),
@@ -400,6 +401,46 @@ TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
       simulate_nested(*e, X.col(3), Y, V, full.Y, full.log_normaliser, options(grid, 200, Sampler::Iid));
   // Same draws; the bidirectional path sums keys in single precision (relative rounding ~1e-6 of the error).
   EXPECT_TRUE(arma::approx_equal(c.sq, b.sq, "reldiff", 1e-4)) << c.sq << b.sq;
+}
+
+// The single-precision causal path (maps with an exponent form) against the double one on the same draws, at the
+// rounding bound of the bidirectional tiles' test above (a segment is at most a tile), with positions in every tile.
+TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBound) {
+  const arma::mat X = test::points(4, 6, 0.5, 431), Y = test::points(4, 2500, 0.5, 432);
+  arma::mat V = test::points(3, 2500, 1.0, 433).t();
+  V.col(0) += 2.0;
+  const arma::uvec pos{2499, 0, 1023, 1024, 1800, 17};
+  const double root4 = std::pow(4.0, 0.25);
+  arma::mat Yexact(6, 3);
+  arma::vec log_norm(6);
+  for (arma::uword i = 0; i < 6; ++i) {
+    const ExactAttention ex = exact_attention(X.col(i) * root4, Y.cols(0, pos(i)) * root4, V.rows(0, pos(i)));
+    Yexact.row(i) = ex.Y;
+    log_norm(i) = ex.log_normaliser(0);
+  }
+  const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
+  for (const std::string name : {"pos", "aderf", "pos-hyp", "geom+", "dark"}) {
+    const auto e = make_estimator(name, X, Y);
+    NestedOptions o = options({4, 32, 96}, 6, Sampler::Orthogonal);
+    o.positions = pos;
+    const NestedErrors single = simulate_nested(*e, X, Y, V, Yexact, log_norm, o);
+    o.double_precision = true;
+    const NestedErrors dbl = simulate_nested(*e, X, Y, V, Yexact, log_norm, o);
+    Rng rng(11, Stream::Prediction, 0);
+    const auto form = e->exponent_form(e->draw_nested(96, rng, Sampler::Orthogonal), Side::Key);
+    ASSERT_TRUE(form.has_value()) << name;
+    const double pmax = arma::max(arma::sqrt(arma::sum(arma::square(form->P), 0)));
+    const double zmax = arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key)), 0)));
+    const double rmax = arma::abs(e->exponent_row(Y, Side::Key)).max();
+    const double delta = eps * (4 * pmax * zmax + 2 * rmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
+    EXPECT_FALSE(arma::approx_equal(single.sq, dbl.sq, "absdiff", 0)) << name << ": the two paths must differ";
+    for (arma::uword k = 0; k < 3; ++k)
+      for (arma::uword i = 0; i < 6; ++i) {
+        const double tol = D * (2 * std::sqrt(dbl.sq(i, k)) + D);
+        EXPECT_LE(std::abs(single.sq(i, k) - dbl.sq(i, k)), tol)
+            << name << " column " << k << " row " << i << ": single " << single.sq(i, k) << ", double " << dbl.sq(i, k);
+      }
+  }
 }
 
 TEST(NestedAttention, CausalIsTheSameForOneAndTwoThreadsAndRefusesBadPositions) {

@@ -24,6 +24,7 @@ struct DrawState {
   arma::uword m0 = 0;
   arma::vec run_max;
   arma::mat acc, Ahat;
+  arma::mat acc_t;  // causal in single precision: acc transposed (n x Lx), so that a row's sums are contiguous
 };
 
 // One draw's errors at one grid M, per row.
@@ -76,7 +77,11 @@ struct Problem {
   arma::vec row_q;
   arma::uvec group_q;           // the queries' groups, for a form with groups
   arma::uvec positions, order;  // causal: each row's last key, and the rows in ascending position (stable)
-  arma::mat Ct;                 // causal: C^T (n x keys), a segment of keys one contiguous block
+  arma::mat Ct;                 // causal in double: C^T (n x keys), a segment of keys one contiguous block
+  // Causal in single precision (a map with an exponent form and no groups): the keys' exponent points and rows, and
+  // C^T, up to the last position (keys as columns).
+  arma::fmat Zk, Ctf;
+  arma::frowvec row_k;
 };
 
 constexpr arma::uword kAllGroups = ~arma::uword{0};
@@ -270,6 +275,104 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
   return T;
 }
 
+// Causal in single precision: the new columns of the draws [r0, r1) side by side (one chunk), walked over the keys in
+// tiles of kKeyTile and, inside a tile, in segments between consecutive rows' positions. A segment raises each
+// column's scale a_m to its running maximum (the prefix sums so far shrink by e^(a_old - a_new)), its features are
+// formed from the exponent form in single precision (<= 1 after the shift), and its sum E^T C is a single-precision
+// product added to the prefix sums in double, as the bidirectional tiles are (rounding ~1e-6 of |Y-hat_i - Y_i|,
+// tested against advance_causal). Each row then takes its draws' prefix sums as they stand at its position.
+// Chunks are fixed by the draws and the block width, so the result does not depend on the thread count.
+constexpr arma::uword kCausalChunkColumns = 128;
+
+void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std::size_t r0, std::size_t r1,
+                           arma::uword m1) {
+  const arma::uword n = p.C.n_cols;
+  std::vector<arma::mat> T;     // per draw: its block's query log-features, B x Lx
+  std::vector<arma::uword> at;  // per draw: its first column in the chunk
+  arma::mat P;                  // d' x W
+  arma::vec col;                // W: each column's constant exponent, with the whole draw's scale
+  for (std::size_t r = r0; r < r1; ++r) {
+    const Draw b = state[r].w.columns(state[r].m0, m1);
+    const ExponentForm f = *p.e.exponent_form(b, Side::Key);
+    at.push_back(P.n_cols);
+    P = arma::join_rows(P, f.P);
+    col = arma::join_cols(col, f.col.t() + 0.5 * std::log(static_cast<double>(b.count())));
+    T.push_back(query_log_features(p, b).t());
+  }
+  at.push_back(P.n_cols);
+  const arma::uword W = P.n_cols;
+  const arma::fmat Pt = arma::conv_to<arma::fmat>::from(P.t());  // W x d'
+  arma::vec a(W, arma::fill::value(-kInf));
+  arma::mat St(n, W, arma::fill::zeros);  // the prefix sums on the scale a, transposed: a draw's columns contiguous
+  arma::fmat E, Sf;
+  arma::fvec mx(W), shift(W);
+  arma::vec t(W), y(n);
+  // Keys j0..j1 of the tile that starts at key t0 join the prefix.
+  auto add_segment = [&](arma::uword t0, arma::uword j0, arma::uword j1) {
+    const arma::uword len = j1 - j0 + 1;
+    float* e = E.colptr(j0 - t0);
+    std::copy(e, e + W, mx.begin());
+    for (arma::uword j = 1; j < len; ++j)
+      for (arma::uword w = 0; w < W; ++w) mx[w] = std::max(mx[w], e[j * W + w]);
+    for (arma::uword w = 0; w < W; ++w) {
+      const double top = static_cast<double>(mx[w]) + col[w];
+      if (top > a[w]) {  // the column's scale rises: its sums so far shrink (they are 0 while a = -inf)
+        St.col(w) *= std::exp(a[w] - top);
+        a[w] = top;
+      }
+      shift[w] = static_cast<float>(a[w] - col[w]);
+    }
+    for (arma::uword j = 0; j < len; ++j)
+      for (arma::uword w = 0; w < W; ++w) e[j * W + w] -= shift[w];
+    simd::exp_shifted(e, W * len, 0.0f);
+    const arma::fmat Es(e, W, len, false, true);
+    const arma::fmat Cs(const_cast<float*>(p.Ctf.colptr(j0)), n, len, false, true);
+    Sf = Cs * Es.t();  // n x W
+    double* sd = St.memptr();
+    const float* sf = Sf.memptr();
+    for (arma::uword k = 0; k < n * W; ++k) sd[k] += static_cast<double>(sf[k]);
+  };
+  const arma::uword end = p.Zk.n_cols;  // the last position + 1
+  arma::uword next = 0;                 // the first key not yet in the prefix
+  std::size_t idx = 0;                  // the next row in position order
+  for (arma::uword t0 = 0; t0 < end; t0 += kKeyTile) {
+    const arma::uword t1 = std::min(end, t0 + kKeyTile);
+    E = Pt * p.Zk.cols(t0, t1 - 1);
+    E.each_row() += p.row_k.cols(t0, t1 - 1);
+    for (; idx < p.order.n_elem && p.positions(p.order(idx)) < t1; ++idx) {
+      const arma::uword i = p.order(idx), pos = p.positions(i);
+      if (pos >= next) {
+        add_segment(t0, next, pos);
+        next = pos + 1;
+      }
+      for (std::size_t r = r0; r < r1; ++r) {  // row i of each draw with its prefix sums as they stand
+        DrawState& s = state[r];
+        const arma::uword c0 = at[r - r0], B = at[r - r0 + 1] - c0;
+        const double* q = T[r - r0].colptr(i);
+        double m = s.run_max(i);
+        for (arma::uword b = 0; b < B; ++b) m = std::max(m, t[b] = q[b] + a[c0 + b]);
+        for (arma::uword b = 0; b < B; ++b) t[b] -= m;
+        simd::exp_libm(t.memptr(), B);
+        const double shrink = std::exp(s.run_max(i) - m);  // 0 at the first block
+        const arma::mat Sr(St.colptr(c0), n, B, false, true);
+        y = Sr * arma::vec(t.memptr(), B, false, true);
+        if (s.acc_t.is_empty()) s.acc_t.zeros(n, s.acc.n_rows);
+        double* row = s.acc_t.colptr(i);
+        for (arma::uword c = 0; c < n; ++c) row[c] = row[c] * shrink + y[c];
+        s.run_max(i) = m;
+      }
+    }
+    if (next < t1) {  // the rest of the tile, for the rows beyond it
+      add_segment(t0, next, t1 - 1);
+      next = t1;
+    }
+  }
+  for (std::size_t r = r0; r < r1; ++r) {
+    state[r].acc = state[r].acc_t.t();
+    state[r].m0 = m1;
+  }
+}
+
 // Causal: adds a block b of the draw's columns to its sums with the prefix sums of the keys up to each row's position.
 // The keys are walked once in order, in segments between consecutive rows' positions; each segment raises the scale
 // a_m to the running maximum (the sums so far shrink by e^(a_old - a_new)), so every prefix sum
@@ -456,10 +559,21 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   const bool values = !V.is_empty();
   Problem p{e, X, Y, V, Yexact, log_norm, {}, {}, opt.total_variation};
   p.C = values ? arma::mat(arma::join_rows(V, arma::ones(V.n_rows))) : arma::mat(arma::ones(Y.n_cols, 1));
-  if (!opt.positions.is_empty()) {  // causal: prefix sums per draw in double (advance_causal)
+  if (!opt.positions.is_empty()) {  // causal: prefix sums, in single precision where the map allows (see above)
     p.positions = opt.positions;
     p.order = arma::stable_sort_index(opt.positions);
-    p.Ct = p.C.t();
+    const arma::uword end = opt.positions.max() + 1;
+    p.form = form && !opt.double_precision && e.exponent_groups(Y, Side::Key).is_empty();
+    if (p.form) {
+      p.Zq = e.exponent_points(X, Side::Query);
+      p.row_q = e.exponent_row(X, Side::Query);
+      p.group_q = e.exponent_groups(X, Side::Query);
+      p.Zk = arma::conv_to<arma::fmat>::from(e.exponent_points(Y.cols(0, end - 1), Side::Key));
+      p.row_k = arma::conv_to<arma::frowvec>::from(e.exponent_row(Y.cols(0, end - 1), Side::Key).t());
+      p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
+    } else {
+      p.Ct = p.C.t();
+    }
   } else if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
@@ -496,6 +610,12 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     // Every draw still advancing is at the previous grid point: the key sums of their new columns are computed
     // together, kWaveColumns columns at a time (memory), then each draw advances.
     const arma::uword B = opt.grid[k] - (k == 0 ? 0 : opt.grid[k - 1]);
+    if (!p.positions.is_empty() && p.form) {  // causal, single precision: chunks of draws side by side, in parallel
+      const std::size_t per_chunk = std::max<std::size_t>(1, kCausalChunkColumns / B);
+      for_each_block((n + per_chunk - 1) / per_chunk, [&](std::size_t c) {
+        advance_causal_single(p, state, c * per_chunk, std::min(n, (c + 1) * per_chunk), opt.grid[k]);
+      });
+    }
     const bool alone = p.tv || !p.positions.is_empty();  // each draw forms its own key sums
     const std::size_t wave = alone ? n : std::max<std::size_t>(1, kWaveColumns / B);
     for (std::size_t r0 = 0; r0 < n; r0 += wave) {

@@ -3,11 +3,11 @@
 // of M features for every grid M <= M_r, so R draws give R independent samples of the error at every grid M for the
 // price of R draws at the largest M. The draws advance together one grid point at a time, so a caller's rule, asked
 // after each grid point, ends the simulation where the answer is settled (advise: a few doublings beyond the M for its
-// target) or cuts the draws that continue, and the larger M are never paid for. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i (CRT eq. 3) is
-// accumulated over blocks of features in log domain: each key feature carries its own scale a_m = max_j log f2(w_m,
-// k_j), and each query row a running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so e^800
-// features and prefixes whose features are all tiny stay exact. The key sums S~^T C run over tiles of 1024 keys (memory
-// a tile, not Lk x M, so L = 131072 fits) with features, the projection of maps with an exponent form
+// target) or cuts the draws that continue, and the larger M are never paid for. Y-hat_i = (P (S^T V))_i / (P (S^T 1))_i
+// (CRT eq. 3) is accumulated over blocks of features in log domain: each key feature carries its own scale a_m = max_j
+// log f2(w_m, k_j), and each query row a running maximum of log f1(w_m, q_i) + a_m (the online-softmax rescaling), so
+// e^800 features and prefixes whose features are all tiny stay exact. The key sums S~^T C run over tiles of 1024 keys
+// (memory a tile, not Lk x M, so L = 131072 fits) with features, the projection of maps with an exponent form
 // (estimator.hpp), its exponent rows, the exp and each tile's sum in single precision, tiles added in double: twice
 // to four times the speed of double on AVX-512, at a rounding of about 1e-6 of |Y-hat_i - Y_i| (bounded and tested
 // against the double path, which the total-variation error still takes). The key sums of every draw at a grid point
@@ -45,9 +45,12 @@ struct NestedOptions {
   // Causal attention (empty: every row attends to every key): row i attends to keys 0..positions[i] only. The key sums
   // are prefix sums, as causal random-feature attention forms them (Performer's unidirectional mode): the keys are
   // walked in order in segments between the rows' positions, each segment summed with its own per-feature scale and
-  // merged into the running prefix (the larger scale wins), so the log-domain stabilisation stays exact; features in
-  // double. Not with total_variation.
-  arma::uvec positions;
+  // merged into the running prefix (the larger scale wins), so the log-domain stabilisation stays exact. For maps with
+  // an exponent form (without groups) the draws' columns are walked together and each segment's features and sum are
+  // single precision, added in double, as the bidirectional tiles; otherwise each draw alone in double. Not with
+  // total_variation.
+  arma::uvec positions{};
+  bool double_precision = false;  // causal: every map in double (the reference the single-precision path is tested on)
 };
 
 // Per sampled row (rows) and grid M (columns): the mean over the draws at that M and its standard error. Columns exist
