@@ -419,7 +419,7 @@ TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBoun
     log_norm(i) = ex.log_normaliser(0);
   }
   const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
-  for (const std::string name : {"pos", "aderf", "pos-hyp", "geom+", "dark"}) {
+  for (const std::string name : {"pos", "aderf", "pos-hyp", "geom+", "dark", "hrf-cluster"}) {
     const auto e = make_estimator(name, X, Y);
     NestedOptions o = options({4, 32, 96}, 6, Sampler::Orthogonal);
     o.positions = pos;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -82,6 +83,7 @@ struct Problem {
   // C^T, up to the last position (keys as columns).
   arma::fmat Zk, Ctf;
   arma::frowvec row_k;
+  arma::uvec group_k;  // a form with groups: each key's group (features of other groups' columns are 0)
 };
 
 constexpr arma::uword kAllGroups = ~arma::uword{0};
@@ -291,15 +293,19 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
   std::vector<arma::uword> at;  // per draw: its first column in the chunk
   arma::mat P;                  // d' x W
   arma::vec col;                // W: each column's constant exponent, with the whole draw's scale
+  arma::uvec group;             // W: each column's group (a form with groups)
   for (std::size_t r = r0; r < r1; ++r) {
     const Draw b = state[r].w.columns(state[r].m0, m1);
     const ExponentForm f = *p.e.exponent_form(b, Side::Key);
     at.push_back(P.n_cols);
     P = arma::join_rows(P, f.P);
     col = arma::join_cols(col, f.col.t() + 0.5 * std::log(static_cast<double>(b.count())));
+    if (!p.group_k.is_empty()) group = arma::join_cols(group, f.group);
     T.push_back(query_log_features(p, b).t());
   }
   at.push_back(P.n_cols);
+  for (std::size_t r = r0; r < r1; ++r)
+    if (state[r].acc_t.is_empty()) state[r].acc_t = state[r].acc.t();
   const arma::uword W = P.n_cols;
   const arma::fmat Pt = arma::conv_to<arma::fmat>::from(P.t());  // W x d'
   arma::vec a(W, arma::fill::value(-kInf));
@@ -320,7 +326,8 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
         St.col(w) *= std::exp(a[w] - top);
         a[w] = top;
       }
-      shift[w] = static_cast<float>(a[w] - col[w]);
+      // While no key of the column's group has come (a = -inf), its features are all 0 (-inf - 0).
+      shift[w] = a[w] == -kInf ? 0.0f : static_cast<float>(a[w] - col[w]);
     }
     for (arma::uword j = 0; j < len; ++j)
       for (arma::uword w = 0; w < W; ++w) e[j * W + w] -= shift[w];
@@ -339,6 +346,12 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
     const arma::uword t1 = std::min(end, t0 + kKeyTile);
     E = Pt * p.Zk.cols(t0, t1 - 1);
     E.each_row() += p.row_k.cols(t0, t1 - 1);
+    if (!p.group_k.is_empty())  // a key's features in the other groups' columns are 0
+      for (arma::uword j = t0; j < t1; ++j) {
+        float* e = E.colptr(j - t0);
+        for (arma::uword w = 0; w < W; ++w)
+          if (group[w] != p.group_k[j]) e[w] = -std::numeric_limits<float>::infinity();
+      }
     for (; idx < p.order.n_elem && p.positions(p.order(idx)) < t1; ++idx) {
       const arma::uword i = p.order(idx), pos = p.positions(i);
       if (pos >= next) {
@@ -351,12 +364,12 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
         const double* q = T[r - r0].colptr(i);
         double m = s.run_max(i);
         for (arma::uword b = 0; b < B; ++b) m = std::max(m, t[b] = q[b] + a[c0 + b]);
+        if (m == -kInf) continue;  // no feature of the row is nonzero yet (a form with groups)
         for (arma::uword b = 0; b < B; ++b) t[b] -= m;
         simd::exp_libm(t.memptr(), B);
         const double shrink = std::exp(s.run_max(i) - m);  // 0 at the first block
         const arma::mat Sr(St.colptr(c0), n, B, false, true);
         y = Sr * arma::vec(t.memptr(), B, false, true);
-        if (s.acc_t.is_empty()) s.acc_t.zeros(n, s.acc.n_rows);
         double* row = s.acc_t.colptr(i);
         for (arma::uword c = 0; c < n; ++c) row[c] = row[c] * shrink + y[c];
         s.run_max(i) = m;
@@ -563,11 +576,12 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     p.positions = opt.positions;
     p.order = arma::stable_sort_index(opt.positions);
     const arma::uword end = opt.positions.max() + 1;
-    p.form = form && !opt.double_precision && e.exponent_groups(Y, Side::Key).is_empty();
+    p.form = form && !opt.double_precision;
     if (p.form) {
       p.Zq = e.exponent_points(X, Side::Query);
       p.row_q = e.exponent_row(X, Side::Query);
       p.group_q = e.exponent_groups(X, Side::Query);
+      p.group_k = e.exponent_groups(Y.cols(0, end - 1), Side::Key);
       p.Zk = arma::conv_to<arma::fmat>::from(e.exponent_points(Y.cols(0, end - 1), Side::Key));
       p.row_k = arma::conv_to<arma::frowvec>::from(e.exponent_row(Y.cols(0, end - 1), Side::Key).t());
       p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());

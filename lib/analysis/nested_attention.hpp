@@ -46,7 +46,7 @@ struct NestedOptions {
   // are prefix sums, as causal random-feature attention forms them (Performer's unidirectional mode): the keys are
   // walked in order in segments between the rows' positions, each segment summed with its own per-feature scale and
   // merged into the running prefix (the larger scale wins), so the log-domain stabilisation stays exact. For maps with
-  // an exponent form (without groups) the draws' columns are walked together and each segment's features and sum are
+  // an exponent form the draws' columns are walked together and each segment's features and sum are
   // single precision, added in double, as the bidirectional tiles; otherwise each draw alone in double. Not with
   // total_variation.
   arma::uvec positions{};
