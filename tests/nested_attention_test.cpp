@@ -355,6 +355,20 @@ TEST(NestedAttention, DrawsAreCutWhereTheRelativeStandardErrorAllows) {
 namespace kestrel {
 namespace {
 
+// Exact causal rows and log normalisers of the kernel points X (query i attends to the keys 0..pos(i) of Y).
+std::pair<arma::mat, arma::vec> causal_exact(const arma::mat& X, const arma::mat& Y, const arma::mat& V,
+                                             const arma::uvec& pos) {
+  const double root4 = std::pow(4.0, 0.25);
+  arma::mat Yexact(X.n_cols, V.n_cols);
+  arma::vec log_norm(X.n_cols);
+  for (arma::uword i = 0; i < X.n_cols; ++i) {
+    const ExactAttention ex = exact_attention(X.col(i) * root4, Y.cols(0, pos(i)) * root4, V.rows(0, pos(i)));
+    Yexact.row(i) = ex.Y;
+    log_norm(i) = ex.log_normaliser(0);
+  }
+  return {Yexact, log_norm};
+}
+
 // Causal attention (NestedOptions::positions): the prefix sums of the nested simulation against independent draws of
 // each row alone through the production attention path (simulate_attention) on its own keys 0..position, in rows given
 // out of position order. 5 rows x 3 M x 2 samplers = 30 two-sample checks at test::kSigmas = 4.5 combined SE
@@ -364,14 +378,7 @@ TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
   arma::mat V = test::points(2, 10, 1.0, 403).t();
   V.col(0) += 1.0;
   const arma::uvec pos{7, 0, 4, 9, 2, 5};
-  const double root4 = std::pow(4.0, 0.25);
-  arma::mat Yexact(6, 2);
-  arma::vec log_norm(6);
-  for (arma::uword i = 0; i < 6; ++i) {
-    const ExactAttention ex = exact_attention(X.col(i) * root4, Y.cols(0, pos(i)) * root4, V.rows(0, pos(i)));
-    Yexact.row(i) = ex.Y;
-    log_norm(i) = ex.log_normaliser(0);
-  }
+  const auto [Yexact, log_norm] = causal_exact(X, Y, V, pos);
   const std::vector<arma::uword> grid{2, 8, 32};
   for (Sampler s : {Sampler::Iid, Sampler::Orthogonal}) {
     const auto e = make_estimator("pos", X, Y);
@@ -395,6 +402,7 @@ TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
   const auto e = make_estimator("pos", X, Y);
   NestedOptions o = options(grid, 200, Sampler::Iid);
   o.positions = arma::uvec{9};
+  const double root4 = std::pow(4.0, 0.25);
   const ExactAttention full = exact_attention(X.col(3) * root4, Y * root4, V);
   const NestedErrors c = simulate_nested(*e, X.col(3), Y, V, full.Y, full.log_normaliser, o);
   const NestedErrors b =
@@ -410,14 +418,7 @@ TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBoun
   arma::mat V = test::points(3, 2500, 1.0, 433).t();
   V.col(0) += 2.0;
   const arma::uvec pos{2499, 0, 1023, 1024, 1800, 17};
-  const double root4 = std::pow(4.0, 0.25);
-  arma::mat Yexact(6, 3);
-  arma::vec log_norm(6);
-  for (arma::uword i = 0; i < 6; ++i) {
-    const ExactAttention ex = exact_attention(X.col(i) * root4, Y.cols(0, pos(i)) * root4, V.rows(0, pos(i)));
-    Yexact.row(i) = ex.Y;
-    log_norm(i) = ex.log_normaliser(0);
-  }
+  const auto [Yexact, log_norm] = causal_exact(X, Y, V, pos);
   const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
   for (const std::string name : {"pos", "aderf", "pos-hyp", "geom+", "dark", "hrf-cluster"}) {
     const auto e = make_estimator(name, X, Y);
