@@ -302,8 +302,9 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
       if (row.decision == "not settled") row.draws_to_settle = std::max(need, have + 1);
       break;
     }
-    // Doubling from the draws there (after a first pass that was cut, from a few: a decision a few more settle).
-    const std::size_t more = std::min(have, opt.max_draws - std::min(have, opt.max_draws));
+    // Doubling the draws there (after a first pass that was cut, from a few: a decision a few more settle); grid points
+    // the first pass never reached (have = 0) start with its last count.
+    const std::size_t more = std::min(have ? have : first.draws.back(), opt.max_draws - std::min(have, opt.max_draws));
     add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
     next += more;
   }
