@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -248,6 +249,36 @@ TEST(AdviseReproduction, TheIndependentMeasurementIsTheSameForOneAndTwoThreads) 
   EXPECT_GE(got[0].draws, 32u);
   EXPECT_THROW(experiments::measure_powered(*e, s.Q, s.K, s.V, exact, 0, Sampler::Iid, 256, 3), InvalidArgument);
   EXPECT_THROW(experiments::measure_powered(*e, s.Q, s.K, s.V, exact, 40, Sampler::Iid, 8, 3), InvalidArgument);
+}
+
+// The paper settings' anisotropic input (d = 16, L = 128, budget 2048): some of its rows stop their first pass before
+// the upper end of their interval, so the settle loop draws at grid points the first pass never reached. It once added
+// 0 draws there and crashed. Every row must end with a decision of the three kinds, a named M inside its interval at
+// most 1.5x wide (or adjacent whole blocks), and a curve whose draws are at least 2 everywhere.
+TEST(AdviseReproduction, ThePaperAnisotropicInputDecidesEveryRow) {
+  experiments::Options opt;
+  opt.quick = false;
+  const auto cases = experiments::advise_cases(opt);
+  const auto c = std::find_if(cases.begin(), cases.end(), [](const auto& x) { return x.name == "aniso"; });
+  ASSERT_NE(c, cases.end());
+  AdviseOptions o;
+  o.budget = c->budget;
+  o.seed = opt.seed;
+  o.rows = 128;
+  o.timing = false;
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal, Sampler::Simplex};
+  const Advice a = advise(c->Q, c->K, c->V, o);
+  std::size_t simulated = 0;
+  for (const auto& r : a.rows) {
+    if (r.status != "ok") continue;
+    ++simulated;
+    EXPECT_TRUE(r.decision == "M" || r.decision == "out of reach" || r.decision == "not settled") << r.decision;
+    for (double n : r.curve_draws) EXPECT_GE(n, 2.0) << r.estimator << " " << r.sampler;
+    if (r.decision != "M") continue;
+    EXPECT_LE(r.m_p95_low, r.m_p95) << r.estimator << " " << r.sampler;
+    EXPECT_LE(r.m_p95, r.m_p95_high) << r.estimator << " " << r.sampler;
+  }
+  EXPECT_GE(simulated, 20u);
 }
 
 }  // namespace

@@ -139,8 +139,10 @@ def test_advise_causal_matches_independent_simulation():
                          no_timing=True, causal=True)
     rows = [r for r in adv["rows"] if r.get("estimator") == "pos"]
     assert sorted(r["sampler"] for r in rows) == sorted(SAMPLERS)
-    for r in rows:  # every row sampled (96 < 512): positions 0..95, and the error is 0 at position 0
-        assert r["causal"]["position"] == list(range(96)) and r["causal"]["error_at_m"][0] < 1e-12
+    # Every row sampled (96 < 512): positions 0..95. Position 0 sees one key, so its error is the rounding of v_0 in
+    # single precision (features and sums are single precision within a tile): a few units of 2^-24.
+    for r in rows:
+        assert r["causal"]["position"] == list(range(96)) and r["causal"]["error_at_m"][0] < 16 * 2.0 ** -24
     failures = compare_report(rows, Q, K, V, causal=True)
     assert not failures, "\n".join(failures)
 
