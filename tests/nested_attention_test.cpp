@@ -372,7 +372,8 @@ std::pair<arma::mat, arma::vec> causal_exact(const arma::mat& X, const arma::mat
 // Causal attention (NestedOptions::positions): the prefix sums of the nested simulation against independent draws of
 // each row alone through the production attention path (simulate_attention) on its own keys 0..position, in rows given
 // out of position order. 5 rows x 3 M x 2 samplers = 30 two-sample checks at test::kSigmas = 4.5 combined SE
-// (P(|Z| > 4.5) = 6.8e-6 each, < 2.5e-4 in all, union bound). The row at position 0 sees one key: Y-hat = v_0 exactly.
+// (P(|Z| > 4.5) = 6.8e-6 each, < 2.5e-4 in all, union bound). The row at position 0 sees one key: Y-hat = v_0 up to
+// single-precision rounding.
 TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
   const arma::mat X = test::points(4, 6, 0.6, 401), Y = test::points(4, 10, 0.6, 402);
   arma::mat V = test::points(2, 10, 1.0, 403).t();
