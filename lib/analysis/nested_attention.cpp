@@ -79,8 +79,8 @@ struct Problem {
   arma::uvec group_q;           // the queries' groups, for a form with groups
   arma::uvec positions, order;  // causal: each row's last key, and the rows in ascending position (stable)
   arma::mat Ct;                 // causal in double: C^T (n x keys), a segment of keys one contiguous block
-  // Causal in single precision (a map with an exponent form and no groups): the keys' exponent points and rows, and
-  // C^T, up to the last position (keys as columns).
+  // Causal in single precision (a map with an exponent form): the keys' exponent points and rows, and C^T, up to the
+  // last position (keys as columns).
   arma::fmat Zk, Ctf;
   arma::frowvec row_k;
   arma::uvec group_k;  // a form with groups: each key's group (features of other groups' columns are 0)
