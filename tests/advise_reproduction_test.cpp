@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <oneapi/tbb/global_control.h>
 
 #include "advise/advise.hpp"
@@ -62,10 +63,26 @@ TEST(AdviseReproduction, EveryDecisionIsCheckedWhereItSaysWithItsPowerOrAtItsCap
   const auto combos = lines(r.read_text("/combinations")), decisions = lines(r.read_text("/decisions")),
              outcomes = lines(r.read_text("/outcomes"));
   std::map<std::string, arma::vec> v;
-  for (const char* k :
-       {"m_named", "m_named_low", "m_named_high", "budget", "check_missed_m", "check_missed_p95", "check_missed_se",
-        "check_missed_draws", "check_missed_power", "check_missed_passed", "check_missed_slope", "check_met_m",
-        "check_met_p95", "check_met_se", "check_met_draws", "check_met_power", "check_met_passed", "check_met_slope"})
+  for (const char* k : {"m_named",
+                        "m_named_low",
+                        "m_named_high",
+                        "budget",
+                        "check_missed_m",
+                        "check_missed_p95",
+                        "check_missed_se",
+                        "check_missed_draws",
+                        "check_missed_power",
+                        "check_missed_passed",
+                        "check_missed_slope",
+                        "check_met_m",
+                        "check_met_p95",
+                        "check_met_se",
+                        "check_met_draws",
+                        "check_met_power",
+                        "check_met_passed",
+                        "check_met_slope",
+                        "wrong_side_probability_missed",
+                        "wrong_side_probability_met"})
     v[k] = r.read_vec(std::string("/") + k);
   const double target = r.attr_double("/", "target"), needed = r.attr_double("/", "needed_se");
   const auto cap = static_cast<double>(r.attr_int("/", "max_draws"));
@@ -139,6 +156,27 @@ TEST(AdviseReproduction, EveryDecisionIsCheckedWhereItSaysWithItsPowerOrAtItsCap
     EXPECT_EQ(c.holds(), not_confirmed[key] == 0);
   }
   EXPECT_EQ(decision_claims, 4 * 3);
+  // One noise-floor claim over every input, from the checks counted in the file (probability >= 0).
+  std::vector<std::pair<double, bool>> counted;
+  for (std::size_t j = 0; j < combos.size(); ++j)
+    for (const std::string side : {"missed", "met"}) {
+      const double q = v["wrong_side_probability_" + side][j];
+      if (q < 0) continue;
+      EXPECT_EQ(v["check_" + side + "_passed"][j] == 0,
+                side == "missed" ? v["check_missed_p95"][j] <= target : v["check_met_p95"][j] > target);
+      counted.emplace_back(q, v["check_" + side + "_passed"][j] == 0);
+    }
+  const experiments::NoiseFloor f = experiments::noise_floor(counted);
+  int floor_claims = 0;
+  for (const auto& c : claims) {
+    if (c.source != "issue 46 (kestrel advise, every input)") continue;
+    ++floor_claims;
+    EXPECT_EQ(c.measured, f.p_at_least);
+    EXPECT_EQ(c.holds(), f.p_at_least > 0.01);
+    EXPECT_NE(c.note.find(fmt::format("{} on the wrong side", f.wrong)), std::string::npos) << c.note;
+  }
+  EXPECT_EQ(floor_claims, 1);
+  EXPECT_GE(f.checks, 24) << "most decisions have a check on advise's curve";
 }
 
 struct Control {
@@ -279,6 +317,43 @@ TEST(AdviseReproduction, ThePaperAnisotropicInputDecidesEveryRow) {
     EXPECT_LE(r.m_p95, r.m_p95_high) << r.estimator << " " << r.sampler;
   }
   EXPECT_GE(simulated, 20u);
+}
+
+// The checks' noise floor: the Poisson-binomial tail against enumerating every outcome, and the claim's counts.
+TEST(AdviseReproduction, TheNoiseFloorsTailIsThePoissonBinomials) {
+  const std::vector<double> p{0.03, 0.5, 0.9, 0.2, 0.07, 0.61};
+  for (int k = 0; k <= 7; ++k) {
+    double tail = 0;
+    for (unsigned mask = 0; mask < (1u << p.size()); ++mask) {
+      double pr = 1;
+      int n = 0;
+      for (std::size_t j = 0; j < p.size(); ++j) {
+        const bool hit = (mask >> j) & 1u;
+        pr *= hit ? p[j] : 1 - p[j];
+        n += hit;
+      }
+      if (n >= k) tail += pr;
+    }
+    EXPECT_NEAR(experiments::poisson_binomial_at_least(p, k), tail, 1e-15) << "k = " << k;
+  }
+  // 200 checks at 5% each, 19 of them wrong: the binomial's tail P(X >= 19) = 0.00582356 (scipy.stats.binom.sf(18, 200,
+  // .05)), expected 10 +- 3.08.
+  std::vector<std::pair<double, bool>> checks(200, {0.05, false});
+  for (int j = 0; j < 19; ++j) checks[static_cast<std::size_t>(j)].second = true;
+  const experiments::NoiseFloor f = experiments::noise_floor(checks);
+  EXPECT_EQ(f.checks, 200);
+  EXPECT_EQ(f.wrong, 19);
+  EXPECT_NEAR(f.expected, 10, 1e-12);
+  EXPECT_NEAR(f.sd, std::sqrt(200 * 0.05 * 0.95), 1e-12);
+  EXPECT_NEAR(f.p_at_least, 0.00582356, 1e-8);
+  // A check is counted only with its power, on advise's curve and with an SE; its probability is Phi of the distance.
+  experiments::AdviseMeasurement x;
+  x.m = 10, x.p95 = 0.12, x.se = 0.005, x.draws = 64;
+  EXPECT_FALSE(experiments::wrong_side_probability(x, 0, true).has_value());
+  EXPECT_NEAR(*experiments::wrong_side_probability(x, 0.11, true), 0.5 * std::erfc(2 / std::sqrt(2.0)), 1e-15);
+  EXPECT_NEAR(*experiments::wrong_side_probability(x, 0.11, false), 0.5 * std::erfc(-2 / std::sqrt(2.0)), 1e-15);
+  x.se = 0.02;  // without its power (SE above the rule, its 95% bound across the target)
+  EXPECT_FALSE(experiments::wrong_side_probability(x, 0.11, true).has_value());
 }
 
 }  // namespace

@@ -29,6 +29,9 @@
 // where the SE ends below the rule). A measurement that reaches its cap of draws first is "underpowered", which is not
 // a pass. The SE is that of the row at the percentile (delta method from its draws' squared errors), which heavy tails
 // can understate.
+// Over all inputs, one more claim asks whether the decisions differ more often than that noise explains: were advise's
+// curve the truth at each checked M, the number of checks on the wrong side would be Poisson-binomial with each check's
+// probability from its SE (noise_floor); the claim is contradicted when seeing at least as many has probability < 1%.
 // Where advise's curve covers a checked M, its prediction there (log-log between grid points) is also compared with
 // the measurement, per input and sampler: |predicted - measured| <= 15% measured + 3 SE (both SEs; 0.27% two-sided
 // per point at the edge). Out-of-reach and not-settled rows are graded on their checks only; nothing extrapolated is
@@ -40,6 +43,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -326,6 +330,39 @@ AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma
   return ch;
 }
 
+std::optional<double> wrong_side_probability(const AdviseMeasurement& x, double pred, bool want_missed) {
+  if (x.m == 0 || pred <= 0 || !(x.se > 0) || !x.powered()) return std::nullopt;
+  const double z = (want_missed ? kTarget - pred : pred - kTarget) / x.se;
+  return 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
+
+double poisson_binomial_at_least(const std::vector<double>& p, int k) {
+  if (k <= 0) return 1;
+  std::vector<double> f{1.0};  // f[j]: P(j successes among the p_j so far)
+  for (const double q : p) {
+    f.push_back(0);
+    for (std::size_t j = f.size() - 1; j > 0; --j) f[j] = f[j] * (1 - q) + f[j - 1] * q;
+    f[0] *= 1 - q;
+  }
+  double tail = 0;
+  for (std::size_t j = static_cast<std::size_t>(k); j < f.size(); ++j) tail += f[j];
+  return std::min(1.0, tail);
+}
+
+NoiseFloor noise_floor(const std::vector<std::pair<double, bool>>& checks) {
+  NoiseFloor out;
+  std::vector<double> p;
+  double var = 0;
+  for (const auto& [q, wrong] : checks) {
+    p.push_back(q);
+    out.expected += q, var += q * (1 - q), out.wrong += wrong;
+  }
+  out.checks = static_cast<int>(p.size());
+  out.sd = std::sqrt(var);
+  out.p_at_least = poisson_binomial_at_least(p, out.wrong);
+  return out;
+}
+
 namespace {
 
 // Every check in run order, with what the HDF5 file and the figure need.
@@ -523,10 +560,60 @@ void write_checks(H5Writer& h5, const std::vector<Row>& rows, const std::string&
         [&](const Row& w) { return is_missed ? w.ch.pred_missed : w.ch.pred_met; },
         "advise's predicted p95 at the check's M (its curve, log-log between grid points; 0: not on the curve)");
   }
+  for (const bool is_missed : {true, false})
+    put(
+        std::string("wrong_side_probability_") + (is_missed ? "missed" : "met"),
+        [is_missed](const Row& w) {
+          return wrong_side_probability(is_missed ? w.ch.missed : w.ch.met,
+                                        is_missed ? w.ch.pred_missed : w.ch.pred_met, is_missed)
+              .value_or(-1);
+        },
+        "were advise's curve the truth at the check's M: the probability that the check lands on the wrong side of the "
+        "target by its own noise, Phi(+-(target - predicted) / SE) (-1: not counted: no check, not on advise's curve, "
+        "without its power)");
   put(
       "m_simulated", [](const Row& w) { return w.ch.m_simulated; },
       "the M where the independent checks' p95 reaches the target: log-log between them, slope -1/2 beyond (an "
       "estimate for the figure; the claims use the checks)");
+}
+
+// Over every input: are the decisions that differ more than the checks' own noise explains (noise_floor)? A
+// falsification test at 1% (the false-failure rate were every curve the truth). The note adds advise's mean relative
+// offset from the measurements near the target (measured p95 within 2x of it), with its SE.
+Claim noise_floor_claim(const std::vector<Row>& rows, const std::string& input_list, H5Writer& h5) {
+  std::vector<std::pair<double, bool>> counted;
+  std::vector<double> offset;
+  for (const Row& w : rows)
+    for (const auto& [x, pred, want_missed] :
+         {std::tuple{&w.ch.missed, w.ch.pred_missed, true}, std::tuple{&w.ch.met, w.ch.pred_met, false}}) {
+      const std::optional<double> q = wrong_side_probability(*x, pred, want_missed);
+      if (!q) continue;
+      counted.emplace_back(*q, want_missed ? x->p95 <= kTarget : x->p95 > kTarget);
+      if (x->p95 >= kTarget / 2 && x->p95 <= 2 * kTarget) offset.push_back(pred / x->p95 - 1);
+    }
+  const NoiseFloor f = noise_floor(counted);
+  const arma::vec o(offset);
+  const double mean = o.is_empty() ? 0 : arma::mean(o),
+               se = o.n_elem > 1 ? arma::stddev(o) / std::sqrt(static_cast<double>(o.n_elem)) : 0;
+  h5.attr("/", "noise_floor_checks", static_cast<std::int64_t>(f.checks));
+  h5.attr("/", "noise_floor_wrong", static_cast<std::int64_t>(f.wrong));
+  h5.attr("/", "noise_floor_expected", f.expected);
+  h5.attr("/", "noise_floor_p_at_least", f.p_at_least);
+  Claim c{"issue 46 (kestrel advise, every input)",
+          "advise's decisions differ from the independent checks no more often than the checks' own noise explains",
+          "P(at least the checks seen on the wrong side of the target), were advise's curves the truth at the checked "
+          "M (Poisson-binomial over the checks' SEs)",
+          ">",
+          0.01,
+          f.p_at_least,
+          0,
+          fmt::format("{} checks with their power on advise's curves, inputs: {}", f.checks, input_list),
+          fmt::format("{} on the wrong side; {:.1f} +- {:.1f} expected from the checks' noise alone (1% false failures "
+                      "were every curve right). Near the target (measured p95 0.05-0.2) advise's curve is {:+.1f}% +- "
+                      "{:.1f}% off the measurement on average ({} checks).",
+                      f.wrong, f.expected, f.sd, 100 * mean, 100 * se, o.n_elem)};
+  c.falsification_test = true;
+  return c;
 }
 
 }  // namespace
@@ -600,6 +687,7 @@ void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5
     }
   }
   write_checks(h5, rows, input_list, s);
+  claims.push_back(noise_floor_claim(rows, input_list, h5));
   auto key = [](std::string k) {
     for (char& ch : k) ch = ch == ' ' ? '_' : ch;
     return k;

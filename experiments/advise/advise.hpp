@@ -2,6 +2,7 @@
 // the check of one advise row (tests/advise_test.cpp runs them on a fast subset and on rows with a wrong M).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,22 @@ struct AdviseCheck {
 // cap: draws at most per measurement; positions: the sampled rows' positions when c.causal.
 AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma::mat& Qr, const ExactAttention& exact,
                              std::size_t cap, std::uint64_t seed, const arma::uvec& positions = {});
+
+// The checks' noise floor. Were advise's curve the truth at a checked M, the check would measure about N(pred, se^2)
+// and land on the wrong side of the target with probability Phi((target - pred) / se) (where it must be missed) or
+// Phi((pred - target) / se) (where it must be met): wrong_side_probability (none where the check is not counted: no
+// check, not on advise's curve, without its power, or se = 0). Over the counted checks the number on the wrong side is
+// then a sum of independent Bernoullis (Poisson-binomial); noise_floor compares the number seen with it.
+std::optional<double> wrong_side_probability(const AdviseMeasurement& x, double pred, bool want_missed);
+// P(X >= k) for X the number of successes of independent Bernoulli(p_j) (exact, by recursion over the p_j).
+double poisson_binomial_at_least(const std::vector<double>& p, int k);
+struct NoiseFloor {
+  int checks = 0, wrong = 0;    // counted checks, and those of them on the wrong side
+  double expected = 0, sd = 0;  // sum p_j, sqrt(sum p_j (1 - p_j))
+  double p_at_least = 1;        // P(X >= wrong) were every curve the truth
+};
+// checks: per counted check, its wrong_side_probability and whether it landed on the wrong side.
+NoiseFloor noise_floor(const std::vector<std::pair<double, bool>>& checks);
 
 // The reproduction on `inputs` and `stacks`: per input (per head of a stack) the advise report, the independent
 // measurements and the claims.
