@@ -53,6 +53,22 @@ for c in ("bidirectional", "causal"):
                  f"| {statistics.median(by(c, 'peak_rss_kb')) / 1e6:.2f} |")
 lines += ["", f"Median pairwise ratios causal / bidirectional ({len(by('causal', 'seconds'))} rounds): time "
           f"{ratio('seconds'):.2f}, peak RSS {ratio('peak_rss_kb'):.2f}; load {load} after."]
+# The work each run did: feature columns x draws over every simulated curve (settle draws included), and the time per
+# unit of it, so that the ratio splits into more work (causal rows nearer the target keep their draws longer) and cost
+# per unit of work.
+def work(c):
+    total = 0
+    for r in json.load(open(f"{out}/{c}1.json"))["advice"]["rows"]:
+        cur = r.get("curve") or {}
+        prev = 0
+        for m, n in zip(cur.get("m", []), cur.get("draws", [])):
+            total, prev = total + (m - prev) * n, m
+    return total
+w = {c: work(c) for c in ("bidirectional", "causal")}
+t = {c: statistics.median(by(c, "seconds")) for c in ("bidirectional", "causal")}
+lines.append(f"Work (feature columns x draws, round 1): bidirectional {w['bidirectional']:.0f}, causal "
+             f"{w['causal']:.0f} (ratio {w['causal'] / w['bidirectional']:.2f}); time per unit of work causal / "
+             f"bidirectional {(t['causal'] / w['causal']) / (t['bidirectional'] / w['bidirectional']):.2f}.")
 for c in ("bidirectional", "causal"):
     a = json.load(open(f"{out}/{c}1.json"))["advice"]
     dec = {}
