@@ -39,24 +39,6 @@ void validate(const VarianceStudyOptions& opt) {
   require(opt.value_dim > 0, "value-dim must be > 0, got 0");
 }
 
-std::string to_string(Quantity q) {
-  switch (q) {
-    case Quantity::Pair:
-      return "pair";
-    case Quantity::Kc:
-      return "kc";
-    case Quantity::Attention:
-      return "attention";
-  }
-  return "pair";
-}
-
-Quantity parse_quantity(const std::string& s) {
-  for (Quantity q : {Quantity::Pair, Quantity::Kc, Quantity::Attention})
-    if (to_string(q) == s) return q;
-  throw InvalidArgument(fmt::format("quantity must be pair, kc or attention, got '{}'", s));
-}
-
 arma::mat study_values(const VarianceStudyOptions& opt, arma::uword Ly, std::uint64_t set_index) {
   if (opt.values == "ones") return arma::ones(Ly, opt.value_dim);
   Rng rng(opt.seed, Stream::Values, set_index);
@@ -224,24 +206,9 @@ PairwiseSummary operator_summary(const Estimator& e, const SetPair& sp, const Va
 
 }  // namespace
 
-std::string to_string(Status s) {
-  switch (s) {
-    case Status::Ok:
-      return "ok";
-    case Status::Exact:
-      return "exact";
-    case Status::Undefined:
-      return "undefined";
-    case Status::Failed:
-      return "failed";
-  }
-  return "failed";
-}
-
 Status parse_status(const std::string& s) {
-  for (Status t : {Status::Ok, Status::Exact, Status::Undefined, Status::Failed})
-    if (to_string(t) == s) return t;
-  throw IoError(fmt::format("unknown result status '{}'", s));
+  if (const std::optional<Status> t = find_enum<Status>(s)) return *t;
+  throw IoError(fmt::format("unknown result status '{}' (expected {})", s, enum_choices<Status>()));
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/pairwise.hpp"
+#include "core/enum_names.hpp"
 #include "data/regimes.hpp"
 #include "estimators/registry.hpp"
 
@@ -23,8 +24,14 @@ namespace kestrel {
 // V holds one row of `value_dim` values per key, drawn per set pair from the seed: "normal" N(0, 1), "uniform"
 // U[0, 1) or "ones".
 enum class Quantity { Pair, Kc, Attention };
-std::string to_string(Quantity q);
-Quantity parse_quantity(const std::string& s);  // InvalidArgument naming the choices
+template <>
+struct EnumNames<Quantity> {
+  static constexpr std::string_view what = "quantity";
+  static constexpr std::array<EnumName<Quantity>, 3> names{
+      {{Quantity::Pair, "pair"}, {Quantity::Kc, "kc"}, {Quantity::Attention, "attention"}}};
+};
+inline std::string to_string(Quantity q) { return name_of(q); }
+inline Quantity parse_quantity(const std::string& s) { return parse_enum<Quantity>(s); }
 inline const std::vector<std::string> kValueKinds = {"normal", "uniform", "ones"};
 
 struct VarianceStudyOptions {
@@ -82,8 +89,14 @@ struct McSummary {
 // n_exact); "undefined" (the estimator does not exist here by theory, or has infinite variance);
 // "failed" (a numerical failure). Rows that are not "ok" carry a reason and no summary numbers.
 enum class Status { Ok = 0, Exact = 1, Undefined = 2, Failed = 3 };
-std::string to_string(Status s);
-Status parse_status(const std::string& s);
+template <>
+struct EnumNames<Status> {
+  static constexpr std::string_view what = "result status";
+  static constexpr std::array<EnumName<Status>, 4> names{
+      {{Status::Ok, "ok"}, {Status::Exact, "exact"}, {Status::Undefined, "undefined"}, {Status::Failed, "failed"}}};
+};
+inline std::string to_string(Status s) { return name_of(s); }
+Status parse_status(const std::string& s);  // IoError for a name not in the table (a results file's)
 
 struct VarianceResult {
   std::string estimator;

@@ -12,17 +12,6 @@
 
 namespace kestrel {
 
-Resize parse_resize(const std::string& name) {
-  if (name == "area") return Resize::Area;
-  if (name == "bilinear") return Resize::Bilinear;
-  if (name == "bilinear-aa") return Resize::BilinearAA;
-  throw InvalidArgument(fmt::format("unknown resize '{}' (expected area, bilinear or bilinear-aa)", name));
-}
-
-std::string to_string(Resize r) {
-  return r == Resize::Area ? "area" : r == Resize::Bilinear ? "bilinear" : "bilinear-aa";
-}
-
 ImageSet load_mnist(const std::string& dir, const std::string& split) {
   require(split == "train" || split == "test", "split must be 'train' or 'test', got '{}'", split);
   const std::string stem = split == "train" ? "train" : "t10k";

@@ -20,11 +20,19 @@
 
 #include <armadillo>
 
+#include "core/enum_names.hpp"
+
 namespace kestrel {
 
 enum class Resize { Area, Bilinear, BilinearAA };
-Resize parse_resize(const std::string& name);  // "area", "bilinear", "bilinear-aa"
-std::string to_string(Resize r);
+template <>
+struct EnumNames<Resize> {
+  static constexpr std::string_view what = "resize";
+  static constexpr std::array<EnumName<Resize>, 3> names{
+      {{Resize::Area, "area"}, {Resize::Bilinear, "bilinear"}, {Resize::BilinearAA, "bilinear-aa"}}};
+};
+inline Resize parse_resize(const std::string& name) { return parse_enum<Resize>(name); }
+inline std::string to_string(Resize r) { return name_of(r); }
 
 struct ImageSet {
   std::string name;

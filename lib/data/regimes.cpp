@@ -20,32 +20,6 @@
 
 namespace kestrel {
 
-Preprocess parse_preprocess(const std::string& name) {
-  if (name == "raw") return Preprocess::Raw;
-  if (name == "center") return Preprocess::Center;
-  if (name == "standardize") return Preprocess::Standardize;
-  if (name == "standardize-global") return Preprocess::StandardizeGlobal;
-  if (name == "mnist-norm") return Preprocess::MnistNorm;
-  throw InvalidArgument(fmt::format(
-      "unknown preprocessing '{}' (expected raw, center, standardize, standardize-global or mnist-norm)", name));
-}
-
-std::string to_string(Preprocess p) {
-  switch (p) {
-    case Preprocess::Raw:
-      return "raw";
-    case Preprocess::Center:
-      return "center";
-    case Preprocess::Standardize:
-      return "standardize";
-    case Preprocess::StandardizeGlobal:
-      return "standardize-global";
-    case Preprocess::MnistNorm:
-      return "mnist-norm";
-  }
-  return "?";
-}
-
 double validate_pixel_scale(double scale) {
   require(scale == 1 || scale == 255, "pixel scale must be 1 or 255, got {}", scale);
   return scale;

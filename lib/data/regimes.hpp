@@ -22,14 +22,24 @@
 #include <armadillo>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.hpp"
 #include "data/images.hpp"
 
 namespace kestrel {
 
 struct RegimeOptions;
 enum class Preprocess { Raw, Center, Standardize, StandardizeGlobal, MnistNorm };
-Preprocess parse_preprocess(const std::string& name);
-std::string to_string(Preprocess p);
+template <>
+struct EnumNames<Preprocess> {
+  static constexpr std::string_view what = "preprocessing";
+  static constexpr std::array<EnumName<Preprocess>, 5> names{{{Preprocess::Raw, "raw"},
+                                                              {Preprocess::Center, "center"},
+                                                              {Preprocess::Standardize, "standardize"},
+                                                              {Preprocess::StandardizeGlobal, "standardize-global"},
+                                                              {Preprocess::MnistNorm, "mnist-norm"}}};
+};
+inline Preprocess parse_preprocess(const std::string& name) { return parse_enum<Preprocess>(name); }
+inline std::string to_string(Preprocess p) { return name_of(p); }
 // The pixel scale must be 1 or 255 (throws naming the value).
 double validate_pixel_scale(double scale);
 // The image pipeline as one name, e.g. "raw/area/1", "standardize-global/bilinear-aa" (no scale when

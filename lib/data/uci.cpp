@@ -17,12 +17,6 @@
 
 namespace kestrel {
 
-Encoding parse_encoding(const std::string& name) {
-  if (name == "onehot") return Encoding::OneHot;
-  if (name == "ordinal") return Encoding::Ordinal;
-  throw InvalidArgument(fmt::format("unknown encoding '{}' (expected onehot or ordinal)", name));
-}
-
 const std::vector<UciSpec>& uci_specs() {
   using C = Column;
   static const std::vector<UciSpec> specs = {

@@ -13,11 +13,19 @@
 
 #include <armadillo>
 
+#include "core/enum_names.hpp"
+
 namespace kestrel {
 
 enum class Column { Numeric, Categorical, Class, Target, Ignore };
 enum class Encoding { OneHot, Ordinal };
-Encoding parse_encoding(const std::string& name);
+template <>
+struct EnumNames<Encoding> {
+  static constexpr std::string_view what = "encoding";
+  static constexpr std::array<EnumName<Encoding>, 2> names{
+      {{Encoding::OneHot, "onehot"}, {Encoding::Ordinal, "ordinal"}}};
+};
+inline Encoding parse_encoding(const std::string& name) { return parse_enum<Encoding>(name); }
 
 struct UciSpec {
   std::string name;

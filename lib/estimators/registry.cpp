@@ -247,18 +247,6 @@ void register_family(Family f, bool replace) {
   runtime().all.push_back(std::move(f));
 }
 
-std::string to_string(Kind k) {
-  switch (k) {
-    case Kind::Hybrid:
-      return "hybrid";
-    case Kind::Learned:
-      return "learned";
-    case Kind::Random:
-      break;
-  }
-  return "random";
-}
-
 nlohmann::json families_json() {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& f : estimator_families())

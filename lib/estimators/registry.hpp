@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.hpp"
 #include "estimators/estimator.hpp"
 #include "estimators/isotropic.hpp"
 #include "estimators/three_point.hpp"
@@ -33,7 +34,13 @@ struct Style {
 // Random: an average of M iid random features. Hybrid: a combination of base estimators (HRF), not an iid average.
 // Learned: a trained deterministic map (LUNA): features only, no variance (a FeatureMap, not an Estimator).
 enum class Kind { Random, Hybrid, Learned };
-std::string to_string(Kind k);
+template <>
+struct EnumNames<Kind> {
+  static constexpr std::string_view what = "kind";
+  static constexpr std::array<EnumName<Kind>, 3> names{
+      {{Kind::Random, "random"}, {Kind::Hybrid, "hybrid"}, {Kind::Learned, "learned"}}};
+};
+inline std::string to_string(Kind k) { return name_of(k); }
 
 struct Family {
   std::string name;

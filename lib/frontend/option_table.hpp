@@ -12,12 +12,21 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_names.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 
 namespace kestrel {
 
 enum class OptionKind { Text, Integer, Real, Flag };
+template <>
+struct EnumNames<OptionKind> {
+  static constexpr std::string_view what = "option kind";
+  static constexpr std::array<EnumName<OptionKind>, 4> names{{{OptionKind::Text, "text"},
+                                                              {OptionKind::Integer, "integer"},
+                                                              {OptionKind::Real, "real"},
+                                                              {OptionKind::Flag, "flag"}}};
+};
 
 template <typename Options>
 struct Option {
@@ -109,6 +118,6 @@ std::vector<OptionInfo> describe(const OptionTable<Options>& t, const std::funct
   return out;
 }
 
-std::string to_string(OptionKind k);  // "text", "integer", "real", "flag"
+inline std::string to_string(OptionKind k) { return name_of(k); }
 
 }  // namespace kestrel

@@ -139,18 +139,4 @@ const OptionTable<RegimeSpec>& draw_regime_option_table() {
   return t;
 }
 
-std::string to_string(OptionKind k) {
-  switch (k) {
-    case OptionKind::Text:
-      return "text";
-    case OptionKind::Integer:
-      return "integer";
-    case OptionKind::Real:
-      return "real";
-    case OptionKind::Flag:
-      return "flag";
-  }
-  return "text";
-}
-
 }  // namespace kestrel

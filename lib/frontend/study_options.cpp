@@ -333,8 +333,6 @@ void check_other_section(const StudyOption& opt, StudyCommand c, const std::stri
 
 }  // namespace
 
-std::string to_string(StudyCommand c) { return c == StudyCommand::Variance ? "variance" : "sweep"; }
-
 const std::vector<StudyOption>& study_options() {
   static const std::vector<StudyOption> table = make_table();
   return table;

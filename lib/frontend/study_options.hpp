@@ -11,12 +11,19 @@
 
 #include "analysis/sweep.hpp"
 #include "analysis/variance_study.hpp"
+#include "core/enum_names.hpp"
 #include "frontend/option_table.hpp"
 
 namespace kestrel {
 
 enum class StudyCommand { Variance, Sweep };
-std::string to_string(StudyCommand c);  // "variance", "sweep"
+template <>
+struct EnumNames<StudyCommand> {
+  static constexpr std::string_view what = "command";
+  static constexpr std::array<EnumName<StudyCommand>, 2> names{
+      {{StudyCommand::Variance, "variance"}, {StudyCommand::Sweep, "sweep"}}};
+};
+inline std::string to_string(StudyCommand c) { return name_of(c); }
 
 using StudyOption = Option<VarianceStudyOptions>;
 

@@ -7,32 +7,6 @@
 
 namespace kestrel {
 
-Sampler parse_sampler(const std::string& name) {
-  if (name == "iid") return Sampler::Iid;
-  if (name == "orthogonal") return Sampler::Orthogonal;
-  if (name == "structured") return Sampler::Structured;
-  if (name == "halton") return Sampler::Halton;
-  if (name == "simplex") return Sampler::Simplex;
-  throw InvalidArgument(
-      fmt::format("unknown sampler '{}' (expected iid, orthogonal, simplex, structured or halton)", name));
-}
-
-std::string to_string(Sampler s) {
-  switch (s) {
-    case Sampler::Iid:
-      return "iid";
-    case Sampler::Orthogonal:
-      return "orthogonal";
-    case Sampler::Structured:
-      return "structured";
-    case Sampler::Halton:
-      return "halton";
-    case Sampler::Simplex:
-      return "simplex";
-  }
-  throw InvalidArgument("unknown sampler enum value");
-}
-
 arma::mat haar_orthogonal(arma::uword d, Rng& rng) {
   require(d > 0, "dimension d must be > 0, got 0");
   arma::mat Q, R;

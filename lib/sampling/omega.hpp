@@ -8,6 +8,7 @@
 
 #include <armadillo>
 
+#include "core/enum_names.hpp"
 #include "core/rng.hpp"
 
 namespace kestrel {
@@ -68,9 +69,17 @@ namespace kestrel {
 //   coordinates are nearly collinear, and the variance can be far above iid (measured, PosRF/OPRF at
 //   d = M = 64: about 10x; below iid at d <= 4, about equal at d = 8). HRF Table 1 also finds Halton-R the worst.
 enum class Sampler { Iid, Orthogonal, Structured, Halton, Simplex };
-
-Sampler parse_sampler(const std::string& name);  // iid | orthogonal | simplex | structured | halton
-std::string to_string(Sampler s);
+template <>
+struct EnumNames<Sampler> {
+  static constexpr std::string_view what = "sampler";
+  static constexpr std::array<EnumName<Sampler>, 5> names{{{Sampler::Iid, "iid"},
+                                                           {Sampler::Orthogonal, "orthogonal"},
+                                                           {Sampler::Simplex, "simplex"},
+                                                           {Sampler::Structured, "structured"},
+                                                           {Sampler::Halton, "halton"}}};
+};
+inline Sampler parse_sampler(const std::string& name) { return parse_enum<Sampler>(name); }
+inline std::string to_string(Sampler s) { return name_of(s); }
 
 // Largest dimension of GSL's Halton generator.
 inline constexpr arma::uword kHaltonMaxDim = 1229;

@@ -290,18 +290,17 @@ arma::mat DiscreteEstimator::exponent_points_hook(const arma::mat& X, Side) cons
 }
 
 nlohmann::json DiscreteEstimator::state() const {
-  nlohmann::json j = {
-      {"family", info_.name}, {"d", d_},   {"kind", q_.kind == DiscreteKind::Poisson ? "poisson" : "geometric"},
-      {"lambda", q_.lambda},  {"p", q_.p}, {"shifted", shift_.has_value()}};
+  nlohmann::json j = {{"family", info_.name}, {"d", d_},   {"kind", name_of(q_.kind)},
+                      {"lambda", q_.lambda},  {"p", q_.p}, {"shifted", shift_.has_value()}};
   if (shift_) j["shift_c"] = state::of(arma::mat(shift_->c)), j["shift_epsilon"] = shift_->epsilon;
   return j;
 }
 
 std::unique_ptr<Estimator> restore_discrete(const nlohmann::json& j) {
   const std::string kind = j.value("kind", "");
-  require(kind == "poisson" || kind == "geometric", "estimator state field 'kind' must be poisson or geometric");
-  const DiscreteParams q{kind == "poisson" ? DiscreteKind::Poisson : DiscreteKind::Geometric, state::num(j, "lambda"),
-                         state::num(j, "p")};
+  const std::optional<DiscreteKind> k = find_enum<DiscreteKind>(kind);
+  require(k.has_value(), "estimator state field 'kind' must be {}", enum_choices<DiscreteKind>());
+  const DiscreteParams q{*k, state::num(j, "lambda"), state::num(j, "p")};
   require(j.contains("shifted") && j["shifted"].is_boolean(), "estimator state has no boolean field 'shifted'");
   std::optional<ShiftParams> shift;
   if (j["shifted"].get<bool>())

@@ -7,11 +7,18 @@
 #include <memory>
 #include <optional>
 
+#include "core/enum_names.hpp"
 #include "estimators/estimator.hpp"
 
 namespace kestrel {
 
 enum class DiscreteKind { Poisson, Geometric };
+template <>
+struct EnumNames<DiscreteKind> {
+  static constexpr std::string_view what = "kind";
+  static constexpr std::array<EnumName<DiscreteKind>, 2> names{
+      {{DiscreteKind::Poisson, "poisson"}, {DiscreteKind::Geometric, "geometric"}}};
+};
 
 struct DiscreteParams {
   DiscreteKind kind = DiscreteKind::Poisson;

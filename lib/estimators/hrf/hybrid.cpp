@@ -398,7 +398,7 @@ arma::mat HybridEstimator::direct_estimate(const Draw& w, const arma::mat& X, co
 
 nlohmann::json HybridEstimator::params() const {
   nlohmann::json j = {{"family", "hrf"},
-                      {"lambda", p_.lambda == LambdaKind::Angular ? "angular" : "gaussian"},
+                      {"lambda", name_of(p_.lambda)},
                       {"lambda_features", p_.lambda_features},
                       {"shared_projections", p_.shared_projections}};
   if (p_.lambda == LambdaKind::Gaussian) j["sigma"] = p_.sigma, j["rho"] = p_.rho;
@@ -408,7 +408,7 @@ nlohmann::json HybridEstimator::params() const {
 nlohmann::json HybridEstimator::state() const {
   return {{"family", info_.name},
           {"d", d_},
-          {"lambda", p_.lambda == LambdaKind::Angular ? "angular" : "gaussian"},
+          {"lambda", name_of(p_.lambda)},
           {"lambda_features", p_.lambda_features},
           {"shared_projections", p_.shared_projections},
           {"sigma", p_.sigma},
@@ -417,10 +417,11 @@ nlohmann::json HybridEstimator::state() const {
 
 std::unique_ptr<Estimator> restore_hybrid(const nlohmann::json& j) {
   const std::string lambda = j.value("lambda", "");
-  require(lambda == "angular" || lambda == "gaussian", "estimator state field 'lambda' must be angular or gaussian");
+  const std::optional<LambdaKind> kind = find_enum<LambdaKind>(lambda);
+  require(kind.has_value(), "estimator state field 'lambda' must be {}", enum_choices<LambdaKind>());
   require(j.contains("shared_projections") && j["shared_projections"].is_boolean(),
           "estimator state has no boolean field 'shared_projections'");
-  const HybridParams p{.lambda = lambda == "angular" ? LambdaKind::Angular : LambdaKind::Gaussian,
+  const HybridParams p{.lambda = *kind,
                        .lambda_features = state::count(j, "lambda_features"),
                        .shared_projections = j["shared_projections"].get<bool>(),
                        .sigma = state::num(j, "sigma"),

@@ -18,6 +18,7 @@
 #pragma once
 #include <memory>
 
+#include "core/enum_names.hpp"
 #include "estimators/estimator.hpp"
 
 namespace kestrel {
@@ -84,6 +85,12 @@ class PosHypEstimator final : public Estimator {
 };
 
 enum class LambdaKind { Angular, Gaussian };
+template <>
+struct EnumNames<LambdaKind> {
+  static constexpr std::string_view what = "lambda";
+  static constexpr std::array<EnumName<LambdaKind>, 2> names{
+      {{LambdaKind::Angular, "angular"}, {LambdaKind::Gaussian, "gaussian"}}};
+};
 
 struct HybridParams {
   LambdaKind lambda = LambdaKind::Angular;

@@ -15,26 +15,6 @@
 
 namespace kestrel {
 
-std::string to_string(LunaVariant v) {
-  switch (v) {
-    case LunaVariant::FixedRff:
-      return "fixed-rff";
-    case LunaVariant::BankCoef:
-      return "bank-coef";
-    case LunaVariant::Gated:
-      return "gated";
-    case LunaVariant::Ungated:
-      return "ungated";
-  }
-  return "?";
-}
-
-LunaVariant parse_luna_variant(const std::string& name) {
-  for (auto v : {LunaVariant::FixedRff, LunaVariant::BankCoef, LunaVariant::Gated, LunaVariant::Ungated})
-    if (to_string(v) == name) return v;
-  throw InvalidArgument(fmt::format("unknown LUNA variant '{}' (known: fixed-rff, bank-coef, gated, ungated)", name));
-}
-
 LunaParams luna_init(LunaVariant variant, arma::uword d, arma::uword M, const LunaInitOptions& opt) {
   const arma::uword C = variant == LunaVariant::FixedRff ? 2 : opt.channels;
   require(d > 0, "LUNA map: dimension d must be > 0, got 0");

@@ -11,6 +11,7 @@
 #include <armadillo>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.hpp"
 #include "estimators/estimator.hpp"
 #include "kernels/kernel.hpp"
 
@@ -21,8 +22,16 @@ namespace kestrel {
 // input-agnostic reweighting of the basis). Gated: everything learned, with the token-wise envelope g(x).
 // Ungated: everything learned, g = 1 (LUNA's default).
 enum class LunaVariant { FixedRff, BankCoef, Gated, Ungated };
-std::string to_string(LunaVariant v);
-LunaVariant parse_luna_variant(const std::string& name);  // "fixed-rff", "bank-coef", "gated", "ungated"
+template <>
+struct EnumNames<LunaVariant> {
+  static constexpr std::string_view what = "LUNA variant";
+  static constexpr std::array<EnumName<LunaVariant>, 4> names{{{LunaVariant::FixedRff, "fixed-rff"},
+                                                               {LunaVariant::BankCoef, "bank-coef"},
+                                                               {LunaVariant::Gated, "gated"},
+                                                               {LunaVariant::Ungated, "ungated"}}};
+};
+inline std::string to_string(LunaVariant v) { return name_of(v); }
+inline LunaVariant parse_luna_variant(const std::string& name) { return parse_enum<LunaVariant>(name); }
 
 struct LunaParams {
   LunaVariant variant = LunaVariant::Ungated;

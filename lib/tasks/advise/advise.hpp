@@ -27,13 +27,20 @@
 #include <armadillo>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.hpp"
 #include "kernels/kernel.hpp"
 #include "sampling/omega.hpp"
 
 namespace kestrel {
 
 enum class AdviseQuantity { Attention, Kernel };
-std::string to_string(AdviseQuantity q);  // "attention", "kernel"
+template <>
+struct EnumNames<AdviseQuantity> {
+  static constexpr std::string_view what = "quantity";
+  static constexpr std::array<EnumName<AdviseQuantity>, 2> names{
+      {{AdviseQuantity::Attention, "attention"}, {AdviseQuantity::Kernel, "kernel"}}};
+};
+inline std::string to_string(AdviseQuantity q) { return name_of(q); }
 
 // The error of attention row i that the quantiles are over (E over draws of M features):
 //   Rmse:        sqrt(E|Y-hat_i - Y_i|^2) / RMS_i |Y_i| (relative to the RMS output row: rows near 0 do not blow up);
@@ -45,9 +52,18 @@ std::string to_string(AdviseQuantity q);  // "attention", "kernel"
 //                matrix A = diag(K 1)^-1 K (independent of V).
 // Without V (the normalisers) only Rmse (sqrt(E (D-hat_i / D_i - 1)^2)) and Tv apply.
 enum class AdviseMetric { Rmse, MeanAbs, RowRelative, Centred, Tv };
-std::string to_string(AdviseMetric m);  // "rmse", "mean-abs", "row-relative", "centred", "tv"
-AdviseMetric parse_metric(const std::string& name);
-const std::vector<std::string>& metric_names();
+template <>
+struct EnumNames<AdviseMetric> {
+  static constexpr std::string_view what = "metric";
+  static constexpr std::array<EnumName<AdviseMetric>, 5> names{{{AdviseMetric::Rmse, "rmse"},
+                                                                {AdviseMetric::MeanAbs, "mean-abs"},
+                                                                {AdviseMetric::RowRelative, "row-relative"},
+                                                                {AdviseMetric::Centred, "centred"},
+                                                                {AdviseMetric::Tv, "tv"}}};
+};
+inline std::string to_string(AdviseMetric m) { return name_of(m); }
+inline AdviseMetric parse_metric(const std::string& name) { return parse_enum<AdviseMetric>(name); }
+const std::vector<std::string>& metric_names();  // the table's names in order
 
 struct AdviseOptions {
   AdviseQuantity quantity = AdviseQuantity::Attention;

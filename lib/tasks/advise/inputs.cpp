@@ -208,20 +208,13 @@ bool applicable(const Family& f, AdviceRow& row) {
 
 namespace kestrel {
 
-std::string to_string(AdviseQuantity q) { return q == AdviseQuantity::Attention ? "attention" : "kernel"; }
-
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> n{"rmse", "mean-abs", "row-relative", "centred", "tv"};
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> v;
+    for (const auto& e : EnumNames<AdviseMetric>::names) v.emplace_back(e.name);
+    return v;
+  }();
   return n;
-}
-
-std::string to_string(AdviseMetric m) { return metric_names()[static_cast<std::size_t>(m)]; }
-
-AdviseMetric parse_metric(const std::string& name) {
-  const auto& n = metric_names();
-  const auto it = std::find(n.begin(), n.end(), name);
-  require(it != n.end(), "metric: expected one of rmse, mean-abs, row-relative, centred, tv, got '{}'", name);
-  return static_cast<AdviseMetric>(it - n.begin());
 }
 
 arma::mat unit_scaled_values(const arma::mat& V) {
