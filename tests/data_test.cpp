@@ -2,9 +2,11 @@
 // against their documented sizes and class counts; a bad-input test per format; regimes' invariants.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "data/catalog.hpp"
@@ -12,6 +14,7 @@
 #include "data/images.hpp"
 #include "data/regimes.hpp"
 #include "data/uci.hpp"
+#include "frontend/regime_options.hpp"
 #include "test_util.hpp"
 
 using namespace kestrel;
@@ -366,4 +369,44 @@ TEST(Catalog, VerifiesChecksumsAndNamesMismatches) {
   EXPECT_FALSE(st[0].installed());
   fs::remove_all(dir);
   EXPECT_THROW(data_status("/nonexistent", false), IoError);
+}
+
+// The regimes' registry: names unique and spelled as options are (lowercase, digits, '-', '/'), each with help and a
+// draw; regime_names() and the errors come from it; the synthetic regimes draw d x L sets at the seed's stream.
+TEST(Regimes, TheRegistryNamesEachRegimeOnceAndDrawsIt) {
+  std::set<std::string> seen;
+  ASSERT_EQ(regimes().size(), regime_names().size());
+  for (std::size_t k = 0; k < regimes().size(); ++k) {
+    const Regime& r = regimes()[k];
+    SCOPED_TRACE(r.name);
+    EXPECT_EQ(regime_names()[k], r.name);
+    EXPECT_TRUE(seen.insert(r.name).second);
+    EXPECT_FALSE(r.name.empty());
+    for (const char c : r.name) EXPECT_TRUE(std::islower(c) || std::isdigit(c) || c == '-' || c == '/') << c;
+    EXPECT_FALSE(r.help.empty());
+    EXPECT_NE(r.draw, nullptr);
+    EXPECT_EQ(&find_regime(r.name), &r);
+    for (const std::string& o : r.options) EXPECT_TRUE(find_option(regime_option_table(), o) != nullptr) << o;
+  }
+  EXPECT_THROW(find_regime("gaussian"), InvalidArgument);
+  EXPECT_THROW(validate_regime("mnist-2"), InvalidArgument);
+  try {
+    find_regime("nope");
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("normal, sphere, heterogen"), std::string::npos) << e.what();
+  }
+  for (const std::string name : {"normal", "sphere", "heterogen", "aniso", "clustered"}) {
+    const SetPair a = draw_regime({.name = name, .dim = 5, .points = 7, .sigma = 0.5, .seed = 3, .pair_index = 1});
+    const SetPair b = draw_regime({.name = name, .dim = 5, .points = 7, .sigma = 0.5, .seed = 3, .pair_index = 1});
+    EXPECT_EQ(a.X.n_rows, 5u);
+    EXPECT_EQ(a.Y.n_cols, 7u);
+    EXPECT_TRUE(arma::approx_equal(a.X, b.X, "absdiff", 0.0) && arma::approx_equal(a.Y, b.Y, "absdiff", 0.0)) << name;
+    EXPECT_FALSE(find_regime(name).images);
+  }
+  // sphere: radius sigma; heterogen: Y's mean sigma (unit-scale draws times sigma).
+  const SetPair s = draw_regime({.name = "sphere", .dim = 5, .points = 7, .sigma = 0.5, .seed = 3});
+  EXPECT_TRUE(arma::approx_equal(arma::sqrt(arma::sum(arma::square(s.X), 0)), arma::rowvec(7, arma::fill::value(0.5)),
+                                 "absdiff", 1e-15));
+  for (const std::string name : {"mnist", "fashion-mnist", "cifar10", "mnist/cifar10"})
+    EXPECT_TRUE(find_regime(name).images) << name;
 }

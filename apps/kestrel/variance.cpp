@@ -43,7 +43,7 @@ void print_table(const std::vector<ResultRow>& rows, const VarianceStudyOptions&
       "all pairs)\n",
       opt.regime, opt.dim, opt.points, opt.pairs, opt.kernel.name(), opt.features,
       opt.halve_real ? " (x2 for real)" : "", opt.seed,
-      opt.regime.find("mnist") != std::string::npos || opt.regime.find("cifar") != std::string::npos
+      find_regime(opt.regime).images
           ? " preprocess=" + to_string(opt.regime_options.preprocess) +
                 (opt.regime_options.resize != Resize::Area ? " resize=" + to_string(opt.regime_options.resize) : "") +
                 (opt.regime_options.pixel_scale != 1 ? " pixel-scale=255" : "")

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
+#include "data/regimes.hpp"
 
 namespace kestrel::experiments {
 
@@ -31,8 +32,7 @@ void run_derf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
     vo.estimators = {"trig-real", "pos", "oprf", "aderf", "sderf"};
     vo.kernel = Kernel::softmax();
     vo.regime_options = opt.regime_options;
-    if (pipeline && regime != "normal" && regime != "sphere" && regime != "heterogen")
-      vo.regime_options = with_pipeline(opt.regime_options, kPaperPipeline);
+    if (pipeline && find_regime(regime).images) vo.regime_options = with_pipeline(opt.regime_options, kPaperPipeline);
     res[panel] = variance_panel(h5, panel, vo, opt);
     names += (names.empty() ? "" : " ") + panel;
   }

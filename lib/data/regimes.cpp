@@ -65,18 +65,23 @@ FileShape file_regime_shape(const RegimeOptions& o) {
 }
 
 const std::vector<std::string>& regime_names() {
-  static const std::vector<std::string> names = {"normal",  "sphere",        "heterogen", "mnist",     "fashion-mnist",
-                                                 "cifar10", "mnist/cifar10", "aniso",     "clustered", "file"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const Regime& r : regimes()) n.push_back(r.name);
+    return n;
+  }();
   return names;
 }
 
-void validate_regime(const std::string& name) {
-  for (const auto& n : regime_names())
-    if (n == name) return;
+const Regime& find_regime(const std::string& name) {
+  for (const Regime& r : regimes())
+    if (r.name == name) return r;
   std::string known;
   for (const auto& n : regime_names()) known += (known.empty() ? "" : ", ") + n;
   throw InvalidArgument(fmt::format("unknown regime '{}' (known: {})", name, known));
 }
+
+void validate_regime(const std::string& name) { find_regime(name); }
 
 arma::vec parse_spectrum(const std::string& spec, arma::uword d) {
   const auto colon = spec.find(':');
@@ -209,73 +214,118 @@ void require_representable(const SetPair& p, double sigma, const std::string& fi
       m, kMaxScaledNorm2));
 }
 
+SetPair draw_normal(const RegimeSpec& s, Rng& rng) {
+  return {rng.normal_matrix(s.dim, s.points), rng.normal_matrix(s.dim, s.points)};
+}
+
+SetPair draw_sphere(const RegimeSpec& s, Rng& rng) {
+  SetPair p = draw_normal(s, rng);
+  p.X.each_row() /= arma::sqrt(arma::sum(arma::square(p.X), 0));
+  p.Y.each_row() /= arma::sqrt(arma::sum(arma::square(p.Y), 0));
+  return p;
+}
+
+SetPair draw_heterogen(const RegimeSpec& s, Rng& rng) {
+  SetPair p = draw_normal(s, rng);
+  p.Y += 1.0;
+  return p;
+}
+
+SetPair draw_images(const RegimeSpec& s, Rng& rng) {
+  return from_pools(*image_pool(s.name, s.dim, s.options), nullptr, s.points, rng, s.name);
+}
+
+SetPair draw_mnist_cifar10(const RegimeSpec& s, Rng& rng) {
+  const auto mx = image_pool("mnist", s.dim, s.options), cy = image_pool("cifar10", s.dim, s.options);
+  return from_pools(*mx, cy.get(), s.points, rng, s.name);
+}
+
+SetPair draw_aniso(const RegimeSpec& s, Rng& rng) {
+  const arma::vec lam = parse_spectrum(s.options.spectrum, s.dim);
+  Rng fixed(s.seed, Stream::Data, 0xA0150ULL << 20);  // Lambda is shared by all set pairs
+  const arma::mat root = haar_orthogonal(s.dim, fixed) * arma::diagmat(arma::sqrt(lam));
+  return {root * rng.normal_matrix(s.dim, s.points), root * rng.normal_matrix(s.dim, s.points)};
+}
+
+SetPair draw_clustered(const RegimeSpec& s, Rng& rng) {
+  const RegimeOptions& opt = s.options;
+  const arma::uword d = s.dim, L = s.points;
+  require(opt.clusters > 0, "clusters must be > 0, got 0");
+  require(std::isfinite(opt.cluster_radius) && opt.cluster_radius >= 0, "cluster radius must be >= 0, got {}",
+          opt.cluster_radius);
+  Rng fixed(s.seed, Stream::Data, 0xC1057ULL << 20);
+  arma::mat centres = fixed.normal_matrix(d, 2 * opt.clusters);
+  centres.each_row() /= arma::sqrt(arma::sum(arma::square(centres), 0));
+  centres *= opt.cluster_radius;
+  SetPair p{s.sigma * rng.normal_matrix(d, L), s.sigma * rng.normal_matrix(d, L)};
+  for (arma::uword i = 0; i < L; ++i) {
+    p.X.col(i) += centres.col(i % opt.clusters);
+    p.Y.col(i) += centres.col(opt.clusters + i % opt.clusters);
+  }
+  return p;  // sigma is the within-cluster spread here, not a global scale
+}
+
+SetPair draw_file(const RegimeSpec& s, Rng& rng) {
+  const RegimeOptions& opt = s.options;
+  const arma::uword L = s.points;
+  const FileShape shape = file_regime_shape(opt);
+  require(shape.dim == s.dim, "--dim {} does not match the points in {} (d = {})", s.dim, opt.x_file, shape.dim);
+  const auto px = load_points(opt.x_file);
+  if (opt.y_file.empty()) {
+    require(L <= shape.max_points, "--points {} is too many: {} has {} points, 2 L disjoint ones are needed", L,
+            opt.x_file, px->points.n_cols);
+    return from_pools(px->points, nullptr, L, rng, opt.x_file);
+  }
+  const auto py = load_points(opt.y_file);
+  require(L <= shape.max_points, "--points {} is too many: {} has {} points and {} has {}", L, opt.x_file,
+          px->points.n_cols, opt.y_file, py->points.n_cols);
+  return from_pools(px->points, &py->points, L, rng, opt.x_file + " / " + opt.y_file);
+}
+
 }  // namespace
 
+const std::vector<Regime>& regimes() {
+  static const std::vector<Regime> all = {
+      {"normal", "x, y ~ N(0, sigma^2 I) (CRT 5.1)", false, {}, draw_normal},
+      {"sphere", "x, y uniform on the sphere of radius sigma (CRT 5.1)", false, {}, draw_sphere},
+      {"heterogen", "x ~ N(0, sigma^2 I), y ~ N(sigma 1, sigma^2 I) (CRT 5.1)", false, {}, draw_heterogen},
+      {"mnist", "random MNIST training images (CRT 5.1, DERF 5.1)", true, {}, draw_images},
+      {"fashion-mnist", "random Fashion-MNIST training images", true, {}, draw_images},
+      {"cifar10", "random CIFAR-10 training images, grayscale (DERF 5.1)", true, {}, draw_images},
+      {"mnist/cifar10", "x from MNIST, y from CIFAR-10 (DERF 5.1)", true, {}, draw_mnist_cifar10},
+      {"aniso",
+       "x, y ~ N(0, sigma^2 Lambda), Lambda = Q diag(spectrum) Q^T, Q Haar (DARK Thm 3.2)",
+       false,
+       {"spectrum"},
+       draw_aniso},
+      {"clustered",
+       "x, y from clusters at distance cluster-radius from 0, spread sigma (HRF H.1)",
+       false,
+       {"clusters", "cluster-radius"},
+       draw_clustered,
+       true},
+      {"file", "points are rows of a file, times sigma", false, {"x-file", "y-file"}, draw_file},
+  };
+  return all;
+}
+
 SetPair draw_regime(const RegimeSpec& spec) {
-  const std::string& name = spec.name;
-  const arma::uword d = spec.dim, L = spec.points;
-  const double sigma = spec.sigma;
-  const std::uint64_t seed = spec.seed;
-  const RegimeOptions& opt = spec.options;
-  validate_regime(name);
-  require(d > 0, "dimension d must be > 0, got 0");
-  require(L > 0, "number of points L must be > 0, got 0");
-  require(std::isfinite(sigma) && sigma > 0, "sigma must be > 0, got {}", sigma);
-  Rng rng(seed, Stream::Data, spec.pair_index);
-  SetPair p;
-  if (name == "normal" || name == "sphere" || name == "heterogen") {
-    p = {rng.normal_matrix(d, L), rng.normal_matrix(d, L)};
-    if (name == "sphere") {
-      p.X.each_row() /= arma::sqrt(arma::sum(arma::square(p.X), 0));
-      p.Y.each_row() /= arma::sqrt(arma::sum(arma::square(p.Y), 0));
-    } else if (name == "heterogen") {
-      p.Y += 1.0;
-    }
-  } else if (name == "mnist" || name == "fashion-mnist" || name == "cifar10") {
-    p = from_pools(*image_pool(name, d, opt), nullptr, L, rng, name);
-  } else if (name == "mnist/cifar10") {
-    const auto mx = image_pool("mnist", d, opt), cy = image_pool("cifar10", d, opt);
-    p = from_pools(*mx, cy.get(), L, rng, name);
-  } else if (name == "aniso") {
-    const arma::vec lam = parse_spectrum(opt.spectrum, d);
-    Rng fixed(seed, Stream::Data, 0xA0150ULL << 20);  // Lambda is shared by all set pairs
-    const arma::mat root = haar_orthogonal(d, fixed) * arma::diagmat(arma::sqrt(lam));
-    p = {root * rng.normal_matrix(d, L), root * rng.normal_matrix(d, L)};
-  } else if (name == "clustered") {
-    require(opt.clusters > 0, "clusters must be > 0, got 0");
-    require(std::isfinite(opt.cluster_radius) && opt.cluster_radius >= 0, "cluster radius must be >= 0, got {}",
-            opt.cluster_radius);
-    Rng fixed(seed, Stream::Data, 0xC1057ULL << 20);
-    arma::mat centres = fixed.normal_matrix(d, 2 * opt.clusters);
-    centres.each_row() /= arma::sqrt(arma::sum(arma::square(centres), 0));
-    centres *= opt.cluster_radius;
-    p = {sigma * rng.normal_matrix(d, L), sigma * rng.normal_matrix(d, L)};
-    for (arma::uword i = 0; i < L; ++i) {
-      p.X.col(i) += centres.col(i % opt.clusters);
-      p.Y.col(i) += centres.col(opt.clusters + i % opt.clusters);
-    }
-    require_representable(p, sigma);
-    return p;  // sigma is the within-cluster spread here, not a global scale
-  } else {     // file
-    const FileShape shape = file_regime_shape(opt);
-    require(shape.dim == d, "--dim {} does not match the points in {} (d = {})", d, opt.x_file, shape.dim);
-    const auto px = load_points(opt.x_file);
-    if (opt.y_file.empty()) {
-      require(L <= shape.max_points, "--points {} is too many: {} has {} points, 2 L disjoint ones are needed", L,
-              opt.x_file, px->points.n_cols);
-      p = from_pools(px->points, nullptr, L, rng, opt.x_file);
-    } else {
-      const auto py = load_points(opt.y_file);
-      require(L <= shape.max_points, "--points {} is too many: {} has {} points and {} has {}", L, opt.x_file,
-              px->points.n_cols, opt.y_file, py->points.n_cols);
-      p = from_pools(px->points, &py->points, L, rng, opt.x_file + " / " + opt.y_file);
-    }
+  const Regime& regime = find_regime(spec.name);
+  require(spec.dim > 0, "dimension d must be > 0, got 0");
+  require(spec.points > 0, "number of points L must be > 0, got 0");
+  require(std::isfinite(spec.sigma) && spec.sigma > 0, "sigma must be > 0, got {}", spec.sigma);
+  Rng rng(spec.seed, Stream::Data, spec.pair_index);
+  SetPair p = regime.draw(spec, rng);
+  if (regime.own_sigma) {
+    require_representable(p, spec.sigma);
+    return p;
   }
-  const double norm2 = name == "file" ? largest_norm2(p) : 0;
-  p.X *= sigma;
-  p.Y *= sigma;
-  require_representable(p, sigma, name == "file" ? opt.x_file + (opt.y_file.empty() ? "" : " / " + opt.y_file) : "",
-                        norm2);
+  const RegimeOptions& opt = spec.options;
+  const bool file = spec.name == "file";
+  const double norm2 = file ? largest_norm2(p) : 0;
+  p.X *= spec.sigma;
+  p.Y *= spec.sigma;
+  require_representable(p, spec.sigma, file ? opt.x_file + (opt.y_file.empty() ? "" : " / " + opt.y_file) : "", norm2);
   return p;
 }
 

@@ -70,6 +70,22 @@ struct SetPair {
   arma::mat X, Y;
 };
 
+class Rng;
+struct RegimeSpec;
+
+// The regimes, declared once: name, a line of help, whether it draws from an image set's pool (then it reads the
+// image options: data-dir, preprocess, resize, pixel-scale), the other regime options it reads (as the command line
+// spells them), and its draw. A draw returns the pair at unit scale, multiplied by sigma after (a sweep over sigma then
+// uses common random numbers), unless `own_sigma` (the regime uses sigma itself).
+struct Regime {
+  std::string name, help;
+  bool images = false;
+  std::vector<std::string> options;
+  SetPair (*draw)(const RegimeSpec& spec, Rng& rng) = nullptr;
+  bool own_sigma = false;
+};
+const std::vector<Regime>& regimes();
+const Regime& find_regime(const std::string& name);  // InvalidArgument naming the known ones
 const std::vector<std::string>& regime_names();
 void validate_regime(const std::string& name);
 

@@ -192,8 +192,11 @@ std::string where_of(const StudyValues& v, const std::string& name) {
 // Options that only some regimes or quantities read. Given where nothing reads them they would be ignored without a
 // word, so each is refused alike, naming the option, what it needs and what is set (issue 37 item 9).
 void check_context(const VarianceStudyOptions& o, const StudyValues& v) {
-  const bool image =
-      o.regime == "mnist" || o.regime == "fashion-mnist" || o.regime == "cifar10" || o.regime == "mnist/cifar10";
+  const Regime& drawn = find_regime(o.regime);
+  const bool image = drawn.images;
+  std::string image_regimes;  // "mnist, fashion-mnist, cifar10, mnist/cifar10"
+  for (const Regime& r : regimes())
+    if (r.images) image_regimes += (image_regimes.empty() ? "" : ", ") + r.name;
   const std::string regime = fmt::format("the regime is '{}'", o.regime);
   // The simulator runs with --mc, and for the rows of families without a closed form for the quantity (variance_study).
   bool simulated = o.mc_reps > 0;
@@ -207,23 +210,22 @@ void check_context(const VarianceStudyOptions& o, const StudyValues& v) {
     std::string needs, actual;
   };
   const std::vector<Rule> rules = {
-      {{"x-file", "y-file"}, o.regime == "file", "--regime file", regime},
-      {{"data-dir", "preprocess", "resize"},
-       image,
-       "an image regime (mnist, fashion-mnist, cifar10, mnist/cifar10)",
-       regime},
+      {{"data-dir", "preprocess", "resize"}, image, "an image regime (" + image_regimes + ")", regime},
       {{"pixel-scale"},
        image && (o.regime_options.preprocess == Preprocess::Raw || o.regime_options.preprocess == Preprocess::Center),
        "an image regime and --preprocess raw or center",
        image ? fmt::format("the preprocessing is '{}'", to_string(o.regime_options.preprocess)) : regime},
-      {{"spectrum"}, o.regime == "aniso", "--regime aniso", regime},
-      {{"clusters", "cluster-radius"}, o.regime == "clustered", "--regime clustered", regime},
       {{"values", "value-dim"}, o.quantity != Quantity::Pair, "--quantity kc or attention", "the quantity is 'pair'"},
       {{"sampler", "mc-points"},
        simulated,
        "Monte Carlo: --mc R, or an estimator without a closed form",
        "--mc is 0 and every estimator's column is exact, for iid projections"},
   };
+  // The options each regime reads (its entry in the registry): only with that regime.
+  for (const Regime& r : regimes())
+    for (const std::string& f : r.options)
+      require(r.name == o.regime || !given(v, f), "{}: only used with --regime {} ({})", where_of(v, f), r.name,
+              regime);
   for (const auto& r : rules)
     for (const char* f : r.options)
       require(r.used || !given(v, f), "{}: only used with {} ({})", where_of(v, f), r.needs, r.actual);
