@@ -41,19 +41,15 @@ std::string write_benchmark_group(H5Writer& h5, const Benchmark& b, const Labele
 
 void write_nw_result(H5Writer& h5, const std::string& group, const NwResult& r) {
   h5.group(group);
-  h5.write(group + "/sigmas", r.sigmas);
-  h5.describe(group + "/sigmas", "kernel scales sigma tried on the validation split", "sigma");
-  h5.write(group + "/validation_accuracy", r.validation_accuracy);
-  h5.describe(group + "/validation_accuracy", "validation accuracy (share correct) per seed and sigma", "seed,sigma",
-              "1");
-  h5.write(group + "/no_signal", r.no_signal);
-  h5.describe(group + "/no_signal", "share of validation predictions whose scores were all 0, per sigma", "sigma");
-  h5.write(group + "/overflow", r.overflow);
-  h5.describe(group + "/overflow", "share of validation draws whose features overflowed (accuracy 0), per sigma",
-              "sigma");
-  h5.write(group + "/test_accuracy", r.test_accuracy);
-  h5.describe(group + "/test_accuracy", "test accuracy (share correct) at the chosen sigma (best_sigma), per seed",
-              "seed", "1");
+  h5.write(group + "/sigmas", r.sigmas, {"kernel scales sigma tried on the validation split", "sigma"});
+  h5.write(group + "/validation_accuracy", r.validation_accuracy,
+           {"validation accuracy (share correct) per seed and sigma", "seed,sigma", "1"});
+  h5.write(group + "/no_signal", r.no_signal,
+           {"share of validation predictions whose scores were all 0, per sigma", "sigma"});
+  h5.write(group + "/overflow", r.overflow,
+           {"share of validation draws whose features overflowed (accuracy 0), per sigma", "sigma"});
+  h5.write(group + "/test_accuracy", r.test_accuracy,
+           {"test accuracy (share correct) at the chosen sigma (best_sigma), per seed", "seed", "1"});
   h5.attr(group, "best_sigma", r.sigmas(r.best));
   h5.attr(group, "test_mean", r.test_mean());
   h5.attr(group, "test_std", r.test_std());

@@ -199,9 +199,9 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
         throw NumericalError(fmt::format("{}: claim '{}' measured a non-finite value", e.name, c.statement));
     nlohmann::json cj = nlohmann::json::array();
     for (const auto& c : claims) cj.push_back(to_json(c));
-    h5.write_text("/claims", cj.dump());  // a dataset: advise's claims outgrow an attribute's 64 kB
-    h5.describe("/claims", "the reproduction's claims (JSON array): statement, paper's and measured value, verdict",
-                "text");
+    // a dataset: advise's claims outgrow an attribute's 64 kB
+    h5.write_text("/claims", cj.dump(),
+                  {"the reproduction's claims (JSON array): statement, paper's and measured value, verdict", "text"});
     h5.commit();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -12,8 +12,8 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 #include "tasks/advise/heads.hpp"
 #include "test_util.hpp"
 

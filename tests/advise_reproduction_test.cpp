@@ -22,10 +22,10 @@
 #include "advise/advise.hpp"
 #include "advise/formats.hpp"
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 #include "tasks/advise/advise.hpp"
 #include "test_util.hpp"
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
-#include "io/hdf5_reader.hpp"
+#include "core/hdf5_reader.hpp"
 
 namespace kestrel {
 namespace {

@@ -13,9 +13,9 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "estimators/registry.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 #include "tasks/advise/advise.hpp"
 #include "test_util.hpp"
 

@@ -80,10 +80,11 @@ TEST(Hdf5, LargeJsonGoesToAStringDatasetAndAttributesRefuseIt) {
   const std::string big(300000, 'x');
   {
     kestrel::H5Writer h5(out.string());
-    h5.write_text("/g/params", big);
+    h5.write_text("/g/params", big, {"a large text dataset", "text"});
     EXPECT_THROW(h5.attr("/", "too_big", big), kestrel::IoError);
-    EXPECT_THROW(h5.write("/nan", std::vector<double>{1.0, std::nan("")}), kestrel::NumericalError);
-    EXPECT_THROW(h5.write("/inf", arma::mat(2, 2, arma::fill::value(arma::datum::inf))), kestrel::NumericalError);
+    EXPECT_THROW(h5.write("/nan", std::vector<double>{1.0, std::nan("")}, {"nan", "row"}), kestrel::NumericalError);
+    EXPECT_THROW(h5.write("/inf", arma::mat(2, 2, arma::fill::value(arma::datum::inf)), {"inf", "row,col"}),
+                 kestrel::NumericalError);
     h5.commit();
   }
   const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

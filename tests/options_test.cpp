@@ -17,11 +17,11 @@
 
 #include "cli_run.hpp"
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "core/parse.hpp"
 #include "data/points_file.hpp"
 #include "frontend/study_options.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 
 namespace fs = std::filesystem;
 using namespace kestrel;
@@ -164,7 +164,7 @@ TEST(PointsFile, CsvNpyAndHdf5GiveTheSamePoints) {
   write_npy(dir / "p.npy", csv->points.t());
   {
     H5Writer h5((dir / "p.h5").string());
-    h5.write("/data/X", arma::mat(csv->points.t()));
+    h5.write("/data/X", arma::mat(csv->points.t()), {"points", "point,coordinate"});
     h5.commit();
   }
   EXPECT_TRUE(arma::approx_equal(load_points((dir / "p.npy").string())->points, csv->points, "absdiff", 0));
@@ -370,8 +370,8 @@ TEST(Cli, SweepOverOwnDataInEveryFormatAndExtension) {
   write_npy(dir / "x.npy", x.t());
   {
     H5Writer h5((dir / "xy.h5").string());
-    h5.write("/X", arma::mat(x.t()));
-    h5.write("/Y", arma::mat(y.t()));
+    h5.write("/X", arma::mat(x.t()), {"queries", "point,coordinate"});
+    h5.write("/Y", arma::mat(y.t()), {"keys", "point,coordinate"});
     h5.commit();
   }
   const std::string grid = " --sigma 0.5,1 --features 1,4 --pairs 2 --estimators oprf,trig --quiet --json --out ";

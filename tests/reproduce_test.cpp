@@ -22,10 +22,10 @@
 #include <tbb/global_control.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "estimators/luna/luna.hpp"
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 #include "io/luna_file.hpp"
 
 namespace fs = std::filesystem;

@@ -18,8 +18,8 @@
 #include "analysis/sweep.hpp"
 #include "cli_run.hpp"
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "frontend/study_options.hpp"
-#include "io/hdf5_reader.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
 

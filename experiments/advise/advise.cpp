@@ -395,9 +395,9 @@ void write_case(const AdviseCase& c, const Advice& a, H5Writer& h5) {
   h5.attr(g, "budget", static_cast<std::int64_t>(c.budget));
   h5.attr(g, "recommendation", a.recommendation);
   h5.attr(g, "causal", static_cast<std::int64_t>(c.causal));
-  h5.write_text(g + "/report.json", to_json(a).dump(2));
-  h5.describe(g + "/report.json",
-              "the whole advise report (JSON): per estimator and sampler the decision, the predicted curve", "text");
+  h5.write_text(
+      g + "/report.json", to_json(a).dump(2),
+      {"the whole advise report (JSON): per estimator and sampler the decision, the predicted curve", "text"});
 }
 
 // One check in a claim's note: "missed@649 0.1123+-0.0031/64".
@@ -495,14 +495,12 @@ void write_checks(H5Writer& h5, const std::vector<Row>& rows, const std::string&
   auto put = [&](const std::string& name, auto get, const std::string& what) {
     std::vector<double> v;
     for (const Row& w : rows) v.push_back(static_cast<double>(get(w)));
-    h5.write("/" + name, v);
-    h5.describe("/" + name, what, "combination");
+    h5.write("/" + name, v, {what, "combination"});
   };
   auto text = [&](const std::string& name, auto get, const std::string& what) {
     std::string all;
     for (const Row& w : rows) all += get(w) + "\n";
-    h5.write_text("/" + name, all);
-    h5.describe("/" + name, what, "text");
+    h5.write_text("/" + name, all, {what, "text"});
   };
   text(
       "combinations", [](const Row& w) { return w.label; },
@@ -673,11 +671,11 @@ void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5
     const double advising = seconds_since(t0);
     h5.group("/" + st.name);
     h5.attr("/" + st.name, "kind", st.kind);
-    h5.write_text("/" + st.name + "/report.json", to_json(ha).dump(2));
-    h5.describe("/" + st.name + "/report.json",
-                "advise's report over the heads (JSON): every head's rows, per estimator and sampler the M for every "
-                "head and for the median head; each head's checks are under its own input NAME-h<head>",
-                "text");
+    h5.write_text(
+        "/" + st.name + "/report.json", to_json(ha).dump(2),
+        {"advise's report over the heads (JSON): every head's rows, per estimator and sampler the M for every "
+         "head and for the median head; each head's checks are under its own input NAME-h<head>",
+         "text"});
     for (const HeadAdvice& h : ha.heads) {
       const arma::uword kv = st.heads.kv_of(h.head);
       const AdviseCase& c = head_cases.emplace_back(AdviseCase{

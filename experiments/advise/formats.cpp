@@ -251,12 +251,11 @@ void run_format_claims(const Options& opt, H5Writer& h5, std::vector<Claim>& cla
     const Advice a = advise(c->Q, c->K, c->V, o);
     const FormatCheck ch = check_formats(*c, a);
     const std::string g = fmt::format("/formats/chunk{}", chunk);
-    h5.write_text(g + "/report.json", to_json(a).dump(2));
-    h5.describe(g + "/report.json",
-                fmt::format("advise --sums fp32,bf16,fp16 --chunk {} on {} (JSON): per format and length the error "
-                            "with rounding and of rounding alone, overflow and where rounding dominates",
-                            chunk, c->name),
-                "text");
+    h5.write_text(g + "/report.json", to_json(a).dump(2),
+                  {fmt::format("advise --sums fp32,bf16,fp16 --chunk {} on {} (JSON): per format and length the error "
+                               "with rounding and of rounding alone, overflow and where rounding dominates",
+                               chunk, c->name),
+                   "text"});
     std::vector<double> diff;
     for (const auto& f : ch.formats) {
       ++checked;
@@ -269,11 +268,10 @@ void run_format_claims(const Options& opt, H5Writer& h5, std::vector<Claim>& cla
             f.format, chunk, f.max_rel_diff, f.overflow, f.advise_overflow, f.valid, f.advise_valid);
       }
     }
-    h5.write(g + "/max_relative_difference", diff);
-    h5.describe(g + "/max_relative_difference",
-                "per format (fp32, bf16, fp16): the largest relative difference over lengths between advise's errors "
-                "and the native replay's",
-                "1");
+    h5.write(g + "/max_relative_difference", diff,
+             {"per format (fp32, bf16, fp16): the largest relative difference over lengths between advise's errors "
+              "and the native replay's",
+              "1"});
     const SumsReport& s = *a.sums;
     note += fmt::format(" chunk {}: {} {} at M = {}, lengths {}..{};", chunk, s.estimator, s.sampler, s.m,
                         s.lengths.front(), s.lengths.back());

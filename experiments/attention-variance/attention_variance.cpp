@@ -92,13 +92,12 @@ AttentionPrediction predict_queries(const ThreePointForm& form, const arma::mat&
 arma::uvec query_rows(const Options& opt, const Setup& s, H5Writer& h5) {
   const arma::uvec rows = opt.rows ? sample_rows(s.L, opt.rows, opt.seed) : arma::uvec();
   const arma::uvec used = rows.is_empty() ? arma::regspace<arma::uvec>(0, s.L - 1) : rows;
-  h5.write("/rows", std::vector<std::int64_t>(used.begin(), used.end()));
+  h5.write("/rows", std::vector<std::int64_t>(used.begin(), used.end()),
+           {"query rows (0-based indices) of predicted_rel_rmse_all_queries: every row, or --rows of them drawn "
+            "with --seed (rows_sampled = 1)",
+            "row"});
   h5.attr("/", "rows_sampled", static_cast<std::int64_t>(!rows.is_empty()));
   h5.attr("/", "rows_seed", opt.seed);
-  h5.describe("/rows",
-              "query rows (0-based indices) of predicted_rel_rmse_all_queries: every row, or --rows of them drawn "
-              "with --seed (rows_sampled = 1)",
-              "row");
   return rows;
 }
 
@@ -129,36 +128,25 @@ void write_estimator(H5Writer& h5, const std::string& g, const Setup& s, const S
                      const Estimator& e) {
   const double check = out.check, check_se = out.check_se;
   h5.group(g);
-  h5.write(g + "/features", s.Ms);
-  h5.describe(g + "/features", "feature budget M", "M");
-  h5.write(g + "/predicted_rel_rmse", v.pred);
-  h5.describe(g + "/predicted_rel_rmse",
-              "predicted relative RMSE of the attention rows (delta method), over the checked queries", "M");
-  h5.write(g + "/predicted_rel_rmse_all_queries", v.pred_all);
-  h5.describe(g + "/predicted_rel_rmse_all_queries", "predicted relative RMSE of the attention rows over all queries",
-              "M");
-  h5.write(g + "/frac_rows_outside", v.outside);
-  h5.describe(g + "/frac_rows_outside",
-              "share of rows outside the delta method's range (normaliser relative variance > 0.01)", "M");
-  h5.write(g + "/mc_features", v.meas_M);
-  h5.describe(g + "/mc_features", "feature budgets M of the simulations", "mc_M");
-  h5.write(g + "/measured_rel_rmse", v.meas);
-  h5.describe(g + "/measured_rel_rmse", "simulated relative RMSE of the attention rows", "mc_M");
-  h5.write(g + "/measured_rel_rmse_se", v.meas_se);
-  h5.describe(g + "/measured_rel_rmse_se", "standard error of measured_rel_rmse", "mc_M");
-  h5.write(g + "/kv_ratio", v.kv_ratio);
-  h5.describe(g + "/kv_ratio", "simulated / exact variance of K-hat V entries (mean)", "mc_M");
-  h5.write(g + "/kv_ratio_se", v.kv_se);
-  h5.describe(g + "/kv_ratio_se", "standard error of kv_ratio", "mc_M");
-  h5.write(g + "/kv_frac_within_3se", v.kv_within);
-  h5.describe(g + "/kv_frac_within_3se",
-              "share of K-hat V entries whose simulated variance lies within 3 SE of the exact one", "mc_M");
+  h5.write(g + "/features", s.Ms, {"feature budget M", "M"});
+  h5.write(g + "/predicted_rel_rmse", v.pred,
+           {"predicted relative RMSE of the attention rows (delta method), over the checked queries", "M"});
+  h5.write(g + "/predicted_rel_rmse_all_queries", v.pred_all,
+           {"predicted relative RMSE of the attention rows over all queries", "M"});
+  h5.write(g + "/frac_rows_outside", v.outside,
+           {"share of rows outside the delta method's range (normaliser relative variance > 0.01)", "M"});
+  h5.write(g + "/mc_features", v.meas_M, {"feature budgets M of the simulations", "mc_M"});
+  h5.write(g + "/measured_rel_rmse", v.meas, {"simulated relative RMSE of the attention rows", "mc_M"});
+  h5.write(g + "/measured_rel_rmse_se", v.meas_se, {"standard error of measured_rel_rmse", "mc_M"});
+  h5.write(g + "/kv_ratio", v.kv_ratio, {"simulated / exact variance of K-hat V entries (mean)", "mc_M"});
+  h5.write(g + "/kv_ratio_se", v.kv_se, {"standard error of kv_ratio", "mc_M"});
+  h5.write(g + "/kv_frac_within_3se", v.kv_within,
+           {"share of K-hat V entries whose simulated variance lies within 3 SE of the exact one", "mc_M"});
   h5.attr(g, "rows_inside_at_top_mc_M", static_cast<std::int64_t>(out.rows_inside_top));
   h5.attr(g, "m_for_target", out.m_target);
   h5.attr(g, "measured_rel_rmse_at_m_for_target", check);
   h5.attr(g, "measured_rel_rmse_at_m_for_target_se", check_se);
-  h5.write_text(g + "/params", e.params().dump());
-  h5.describe(g + "/params", "JSON: the estimator's fitted parameters", "none (JSON text)", "");
+  h5.write_text(g + "/params", e.params().dump(), {"JSON: the estimator's fitted parameters", "none (JSON text)", ""});
 }
 
 Outcome study_estimator(const Options& opt, const Setup& s, const std::string& name, const arma::mat& Qs,

@@ -117,25 +117,19 @@ Curves estimator_curves(const Options& opt, const Setup& s, const std::string& n
     cols.push_back(static_cast<double>(width));
     if (e->info().positive) c.positive_nonpositive += np;
   }
-  h5.write(ge + "/features", Ms);
-  h5.describe(ge + "/features", "feature budget M", "M");
-  h5.write(ge + "/feature_columns", cols);
-  h5.describe(ge + "/feature_columns", "feature columns the estimator uses at M (complex features count twice)", "M");
-  h5.write(ge + "/rel_error_Y", c.ey);
-  h5.describe(ge + "/rel_error_Y", "relative error |Y-hat - Y|_F / |Y|_F of the attention output, mean over trials",
-              "M");
-  h5.write(ge + "/rel_error_Y_se", ey_se);
-  h5.describe(ge + "/rel_error_Y_se", "standard error of rel_error_Y over the trials", "M");
-  h5.write(ge + "/rel_error_normaliser", c.en);
-  h5.describe(ge + "/rel_error_normaliser", "relative error of the row normalisers D-hat, mean over trials", "M");
-  h5.write(ge + "/rel_error_normaliser_se", en_se);
-  h5.describe(ge + "/rel_error_normaliser_se", "standard error of rel_error_normaliser over the trials", "M");
-  h5.write(ge + "/frac_nonpositive_normaliser", nonpos);
-  h5.describe(ge + "/frac_nonpositive_normaliser", "share of rows whose normaliser D-hat_i <= 0", "M");
-  h5.write(ge + "/frac_negative_weights", c.negw);
-  h5.describe(ge + "/frac_negative_weights", "share of negative approximate attention weights (sampled rows)", "M");
-  h5.write_text(ge + "/params", e->params().dump());
-  h5.describe(ge + "/params", "JSON: the estimator's fitted parameters", "none (JSON text)", "");
+  h5.write(ge + "/features", Ms, {"feature budget M", "M"});
+  h5.write(ge + "/feature_columns", cols,
+           {"feature columns the estimator uses at M (complex features count twice)", "M"});
+  h5.write(ge + "/rel_error_Y", c.ey,
+           {"relative error |Y-hat - Y|_F / |Y|_F of the attention output, mean over trials", "M"});
+  h5.write(ge + "/rel_error_Y_se", ey_se, {"standard error of rel_error_Y over the trials", "M"});
+  h5.write(ge + "/rel_error_normaliser", c.en, {"relative error of the row normalisers D-hat, mean over trials", "M"});
+  h5.write(ge + "/rel_error_normaliser_se", en_se, {"standard error of rel_error_normaliser over the trials", "M"});
+  h5.write(ge + "/frac_nonpositive_normaliser", nonpos, {"share of rows whose normaliser D-hat_i <= 0", "M"});
+  h5.write(ge + "/frac_negative_weights", c.negw,
+           {"share of negative approximate attention weights (sampled rows)", "M"});
+  h5.write_text(ge + "/params", e->params().dump(),
+                {"JSON: the estimator's fitted parameters", "none (JSON text)", ""});
   h5.attr(ge, "positive", static_cast<std::int64_t>(e->info().positive));
   return c;
 }
@@ -177,9 +171,8 @@ Accuracy accuracy_study(const Options& opt, const Setup& s, H5Writer& h5) {
     const arma::mat Qs = attention_scaled(Q), Ks = attention_scaled(K);
     h5.attr(g, "mean_sq_norm_scaled_queries", arma::accu(arma::square(Qs)) / L);
     h5.attr(g, "mean_sq_norm_scaled_keys", arma::accu(arma::square(Ks)) / L);
-    h5.write(g + "/exact_log_normaliser", arma::vec(ex.log_normaliser));
-    h5.describe(g + "/exact_log_normaliser", "log of each row's exact normaliser D_i = sum_j exp(q_i.k_j), natural log",
-                "row");
+    h5.write(g + "/exact_log_normaliser", arma::vec(ex.log_normaliser),
+             {"log of each row's exact normaliser D_i = sum_j exp(q_i.k_j), natural log", "row"});
     input_list += (input_list.empty() ? "" : " ") + in.name;
     for (const auto& name : ests) {
       opt.say(fmt::format("attention: {} {}", in.name, name));
@@ -240,22 +233,17 @@ Timing timing_study(const Options& opt, const Setup& s, H5Writer& h5) {
   h5.attr("/timing", "note",
           std::string("seconds, best of 2-3 runs, oprf, d = dv = 64, isotropic sigma = 1; wall times depend on the "
                       "machine and its load (other processes, threads)"));
-  h5.write("/timing/L", Ls);
-  h5.describe("/timing/L", "sequence length L", "L");
-  h5.write("/timing/features", timing_Ms);
-  h5.describe("/timing/features", "feature budget M of the timed random-feature attention", "M");
-  h5.write("/timing/exact_seconds", t_exact);
-  h5.describe("/timing/exact_seconds", "wall time of exact attention (best of the runs)", "L", "s");
+  h5.write("/timing/L", Ls, {"sequence length L", "L"});
+  h5.write("/timing/features", timing_Ms, {"feature budget M of the timed random-feature attention", "M"});
+  h5.write("/timing/exact_seconds", t_exact, {"wall time of exact attention (best of the runs)", "L", "s"});
   for (std::size_t k = 0; k < timing_Ms.size(); ++k) {
     const std::string path = fmt::format("/timing/approx_seconds_M{}", timing_Ms[k]);
-    h5.write(path, t_approx[k]);
-    h5.describe(path, "wall time of random-feature attention at this M (best of the runs)", "L", "s");
+    h5.write(path, t_approx[k], {"wall time of random-feature attention at this M (best of the runs)", "L", "s"});
   }
-  h5.write("/timing/crossover_L_fit", crossover_fit);
-  h5.describe("/timing/crossover_L_fit",
-              "length from which random features are cheaper: b / a of the fits t_exact = a L^2, t_approx = b L", "M");
-  h5.write("/timing/crossover_L_grid", crossover_grid);
-  h5.describe("/timing/crossover_L_grid", "first grid length at which random features were faster (-1: none)", "M");
+  h5.write("/timing/crossover_L_fit", crossover_fit,
+           {"length from which random features are cheaper: b / a of the fits t_exact = a L^2, t_approx = b L", "M"});
+  h5.write("/timing/crossover_L_grid", crossover_grid,
+           {"first grid length at which random features were faster (-1: none)", "M"});
   return {Ls, t_exact, t_approx, crossover_fit};
 }
 

@@ -128,21 +128,17 @@ Summary study_family(const Options& opt, const Grid& g, const std::string& name,
   h5.group(gr);
   for (std::size_t s = 0; s < kCoupled.size(); ++s) {
     const std::string n = to_string(kCoupled[s]);
-    h5.write(gr + "/log_ratio_" + n, exact[s]);
-    h5.describe(gr + "/log_ratio_" + n,
-                "exact log(Var coupled / Var iid) of the M = d feature estimate, natural log (rows: /geometry_r, "
-                "/geometry_theta)",
-                "geometry,dim");
-    h5.write(gr + "/mc_log_ratio_" + n, mc[s]);
-    h5.describe(gr + "/mc_log_ratio_" + n,
-                "simulated log(empirical Var coupled / exact Var iid) at r = 0.5, theta = pi/2", "dim");
-    h5.write(gr + "/mc_log_ratio_se_" + n, mc_se[s]);
-    h5.describe(gr + "/mc_log_ratio_se_" + n, "standard error of mc_log_ratio (delta method)", "dim");
+    h5.write(gr + "/log_ratio_" + n, exact[s],
+             {"exact log(Var coupled / Var iid) of the M = d feature estimate, natural log (rows: /geometry_r, "
+              "/geometry_theta)",
+              "geometry,dim"});
+    h5.write(gr + "/mc_log_ratio_" + n, mc[s],
+             {"simulated log(empirical Var coupled / exact Var iid) at r = 0.5, theta = pi/2", "dim"});
+    h5.write(gr + "/mc_log_ratio_se_" + n, mc_se[s], {"standard error of mc_log_ratio (delta method)", "dim"});
   }
-  h5.write(gr + "/best", best);
-  h5.describe(gr + "/best",
-              "the coupling of lowest exact variance per cell: 1 orthogonal, 2 simplex, 0 iid (no coupling below it)",
-              "geometry,dim");
+  h5.write(gr + "/best", best,
+           {"the coupling of lowest exact variance per cell: 1 orthogonal, 2 simplex, 0 iid (no coupling below it)",
+            "geometry,dim"});
   return sum;
 }
 
@@ -153,12 +149,9 @@ void run_couplings(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
   std::vector<double> gr, ga;
   for (double r : g.radii)
     for (double a : g.angles) gr.push_back(r), ga.push_back(a);
-  h5.write("/dims", g.dims);
-  h5.describe("/dims", "dimension d", "dim");
-  h5.write("/geometry_r", gr);
-  h5.describe("/geometry_r", "norm r = |x| = |y| of each input geometry", "geometry");
-  h5.write("/geometry_theta", ga);
-  h5.describe("/geometry_theta", "angle between x and y of each input geometry", "geometry", "rad");
+  h5.write("/dims", g.dims, {"dimension d", "dim"});
+  h5.write("/geometry_r", gr, {"norm r = |x| = |y| of each input geometry", "geometry"});
+  h5.write("/geometry_theta", ga, {"angle between x and y of each input geometry", "geometry", "rad"});
   const auto fams = isotropic_families();
   std::string list;
   for (const auto& n : fams) list += (list.empty() ? "" : " ") + n;

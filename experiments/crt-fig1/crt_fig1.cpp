@@ -37,13 +37,11 @@ void run_crt_fig1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
       }
     }
   }
-  h5.write("/sum_sq", S);
-  h5.describe("/sum_sq", "S = |x + y|^2, the squared norm of the sum of the pair (the curve's x axis)", "sum_sq");
-  h5.write("/dims", dims);
-  h5.describe("/dims", "dimension d of each curve", "dim");
+  h5.write("/sum_sq", S, {"S = |x + y|^2, the squared norm of the sum of the pair (the curve's x axis)", "sum_sq"});
+  h5.write("/dims", dims, {"dimension d of each curve", "dim"});
   if (!util.is_finite()) throw NumericalError("crt-fig1: non-finite utility");
-  h5.write("/utility", util);
-  h5.describe("/utility", "log(Var OPRF / Var PosRF) at (d, S), natural log, OPRF with the pair's rho*", "dim,sum_sq");
+  h5.write("/utility", util,
+           {"log(Var OPRF / Var PosRF) at (d, S), natural log, OPRF with the pair's rho*", "dim,sum_sq"});
   h5.attr("/utility", "description", "log(Var OPRF / Var PosRF) [dims x sum_sq], natural log, per-pair rho*");
   h5.attr("/", "max_abs_error_explicit_pairs", max_check_err);
 

@@ -106,11 +106,9 @@ void run_crt_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
       text += fmt::format("e^{:.1f} at L = {}, ", gaps.back(), L);
     }
     const std::string at = "/geom+_shift/" + p.name;
-    h5.write(at + "/L", arma::vec(Ls));
-    h5.describe(at + "/L", "points per set L of the GeomRF+ shift study (sigma = 1, 2 set pairs)", "L");
-    h5.write(at + "/gap", arma::vec(gaps));
-    h5.describe(at + "/gap",
-                "mean log Var(PosRF) - mean log Var(GeomRF+) at sigma = 1 for L points per set (L), 2 set pairs", "L");
+    h5.write(at + "/L", arma::vec(Ls), {"points per set L of the GeomRF+ shift study (sigma = 1, 2 set pairs)", "L"});
+    h5.write(at + "/gap", arma::vec(gaps),
+             {"mean log Var(PosRF) - mean log Var(GeomRF+) at sigma = 1 for L points per set (L), 2 set pairs", "L"});
     return fmt::format(
         "GeomRF+ shifts the inputs by the coordinate-wise minimum over both sets (CRT 4.3, 9.10.2), "
         "which moves away from 0 as L grows, and its variance with it: {}e^{:.1f} at L = {} (this "

@@ -61,16 +61,12 @@ Table measure_table(const Options& opt, const std::vector<Benchmark>& sets, cons
 
 void write_table(H5Writer& h5, const Table& t, const NwOptions& no) {
   const std::vector<std::string>& methods = kMethods;
-  h5.write("/table/accuracy_mean", t.mean);
-  h5.describe("/table/accuracy_mean",
-              "test accuracy, mean over seeds (data sets and methods in this group's attributes)", "dataset,method",
-              "%");
-  h5.write("/table/accuracy_std", t.sd);
-  h5.describe("/table/accuracy_std", "standard deviation over seeds of the test accuracy", "dataset,method", "%");
-  h5.write("/table/paper_accuracy_mean", t.ref);
-  h5.describe("/table/paper_accuracy_mean", "the accuracy CRT Table 1 prints", "dataset,method", "%");
-  h5.write("/table/exact_accuracy", t.exact);
-  h5.describe("/table/exact_accuracy", "test accuracy with the exact kernel", "dataset", "%");
+  h5.write(
+      "/table/accuracy_mean", t.mean,
+      {"test accuracy, mean over seeds (data sets and methods in this group's attributes)", "dataset,method", "%"});
+  h5.write("/table/accuracy_std", t.sd, {"standard deviation over seeds of the test accuracy", "dataset,method", "%"});
+  h5.write("/table/paper_accuracy_mean", t.ref, {"the accuracy CRT Table 1 prints", "dataset,method", "%"});
+  h5.write("/table/exact_accuracy", t.exact, {"test accuracy with the exact kernel", "dataset", "%"});
   h5.attr("/table", "datasets", fmt::format("{}", fmt::join(t.names, " ")));
   h5.attr("/table", "methods", fmt::format("{}", fmt::join(methods, " ")));
   h5.attr("/table", "sigmas", fmt::format("{}", fmt::join(no.sigmas, " ")));

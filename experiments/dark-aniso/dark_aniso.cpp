@@ -76,32 +76,24 @@ void run_dimension(const Options& opt, H5Writer& h5, std::vector<Claim>& claims,
         mean_rel_var(MahalanobisPrf::from_sigma(lbar * arma::inv_sympd(Lambda)), Lambda, rel_samples, opt.seed).first);
   }
   const std::string g = fmt::format("/d{}", d);
-  h5.write(g + "/kappa", kappas);
-  h5.describe(g + "/kappa", "condition number kappa of Lambda (geometric spectrum, lambda_max = 0.15)", "kappa");
-  h5.write(g + "/log_expected_var_isotropic", ev_iso);
-  h5.describe(g + "/log_expected_var_isotropic",
-              "log E[Var] of the PRF with Sigma = I over q, k ~ N(0, Lambda), natural log (exact)", "kappa");
-  h5.write(g + "/log_expected_var_best_isotropic", ev_tau);
-  h5.describe(g + "/log_expected_var_best_isotropic",
-              "log E[Var] with the best isotropic proposal tau I, natural log (exact)", "kappa");
-  h5.write(g + "/log_expected_var_optimal", ev_opt);
-  h5.describe(g + "/log_expected_var_optimal", "log E[Var] with DARK's Sigma* (Thm 3.2), natural log (exact)", "kappa");
-  h5.write(g + "/mc_expected_var_optimal", mc_opt);
-  h5.describe(g + "/mc_expected_var_optimal", "E[Var] with Sigma* by Monte Carlo over (q, k, omega)", "kappa");
-  h5.write(g + "/mc_expected_var_optimal_se", mc_opt_se);
-  h5.describe(g + "/mc_expected_var_optimal_se", "standard error of mc_expected_var_optimal", "kappa");
-  h5.write(g + "/mc_expected_var_isotropic", mc_iso);
-  h5.describe(g + "/mc_expected_var_isotropic", "E[Var] with Sigma = I by Monte Carlo over (q, k, omega)", "kappa");
-  h5.write(g + "/mc_expected_var_isotropic_se", mc_iso_se);
-  h5.describe(g + "/mc_expected_var_isotropic_se", "standard error of mc_expected_var_isotropic", "kappa");
-  h5.write(g + "/mc_se_reliable", reliable);
-  h5.describe(g + "/mc_se_reliable",
-              "1 where both Monte Carlo standard errors are reliable (finite fourth moment), else 0", "kappa");
-  h5.write(g + "/expected_rel_var_posrf", rel_pos);
-  h5.describe(g + "/expected_rel_var_posrf", "mean over sampled (q, k) of Var/K^2 of PosRF (Sigma = I)", "kappa");
-  h5.write(g + "/expected_rel_var_whitened_kernel", rel_white);
-  h5.describe(g + "/expected_rel_var_whitened_kernel",
-              "mean over sampled (q, k) of Var/K^2 of the PRF with Sigma = mean(lambda) Lambda^-1", "kappa");
+  h5.write(g + "/kappa", kappas, {"condition number kappa of Lambda (geometric spectrum, lambda_max = 0.15)", "kappa"});
+  h5.write(g + "/log_expected_var_isotropic", ev_iso,
+           {"log E[Var] of the PRF with Sigma = I over q, k ~ N(0, Lambda), natural log (exact)", "kappa"});
+  h5.write(g + "/log_expected_var_best_isotropic", ev_tau,
+           {"log E[Var] with the best isotropic proposal tau I, natural log (exact)", "kappa"});
+  h5.write(g + "/log_expected_var_optimal", ev_opt,
+           {"log E[Var] with DARK's Sigma* (Thm 3.2), natural log (exact)", "kappa"});
+  h5.write(g + "/mc_expected_var_optimal", mc_opt, {"E[Var] with Sigma* by Monte Carlo over (q, k, omega)", "kappa"});
+  h5.write(g + "/mc_expected_var_optimal_se", mc_opt_se, {"standard error of mc_expected_var_optimal", "kappa"});
+  h5.write(g + "/mc_expected_var_isotropic", mc_iso,
+           {"E[Var] with Sigma = I by Monte Carlo over (q, k, omega)", "kappa"});
+  h5.write(g + "/mc_expected_var_isotropic_se", mc_iso_se, {"standard error of mc_expected_var_isotropic", "kappa"});
+  h5.write(g + "/mc_se_reliable", reliable,
+           {"1 where both Monte Carlo standard errors are reliable (finite fourth moment), else 0", "kappa"});
+  h5.write(g + "/expected_rel_var_posrf", rel_pos,
+           {"mean over sampled (q, k) of Var/K^2 of PosRF (Sigma = I)", "kappa"});
+  h5.write(g + "/expected_rel_var_whitened_kernel", rel_white,
+           {"mean over sampled (q, k) of Var/K^2 of the PRF with Sigma = mean(lambda) Lambda^-1", "kappa"});
   h5.attr(g, "lambda_max", lmax);
   for (std::size_t k = 0; k < kappas.size(); ++k) {
     claims.push_back({"DARK Thm 3.2",
@@ -137,20 +129,15 @@ void run_scan(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
     exists.push_back(ok ? 1.0 : 0.0);
     finite_iso.push_back(dark_expected_variance(Lambda, arma::eye(16, 16)).finite ? 1.0 : 0.0);
   }
-  h5.write("/scan/lambda_max", lmaxes);
-  h5.describe("/scan/lambda_max", "largest eigenvalue lambda_max of Lambda (d = 16, kappa = 10)", "lambda_max");
-  h5.write("/scan/sigma_star_exists", exists);
-  h5.describe("/scan/sigma_star_exists", "1 where Sigma* exists (every eigenvalue of Lambda < 1/2), else 0",
-              "lambda_max");
-  h5.write("/scan/isotropic_expected_var_finite", finite_iso);
-  h5.describe("/scan/isotropic_expected_var_finite", "1 where the isotropic PRF's expected variance is finite, else 0",
-              "lambda_max");
-  h5.write("/scan/lambda_max_where_sigma_star_exists", lm_exist);
-  h5.describe("/scan/lambda_max_where_sigma_star_exists", "the lambda_max values at which Sigma* exists",
-              "lambda_max_existing");
-  h5.write("/scan/log_expected_var_optimal", log_ev_opt_scan);
-  h5.describe("/scan/log_expected_var_optimal", "log E[Var] with Sigma* at those lambda_max, natural log",
-              "lambda_max_existing");
+  h5.write("/scan/lambda_max", lmaxes, {"largest eigenvalue lambda_max of Lambda (d = 16, kappa = 10)", "lambda_max"});
+  h5.write("/scan/sigma_star_exists", exists,
+           {"1 where Sigma* exists (every eigenvalue of Lambda < 1/2), else 0", "lambda_max"});
+  h5.write("/scan/isotropic_expected_var_finite", finite_iso,
+           {"1 where the isotropic PRF's expected variance is finite, else 0", "lambda_max"});
+  h5.write("/scan/lambda_max_where_sigma_star_exists", lm_exist,
+           {"the lambda_max values at which Sigma* exists", "lambda_max_existing"});
+  h5.write("/scan/log_expected_var_optimal", log_ev_opt_scan,
+           {"log E[Var] with Sigma* at those lambda_max, natural log", "lambda_max_existing"});
   h5.attr("/scan", "description", "d = 16, kappa = 10");
   auto largest = [&](const std::vector<double>& flag) {
     double best = -1;

@@ -42,21 +42,17 @@ void run_derf_fig3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims)
       }
     arma::mat per(nm, nM);
     for (std::size_t k = 0; k < nM; ++k) per.col(k) = acc.slice(k).row(i).t();
-    h5.write(g + "/accuracy_mean", per);  // methods x M
-    h5.describe(g + "/accuracy_mean",
-                "test accuracy of Nadaraya-Watson classification, mean over seeds (methods in /average:methods)",
-                "method,M", "%");
+    h5.write(g + "/accuracy_mean", per,  // methods x M
+             {"test accuracy of Nadaraya-Watson classification, mean over seeds (methods in /average:methods)",
+              "method,M", "%"});
   }
   arma::mat average(nm, nM);
   for (std::size_t k = 0; k < nM; ++k) average.col(k) = arma::mean(acc.slice(k), 0).t();
-  h5.write("/average/accuracy_mean", average);
-  h5.describe("/average/accuracy_mean",
-              "test accuracy averaged over the data sets (methods in this group's methods attribute)", "method,M", "%");
-  h5.write("/average/exact_accuracy", exact);
-  h5.describe("/average/exact_accuracy",
-              "test accuracy with the exact kernel, per data set (this group's datasets attribute)", "dataset", "%");
-  h5.write("/average/M", arma::conv_to<arma::vec>::from(Ms));
-  h5.describe("/average/M", "number of random features M", "M");
+  h5.write("/average/accuracy_mean", average,
+           {"test accuracy averaged over the data sets (methods in this group's methods attribute)", "method,M", "%"});
+  h5.write("/average/exact_accuracy", exact,
+           {"test accuracy with the exact kernel, per data set (this group's datasets attribute)", "dataset", "%"});
+  h5.write("/average/M", arma::conv_to<arma::vec>::from(Ms), {"number of random features M", "M"});
   h5.attr("/average", "datasets", fmt::format("{}", fmt::join(names, " ")));
   h5.attr("/average", "methods", fmt::format("{}", fmt::join(methods, " ")));
 

@@ -28,18 +28,13 @@ void run_hrf_fig1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     }
   for (const arma::mat* e : {&eps_trig, &eps_pos, &eps_hyb})
     if (!e->is_finite()) throw NumericalError("hrf-fig1: non-finite relative error");
-  h5.write("/theta", theta);
-  h5.describe("/theta", "angle theta between x and y", "theta", "rad");
-  h5.write("/r", r);
-  h5.describe("/r", "norm r = |x| = |y|", "r");
-  h5.write("/rel_error_trig", eps_trig);
-  h5.describe("/rel_error_trig", "relative error sqrt(MSE)/SM of TrigRF (HRF Lemma 2.2), m = 10", "r,theta");
-  h5.write("/rel_error_pos_hyp", eps_pos);
-  h5.describe("/rel_error_pos_hyp",
-              "relative error sqrt(MSE)/SM of SM++ (PosRF, hyperbolic form; HRF Lemma 2.2), m = 10", "r,theta");
-  h5.write("/rel_error_hybrid", eps_hyb);
-  h5.describe("/rel_error_hybrid", "relative error sqrt(MSE)/SM of the angular hybrid (HRF Thm 3.1), m = 10, n = 1",
-              "r,theta");
+  h5.write("/theta", theta, {"angle theta between x and y", "theta", "rad"});
+  h5.write("/r", r, {"norm r = |x| = |y|", "r"});
+  h5.write("/rel_error_trig", eps_trig, {"relative error sqrt(MSE)/SM of TrigRF (HRF Lemma 2.2), m = 10", "r,theta"});
+  h5.write("/rel_error_pos_hyp", eps_pos,
+           {"relative error sqrt(MSE)/SM of SM++ (PosRF, hyperbolic form; HRF Lemma 2.2), m = 10", "r,theta"});
+  h5.write("/rel_error_hybrid", eps_hyb,
+           {"relative error sqrt(MSE)/SM of the angular hybrid (HRF Thm 3.1), m = 10, n = 1", "r,theta"});
   h5.attr("/", "description",
           fmt::format("relative error sqrt(MSE)/SM [r, theta], m = {}, n = {}; MSE = rel_error^2 exp(2 r^2 cos theta)",
                       m, n));
@@ -67,14 +62,10 @@ void run_hrf_fig1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
          fmt::format("m = {}, n = {}, 20001 angles", m, n),
          fmt::format("corrected bound (eq. 64 fixed): log ratio {:.4f}", std::log(mx / corrected.back()))});
   }
-  h5.write("/thm35/r", rs);
-  h5.describe("/thm35/r", "norm r of the Thm 3.5 check", "r");
-  h5.write("/thm35/max_rel_error", max_eps);
-  h5.describe("/thm35/max_rel_error", "max over 20001 angles of the angular hybrid's relative error", "r");
-  h5.write("/thm35/bound_printed", printed);
-  h5.describe("/thm35/bound_printed", "HRF Thm 3.5's bound as printed (eq. 65)", "r");
-  h5.write("/thm35/bound_corrected", corrected);
-  h5.describe("/thm35/bound_corrected", "HRF Thm 3.5's bound with eq. 64 corrected", "r");
+  h5.write("/thm35/r", rs, {"norm r of the Thm 3.5 check", "r"});
+  h5.write("/thm35/max_rel_error", max_eps, {"max over 20001 angles of the angular hybrid's relative error", "r"});
+  h5.write("/thm35/bound_printed", printed, {"HRF Thm 3.5's bound as printed (eq. 65)", "r"});
+  h5.write("/thm35/bound_corrected", corrected, {"HRF Thm 3.5's bound with eq. 64 corrected", "r"});
 }
 
 }  // namespace kestrel::experiments

@@ -86,10 +86,8 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
     for (arma::uword j = 0; j < theta.n_elem; ++j)
       Y.col(j) = r * (std::cos(theta(j)) * Q.col(0) + std::sin(theta(j)) * Q.col(1));
     const arma::rowvec sm = arma::exp(x.t() * Y);
-    h5.write(g + "/theta", theta);
-    h5.describe(g + "/theta", "angle theta between x and y", "theta", "rad");
-    h5.write(g + "/true", arma::vec(sm.t()));
-    h5.describe(g + "/true", "the softmax kernel SM(x, y) = exp(x^T y) at each angle", "theta");
+    h5.write(g + "/theta", theta, {"angle theta between x and y", "theta", "rad"});
+    h5.write(g + "/true", arma::vec(sm.t()), {"the softmax kernel SM(x, y) = exp(x^T y) at each angle", "theta"});
     std::map<std::string, double> max_exact;
     double worst_z = 0;
     std::string worst;
@@ -118,26 +116,20 @@ void run_hrf_fig2(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) 
           worst_z = z(j), worst = fmt::format("{} at theta = {:.2f}", es.name, theta(j));
         if (rel_se(j) > 0.5) ++unresolved[es.name];
       }
-      h5.write(g + "/" + es.name + "/q05", arma::vec(q.row(0).t()));
-      h5.describe(g + "/" + es.name + "/q05", "5th percentile of the estimates of SM(x, y) over the repetitions",
-                  "theta");
-      h5.write(g + "/" + es.name + "/q95", arma::vec(q.row(1).t()));
-      h5.describe(g + "/" + es.name + "/q95", "95th percentile of the estimates of SM(x, y) over the repetitions",
-                  "theta");
-      h5.write(g + "/" + es.name + "/rel_error_empirical", emp);
-      h5.describe(g + "/" + es.name + "/rel_error_empirical",
-                  "simulated relative error sqrt(mean (estimate - SM)^2) / SM", "theta");
-      h5.write(g + "/" + es.name + "/rel_error_exact", exact);
-      h5.describe(g + "/" + es.name + "/rel_error_exact",
-                  "exact relative error sqrt(Var/SM^2) at M features (0 where the estimator is exact)", "theta");
-      h5.write(g + "/" + es.name + "/mse_empirical_relative_se", rel_se);
-      h5.describe(g + "/" + es.name + "/mse_empirical_relative_se",
-                  "standard error of the simulated MSE over the exact MSE, from the estimator's exact moments up to "
-                  "the fourth (above 0.5 the simulation cannot resolve the MSE: heavy tails)",
-                  "theta");
-      h5.write(g + "/" + es.name + "/mse_empirical_z", z);
-      h5.describe(g + "/" + es.name + "/mse_empirical_z", "(simulated MSE - exact MSE) / its exact standard error",
-                  "theta");
+      h5.write(g + "/" + es.name + "/q05", arma::vec(q.row(0).t()),
+               {"5th percentile of the estimates of SM(x, y) over the repetitions", "theta"});
+      h5.write(g + "/" + es.name + "/q95", arma::vec(q.row(1).t()),
+               {"95th percentile of the estimates of SM(x, y) over the repetitions", "theta"});
+      h5.write(g + "/" + es.name + "/rel_error_empirical", emp,
+               {"simulated relative error sqrt(mean (estimate - SM)^2) / SM", "theta"});
+      h5.write(g + "/" + es.name + "/rel_error_exact", exact,
+               {"exact relative error sqrt(Var/SM^2) at M features (0 where the estimator is exact)", "theta"});
+      h5.write(g + "/" + es.name + "/mse_empirical_relative_se", rel_se,
+               {"standard error of the simulated MSE over the exact MSE, from the estimator's exact moments up to "
+                "the fourth (above 0.5 the simulation cannot resolve the MSE: heavy tails)",
+                "theta"});
+      h5.write(g + "/" + es.name + "/mse_empirical_z", z,
+               {"(simulated MSE - exact MSE) / its exact standard error", "theta"});
       h5.attr(g + "/" + es.name, "features", static_cast<std::int64_t>(es.M));
       max_exact[es.name] = exact.max();
     }

@@ -56,16 +56,13 @@ void run_radius(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
         exact.push_back(log_exact_mean_mse(*e, Kernel::softmax(), sp.X, sp.Y, static_cast<arma::uword>(M)));
       }
       const std::string g = "/" + c.name + "/" + name;
-      h5.write(g + "/features", Ms);
-      h5.describe(g + "/features", "number of features M", "M");
-      h5.write(g + "/log_mse_empirical", emp);
-      h5.describe(g + "/log_mse_empirical",
-                  "log of the empirical mean MSE of the kernel estimate over the pairs, natural log", "M");
-      h5.write(g + "/mse_empirical_relative_se", se_rel);
-      h5.describe(g + "/mse_empirical_relative_se", "standard error of the empirical mean MSE relative to it", "M");
-      h5.write(g + "/log_mse_exact", exact);
-      h5.describe(g + "/log_mse_exact", "log of the exact mean MSE of the kernel estimate over the pairs, natural log",
-                  "M");
+      h5.write(g + "/features", Ms, {"number of features M", "M"});
+      h5.write(g + "/log_mse_empirical", emp,
+               {"log of the empirical mean MSE of the kernel estimate over the pairs, natural log", "M"});
+      h5.write(g + "/mse_empirical_relative_se", se_rel,
+               {"standard error of the empirical mean MSE relative to it", "M"});
+      h5.write(g + "/log_mse_exact", exact,
+               {"log of the exact mean MSE of the kernel estimate over the pairs, natural log", "M"});
       at_max[name] = exact.back();
     }
     h5.attr("/" + c.name, "sigma", c.sigma);
@@ -184,16 +181,12 @@ void run_h3_scan(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       }
       dist(a, b) = sum / n, inside(a, b) = in;
     }
-  h5.write("/scan/base_scales", scales);
-  h5.describe("/scan/base_scales", "spread of X0 scanned (H.3 leaves it open)", "base_scale");
-  h5.write("/scan/norms", norms);
-  h5.describe("/scan/norms", "norm of the points scanned (H.3 leaves it open)", "norm");
-  h5.write("/scan/mean_log_distance", dist);
-  h5.describe("/scan/mean_log_distance", "mean |log MSE - log of Table 3's geometric mid-range| over estimators and M",
-              "base_scale,norm");
-  h5.write("/scan/cells_inside", inside);
-  h5.describe("/scan/cells_inside", "number of (estimator, M) cells whose MSE lies in Table 3's [min, max]",
-              "base_scale,norm");
+  h5.write("/scan/base_scales", scales, {"spread of X0 scanned (H.3 leaves it open)", "base_scale"});
+  h5.write("/scan/norms", norms, {"norm of the points scanned (H.3 leaves it open)", "norm"});
+  h5.write("/scan/mean_log_distance", dist,
+           {"mean |log MSE - log of Table 3's geometric mid-range| over estimators and M", "base_scale,norm"});
+  h5.write("/scan/cells_inside", inside,
+           {"number of (estimator, M) cells whose MSE lies in Table 3's [min, max]", "base_scale,norm"});
   const auto ia = static_cast<arma::uword>(std::find(scales.begin(), scales.end(), kBaseScale) - scales.begin());
   const auto ib = static_cast<arma::uword>(std::find(norms.begin(), norms.end(), kNorm) - norms.begin());
   const arma::uword best = dist.index_min();
@@ -216,8 +209,8 @@ std::vector<double> h3_estimator(const Options& opt, const DataSet& ds, const st
                                  const std::string& g0, H5Writer& h5, std::vector<Claim>& claims) {
   const auto e = make_estimator(name, data.X, data.Y);
   if (const auto* c = dynamic_cast<const ClusteredHrfEstimator*>(e.get())) {
-    h5.write(g0 + "/s_kmeans_centres", c->centre_losses());
-    h5.describe(g0 + "/s_kmeans_centres", "k-means loss of each cluster centre (clustered HRF)", "cluster");
+    h5.write(g0 + "/s_kmeans_centres", c->centre_losses(),
+             {"k-means loss of each cluster centre (clustered HRF)", "cluster"});
   }
   std::vector<double> emp, lo, hi, se_rel, exact;
   const double log_exact_one = log_exact_mean_mse(*e, Kernel::softmax(), data.X, data.Y, 1);
@@ -228,26 +221,17 @@ std::vector<double> h3_estimator(const Options& opt, const DataSet& ds, const st
     exact.push_back(log_exact_one - std::log(M));  // M iid features: Var / M
   }
   const std::string g = g0 + "/" + name;
-  h5.write(g + "/features", Ms);
-  h5.describe(g + "/features", "number of features M", "M");
-  h5.write(g + "/mse_empirical", emp);
-  h5.describe(g + "/mse_empirical", "empirical mean MSE of the kernel estimate over the trials", "M");
-  h5.write(g + "/mse_empirical_min", lo);
-  h5.describe(g + "/mse_empirical_min", "smallest MSE over the trials", "M");
-  h5.write(g + "/mse_empirical_max", hi);
-  h5.describe(g + "/mse_empirical_max", "largest MSE over the trials", "M");
-  h5.write(g + "/mse_empirical_relative_se", se_rel);
-  h5.describe(g + "/mse_empirical_relative_se", "standard error of the empirical mean MSE relative to it", "M");
-  h5.write(g + "/log_mse_exact", exact);
-  h5.describe(g + "/log_mse_exact", "log of the exact mean MSE of the kernel estimate over the pairs, natural log",
-              "M");
+  h5.write(g + "/features", Ms, {"number of features M", "M"});
+  h5.write(g + "/mse_empirical", emp, {"empirical mean MSE of the kernel estimate over the trials", "M"});
+  h5.write(g + "/mse_empirical_min", lo, {"smallest MSE over the trials", "M"});
+  h5.write(g + "/mse_empirical_max", hi, {"largest MSE over the trials", "M"});
+  h5.write(g + "/mse_empirical_relative_se", se_rel, {"standard error of the empirical mean MSE relative to it", "M"});
+  h5.write(g + "/log_mse_exact", exact,
+           {"log of the exact mean MSE of the kernel estimate over the pairs, natural log", "M"});
   const PaperRange& paper = kTable3.at(ds.name).at(name);
-  h5.write(g + "/paper_features", kTable3M);
-  h5.describe(g + "/paper_features", "the M of HRF Table 3", "paper_M");
-  h5.write(g + "/paper_mse_min", paper.min);
-  h5.describe(g + "/paper_mse_min", "the smallest MSE HRF Table 3 prints", "paper_M");
-  h5.write(g + "/paper_mse_max", paper.max);
-  h5.describe(g + "/paper_mse_max", "the largest MSE HRF Table 3 prints", "paper_M");
+  h5.write(g + "/paper_features", kTable3M, {"the M of HRF Table 3", "paper_M"});
+  h5.write(g + "/paper_mse_min", paper.min, {"the smallest MSE HRF Table 3 prints", "paper_M"});
+  h5.write(g + "/paper_mse_max", paper.max, {"the largest MSE HRF Table 3 prints", "paper_M"});
   // Table 3 at the largest M: our mean over the trials against the paper's [min, max] over its trials.
   const double pmin = paper.min.back(), pmax = paper.max.back();
   claims.push_back({"HRF Table 3",
@@ -284,10 +268,9 @@ void run_h3(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       opt.say(fmt::format("hrf-fig6: {} {}", ds.name, name));
       mean[name] = h3_estimator(opt, ds, name, data, Ms, trials, settings, g0, h5, claims);
     }
-    h5.write(g0 + "/s_target", data.s_target);
-    h5.describe(g0 + "/s_target", "Table 3's target values of s = l(A) per cluster pair", "cluster_pair");
-    h5.write(g0 + "/s_means", data.s_means);
-    h5.describe(g0 + "/s_means", "the s = l(A) the generated means give, per cluster pair", "cluster_pair");
+    h5.write(g0 + "/s_target", data.s_target, {"Table 3's target values of s = l(A) per cluster pair", "cluster_pair"});
+    h5.write(g0 + "/s_means", data.s_means,
+             {"the s = l(A) the generated means give, per cluster pair", "cluster_pair"});
     h5.attr(g0, "sigma", ds.sigma);
     h5.attr(g0, "adjusted_coordinates", static_cast<std::int64_t>(data.adjusted_coordinates));
     double worst = -INFINITY;  // "consistently": the hybrid's smallest advantage over M

@@ -164,22 +164,20 @@ void run_hrf_table1(const Options& opt, H5Writer& h5, std::vector<Claim>& claims
         const std::string why = fmt::format("not computed: max |x^T y| = {:.3g}, e^(2 x^T y) overflows", max_dot);
         opt.say(fmt::format("hrf-table1: {} {}: {}", reading.name, ds, why));
         for (const auto& g : groups)
-          h5.write(g + "/not_computed", std::vector<double>{max_dot}), h5.attr(g, "reason", why),
-              h5.describe(g + "/not_computed", "max |x^T y| of the data: the cell was not computed (see reason)",
-                          "none (one value)");
+          h5.write(g + "/not_computed", std::vector<double>{max_dot},
+                   {"max |x^T y| of the data: the cell was not computed (see reason)", "none (one value)"}),
+              h5.attr(g, "reason", why);
         continue;
       }
       const auto [mean_mse, std_mse] = measure(opt, draw_halves(opt, Z, ds, n_pairs), ds, reps, seeds);
       for (const auto& g : groups) {
-        h5.write(g + "/mse_mean_1e-3", mean_mse);
-        h5.describe(g + "/mse_mean_1e-3",
-                    "mean squared error of the kernel estimate over the chosen pairs, in units of 1e-3, mean over "
-                    "seeds (methods in the root attribute)",
-                    "method");
-        h5.write(g + "/mse_std_1e-3", std_mse);
-        h5.describe(g + "/mse_std_1e-3", "standard deviation over seeds of mse_mean_1e-3, in units of 1e-3", "method");
-        h5.write(g + "/paper_mse_1e-3", kPaper.at(ds));
-        h5.describe(g + "/paper_mse_1e-3", "the MSE HRF Table 1 prints, in units of 1e-3", "method");
+        h5.write(g + "/mse_mean_1e-3", mean_mse,
+                 {"mean squared error of the kernel estimate over the chosen pairs, in units of 1e-3, mean over "
+                  "seeds (methods in the root attribute)",
+                  "method"});
+        h5.write(g + "/mse_std_1e-3", std_mse,
+                 {"standard deviation over seeds of mse_mean_1e-3, in units of 1e-3", "method"});
+        h5.write(g + "/paper_mse_1e-3", kPaper.at(ds), {"the MSE HRF Table 1 prints, in units of 1e-3", "method"});
       }
       add_claims(ds, reading, mean_mse, reps, seeds, claims);
     }

@@ -218,34 +218,27 @@ void tally_at(const Settings& s, const std::string& ds, arma::uword mi, const Ta
 
 void write_dataset(H5Writer& h5, const Settings& s, const std::string& ds, const Prepared& p, const Tables& t) {
   const std::string g = "/" + ds;
-  h5.write(g + "/M", arma::conv_to<std::vector<double>>::from(arma::uvec(s.Ms)));
-  h5.describe(g + "/M", "number of features M", "M");
-  h5.write(g + "/kernel_log_rel_mse", t.kernel_err);
-  h5.describe(g + "/kernel_log_rel_mse",
-              "log of the mean relative MSE of the Gaussian-kernel estimate on held-out pairs, natural log (methods: "
-              "root attribute)",
-              "method,M");
-  h5.write(g + "/accuracy", t.acc);
-  h5.describe(g + "/accuracy", "Nadaraya-Watson test accuracy (share correct) (methods: root attribute)", "method,M");
-  h5.write(g + "/sigma_rf", t.sigma_rf);
-  h5.describe(g + "/sigma_rf", "sigma chosen on validation for each random-feature estimator", "random_method,M");
-  h5.write(g + "/kernel_fit_objective_initial", t.kf_init);
-  h5.describe(g + "/kernel_fit_objective_initial",
-              "kernel-fitting objective (mean squared relative error) before training", "learned_variant,M");
-  h5.write(g + "/kernel_fit_objective_final", t.kf_final);
-  h5.describe(g + "/kernel_fit_objective_final",
-              "kernel-fitting objective (mean squared relative error) after training", "learned_variant,M");
-  h5.write(g + "/task_fit_objective_initial", t.tf_init);
-  h5.describe(g + "/task_fit_objective_initial", "task-fitting objective (leave-one-out cross-entropy) before training",
-              "learned_variant,M");
-  h5.write(g + "/task_fit_objective_final", t.tf_final);
-  h5.describe(g + "/task_fit_objective_final", "task-fitting objective (leave-one-out cross-entropy) after training",
-              "learned_variant,M");
-  h5.write(g + "/exact_accuracy", std::vector<double>{p.exact_acc});
-  h5.describe(g + "/exact_accuracy", "Nadaraya-Watson test accuracy (share correct) with the exact Gaussian kernel",
-              "none (one value)");
-  h5.write(g + "/sigma_exact", std::vector<double>{p.sigma_exact});
-  h5.describe(g + "/sigma_exact", "sigma chosen on validation for the exact kernel", "none (one value)");
+  h5.write(g + "/M", arma::conv_to<std::vector<double>>::from(arma::uvec(s.Ms)), {"number of features M", "M"});
+  h5.write(g + "/kernel_log_rel_mse", t.kernel_err,
+           {"log of the mean relative MSE of the Gaussian-kernel estimate on held-out pairs, natural log (methods: "
+            "root attribute)",
+            "method,M"});
+  h5.write(g + "/accuracy", t.acc,
+           {"Nadaraya-Watson test accuracy (share correct) (methods: root attribute)", "method,M"});
+  h5.write(g + "/sigma_rf", t.sigma_rf,
+           {"sigma chosen on validation for each random-feature estimator", "random_method,M"});
+  h5.write(g + "/kernel_fit_objective_initial", t.kf_init,
+           {"kernel-fitting objective (mean squared relative error) before training", "learned_variant,M"});
+  h5.write(g + "/kernel_fit_objective_final", t.kf_final,
+           {"kernel-fitting objective (mean squared relative error) after training", "learned_variant,M"});
+  h5.write(g + "/task_fit_objective_initial", t.tf_init,
+           {"task-fitting objective (leave-one-out cross-entropy) before training", "learned_variant,M"});
+  h5.write(g + "/task_fit_objective_final", t.tf_final,
+           {"task-fitting objective (leave-one-out cross-entropy) after training", "learned_variant,M"});
+  h5.write(g + "/exact_accuracy", std::vector<double>{p.exact_acc},
+           {"Nadaraya-Watson test accuracy (share correct) with the exact Gaussian kernel", "none (one value)"});
+  h5.write(g + "/sigma_exact", std::vector<double>{p.sigma_exact},
+           {"sigma chosen on validation for the exact kernel", "none (one value)"});
   h5.attr(g, "d", static_cast<std::int64_t>(p.d));
   h5.attr(g, "classes", static_cast<std::int64_t>(p.nc));
 }

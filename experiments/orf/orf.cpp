@@ -37,16 +37,12 @@ void run_orf(const Options& opt, H5Writer& h5, std::vector<Claim>& claims) {
       se_lr.push_back(std::sqrt(arma::accu(se2)) / lr.n_elem);  // SE of the mean of independent entries' logs
       max_lr.push_back(lr.max());
     }
-    h5.write("/" + name + "/dims", dims);
-    h5.describe("/" + name + "/dims", "dimension d (M = d features, one orthogonal block)", "dim");
-    h5.write("/" + name + "/mean_log_ratio", mean_lr);
-    h5.describe("/" + name + "/mean_log_ratio",
-                "mean over the pairs of log(Var orthogonal / Var iid), natural log, Gaussian kernel", "dim");
-    h5.write("/" + name + "/se_mean_log_ratio", se_lr);
-    h5.describe("/" + name + "/se_mean_log_ratio", "standard error of mean_log_ratio (Monte Carlo)", "dim");
-    h5.write("/" + name + "/max_log_ratio", max_lr);
-    h5.describe("/" + name + "/max_log_ratio", "largest log(Var orthogonal / Var iid) over the pairs, natural log",
-                "dim");
+    h5.write("/" + name + "/dims", dims, {"dimension d (M = d features, one orthogonal block)", "dim"});
+    h5.write("/" + name + "/mean_log_ratio", mean_lr,
+             {"mean over the pairs of log(Var orthogonal / Var iid), natural log, Gaussian kernel", "dim"});
+    h5.write("/" + name + "/se_mean_log_ratio", se_lr, {"standard error of mean_log_ratio (Monte Carlo)", "dim"});
+    h5.write("/" + name + "/max_log_ratio", max_lr,
+             {"largest log(Var orthogonal / Var iid) over the pairs, natural log", "dim"});
     if (name == "trig") continue;
     for (std::size_t k = 0; k < dims.size(); ++k)
       // The theorem says Var_ort <= Var_iid; the data contradict it only if the mean log ratio is

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
 
@@ -408,11 +408,10 @@ void write_sweep_file(const std::string& out, bool replace, const std::vector<st
   write_table(h5, "/sweep", report.rows, estimators);
   nlohmann::json record = {{"options", resume_key(options)}, {"points", nlohmann::json::object()}};
   for (const auto& p : points) record["points"][p.file()] = nlohmann::json::parse(read_text(parts / p.file()));
-  h5.write_text("/sweep/resume", record.dump());
-  h5.describe("/sweep/resume",
-              "JSON: the options (but the grid axes) and every grid point's results, so that the same sweep with "
-              "more grid values computes only the new points",
-              "none (a JSON string)");
+  h5.write_text("/sweep/resume", record.dump(),
+                {"JSON: the options (but the grid axes) and every grid point's results, so that the same sweep with "
+                 "more grid values computes only the new points",
+                 "none (a JSON string)"});
   h5.commit();
   std::error_code ec;
   fs::remove_all(parts, ec);

@@ -607,25 +607,22 @@ void write_column(H5Writer& h5, const std::string& g, const ResultColumn& c,
                   const std::vector<const ResultRow*>& rows) {
   const std::string zero_note = "; 0 in rows whose status is not ok";
   const std::string path = g + "/" + (c.when == ColumnWhen::Mc ? "mc_" : "") + c.name;
+  const H5Writer::Meaning meaning{
+      c.type == ColumnType::Flag  // mc_trusted: its threshold in the description
+          ? fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if heavy "
+                        "tails make it useless",
+                        100 * McSummary::kMcTrustedShare)
+          : std::string(c.help) + (c.type == ColumnType::Real && c.when != ColumnWhen::Always ? zero_note : ""),
+      "row"};
   if (c.type == ColumnType::Real) {
     std::vector<double> v;
     for (const auto* r : rows) v.push_back(c.real(*r));
-    h5.write(path, v);
+    h5.write(path, v, meaning);
   } else {
     std::vector<std::int64_t> v;
     for (const auto* r : rows) v.push_back(static_cast<std::int64_t>(c.count(*r)));
-    h5.write(path, v);
+    h5.write(path, v, meaning);
   }
-  if (c.type == ColumnType::Flag)  // mc_trusted: its threshold in the description
-    h5.describe(path,
-                fmt::format("1 if the empirical variance can be trusted (>= {:g}% of entries within 3 SE), 0 if "
-                            "heavy tails make it useless",
-                            100 * McSummary::kMcTrustedShare),
-                "row");
-  else
-    h5.describe(path,
-                std::string(c.help) + (c.type == ColumnType::Real && c.when != ColumnWhen::Always ? zero_note : ""),
-                "row");
 }
 
 // The row keys that are not plain columns: status, reason, params and the per-set means.
@@ -639,21 +636,19 @@ void write_keys(H5Writer& h5, const std::string& g, const std::vector<const Resu
     params.push_back(r->params);
     sets = std::max(sets, r->mean_log_var_per_set.size());
   }
-  h5.write(g + "/status", status);
-  h5.describe(g + "/status", "0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row");
-  h5.write_text(g + "/reason", reason.dump());
-  h5.describe(g + "/reason", "JSON list: why a row is not ok (empty for ok rows)", "row");
-  h5.write_text(g + "/params", params.dump());
-  h5.describe(g + "/params", "JSON list: fitted parameters of each set pair, per row", "row,set_pair");
+  h5.write(g + "/status", status,
+           {"0 ok, 1 exact (zero variance at every pair), 2 undefined, 3 failed; see reason", "row"});
+  h5.write_text(g + "/reason", reason.dump(), {"JSON list: why a row is not ok (empty for ok rows)", "row"});
+  h5.write_text(g + "/params", params.dump(),
+                {"JSON list: fitted parameters of each set pair, per row", "row,set_pair"});
   arma::mat per_set(mine.size(), sets, arma::fill::zeros);
   for (std::size_t i = 0; i < mine.size(); ++i)
     for (std::size_t p = 0; p < mine[i]->mean_log_var_per_set.size(); ++p)
       per_set(i, p) = mine[i]->mean_log_var_per_set[p];
-  h5.write(g + "/per_set_mean_log_var", per_set);
-  h5.describe(g + "/per_set_mean_log_var",
-              "mean over the pairs of one set pair of log Var; 0 in rows whose status "
-              "is not ok",
-              "row,set_pair");
+  h5.write(g + "/per_set_mean_log_var", per_set,
+           {"mean over the pairs of one set pair of log Var; 0 in rows whose status "
+            "is not ok",
+            "row,set_pair"});
 }
 
 }  // namespace

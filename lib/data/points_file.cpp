@@ -1,6 +1,6 @@
 // Points files for the `file` regime (see points_file.hpp): text via the UCI parser, .npy (format versions
-// 1-3, little-endian integer or float arrays, C or Fortran order), HDF5 datasets through the C API (stacks of heads:
-// their dimension labels through the high-level library's H5DS).
+// 1-3, little-endian integer or float arrays, C or Fortran order), HDF5 datasets through core/hdf5_reader.hpp (stacks
+// of heads: their dimension labels).
 #include "data/points_file.hpp"
 
 #include <algorithm>
@@ -11,15 +11,15 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <hdf5.h>
-#include <hdf5_hl.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "data/catalog.hpp"
 #include "data/uci.hpp"
 
@@ -326,55 +326,44 @@ std::string axis_name(std::string label) {
 // A 2-D dataset; where stacks are asked for, also a 3-D or 4-D one whose axes are named (HDF5 dimension labels, as
 // h5py's dset.dims[k].label writes them) [heads, L, d] or [layers, heads, L, d], read as the .npy stacks (lead).
 arma::mat load_h5(const std::string& path, const std::string& dataset, bool stacks, std::vector<std::size_t>& lead) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (!fs::exists(path)) throw InputFileError(fmt::format("{}: cannot open points file", path));
-  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) throw InputFileError(fmt::format("{}: not an HDF5 file", path));
-  const hid_t ds = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
-  if (ds < 0) {
-    H5Fclose(f);
+  std::optional<H5Reader> f;
+  try {
+    f.emplace(path);
+  } catch (const IoError&) {
+    throw InputFileError(fmt::format("{}: not an HDF5 file", path));
+  }
+  H5Reader::Shape s;
+  try {
+    s = f->shape(dataset);
+  } catch (const IoError&) {
     throw InputFileError(fmt::format("{}: no dataset '{}'", path, dataset));
   }
-  const hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
-  const int rank = H5Sget_simple_extent_ndims(space);
-  hsize_t dims[4] = {0, 0, 0, 0};
-  const H5T_class_t cls = H5Tget_class(type);
-  std::string err;
-  arma::mat m;
+  const std::size_t rank = s.dims.size();
   if (rank != 2 && !(stacks && (rank == 3 || rank == 4)))
-    err = fmt::format("{}:{}: the dataset has {} dimensions; points need a 2-D dataset (one point per row)", path,
-                      dataset, rank);
-  else if (cls != H5T_INTEGER && cls != H5T_FLOAT)
-    err = fmt::format("{}:{}: the dataset is not numeric", path, dataset);
-  if (err.empty() && rank > 2) {
+    throw InputFileError(fmt::format(
+        "{}:{}: the dataset has {} dimensions; points need a 2-D dataset (one point per row)", path, dataset, rank));
+  if (!s.numeric()) throw InputFileError(fmt::format("{}:{}: the dataset is not numeric", path, dataset));
+  if (rank > 2) {
     const std::vector<std::string> want =
         rank == 4 ? std::vector<std::string>{"layers", "heads", "L", "d"} : std::vector<std::string>{"heads", "L", "d"};
-    std::vector<std::string> got;
-    for (int k = 0; k < rank; ++k) {
-      char label[64] = {0};
-      const auto n = H5DSget_label(ds, static_cast<unsigned>(k), label, sizeof label);
-      got.push_back(n > 0 ? std::string(label) : "?");
-    }
-    std::vector<std::string> named;
-    for (const auto& g : got) named.push_back(axis_name(g));
+    std::vector<std::string> got, named;
+    for (const auto& g : s.labels) got.push_back(g.empty() ? "?" : g), named.push_back(axis_name(g));
     if (named != want)
-      err = fmt::format(
+      throw InputFileError(fmt::format(
           "{}:{}: a {}-D dataset needs its axes named [{}] (HDF5 dimension labels; h5py: dset.dims[0].label = '{}'), "
           "got [{}]",
-          path, dataset, rank, fmt::join(want, ", "), want[0], fmt::join(got, ", "));
+          path, dataset, rank, fmt::join(want, ", "), want[0], fmt::join(got, ", ")));
   }
-  if (err.empty()) {
-    H5Sget_simple_extent_dims(space, dims, nullptr);
-    lead.assign(dims, dims + rank - 2);
-    hsize_t rows = 1;
-    for (int k = 0; k + 1 < rank; ++k) rows *= dims[k];
-    m.set_size(dims[rank - 1], rows);  // row-major [..., n, d] on disk = column-major d x (stacks * n)
-    if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.memptr()) < 0)
-      err = fmt::format("{}:{}: cannot read the dataset", path, dataset);
+  lead.assign(s.dims.begin(), s.dims.end() - 2);
+  std::vector<double> v;
+  try {
+    v = f->read_doubles(dataset);
+  } catch (const IoError&) {
+    throw InputFileError(fmt::format("{}:{}: cannot read the dataset", path, dataset));
   }
-  H5Tclose(type), H5Sclose(space), H5Dclose(ds), H5Fclose(f);
-  if (!err.empty()) throw InputFileError(err);
-  return m;
+  const arma::uword d = s.dims.back();
+  return arma::mat(v.data(), d, d ? v.size() / d : 0);  // row-major [..., n, d] = column-major d x (stacks * n)
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

@@ -77,44 +77,47 @@ void require_finite(const double* p, std::size_t n, const std::string& path) {
 }
 }  // namespace
 
-void H5Writer::write(const std::string& path, const std::vector<double>& v) {
+void H5Writer::write(const std::string& path, const std::vector<double>& v, const Meaning& m) {
   require_finite(v.data(), v.size(), path);
   group(std::filesystem::path(path).parent_path().string());
   const hsize_t dims[1] = {v.size()};
   check(H5LTmake_dataset_double(file_, path.c_str(), 1, dims, v.data()), "write dataset " + path);
+  describe(path, m);
 }
 
-void H5Writer::write(const std::string& path, const arma::vec& v) {
-  write(path, arma::conv_to<std::vector<double>>::from(v));
+void H5Writer::write(const std::string& path, const arma::vec& v, const Meaning& m) {
+  write(path, arma::conv_to<std::vector<double>>::from(v), m);
 }
 
-void H5Writer::write(const std::string& path, const arma::mat& m) {
+void H5Writer::write(const std::string& path, const arma::mat& m, const Meaning& meaning) {
   require_finite(m.memptr(), m.n_elem, path);
   group(std::filesystem::path(path).parent_path().string());
   const arma::mat row_major = m.t();  // Armadillo is column-major; HDF5 readers expect row-major
   const hsize_t dims[2] = {m.n_rows, m.n_cols};
   check(H5LTmake_dataset_double(file_, path.c_str(), 2, dims, row_major.memptr()), "write dataset " + path);
+  describe(path, meaning);
 }
 
-void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v) {
+void H5Writer::write(const std::string& path, const std::vector<std::int64_t>& v, const Meaning& m) {
   group(std::filesystem::path(path).parent_path().string());
   const hsize_t dims[1] = {v.size()};
   static_assert(sizeof(long long) == sizeof(std::int64_t));
   check(H5LTmake_dataset(file_, path.c_str(), 1, dims, H5T_NATIVE_LLONG, v.data()), "write dataset " + path);
+  describe(path, m);
 }
 
-void H5Writer::describe(const std::string& path, const std::string& description, const std::string& axes,
-                        const std::string& units) {
-  attr(path, "description", description);
-  attr(path, "axes", axes);
+void H5Writer::describe(const std::string& path, const Meaning& m) {
+  attr(path, "description", m.description);
+  attr(path, "axes", m.axes);
   H5T_class_t cls{};
   check(H5LTget_dataset_info(file_, path.c_str(), nullptr, &cls, nullptr), "read dataset " + path);
-  if (!units.empty() && cls != H5T_STRING) attr(path, "units", units);  // text has no units
+  if (!m.units.empty() && cls != H5T_STRING) attr(path, "units", m.units);  // text has no units
 }
 
-void H5Writer::write_text(const std::string& path, const std::string& text) {
+void H5Writer::write_text(const std::string& path, const std::string& text, const Meaning& m) {
   group(std::filesystem::path(path).parent_path().string());
   check(H5LTmake_dataset_string(file_, path.c_str(), text.c_str()), "write dataset " + path);
+  describe(path, m);
 }
 
 void H5Writer::attr(const std::string& obj, const std::string& name, const std::string& value) {

@@ -21,18 +21,21 @@ class H5Writer {
 
   // Creates a group (and its parents) if missing; paths are absolute ("/variance/oprf").
   void group(const std::string& path);
-  void write(const std::string& path, const std::vector<double>& v);
-  void write(const std::string& path, const arma::vec& v);
-  void write(const std::string& path, const arma::mat& m);  // stored row-major as rows x cols
-  void write(const std::string& path, const std::vector<std::int64_t>& v);
-  // Self-description of a dataset: a one-line `description`, the names of its `axes` (comma-separated, slowest first,
-  // e.g. "row" or "sigma,set_pair") and its `units` (UDUNITS spelling: "1" for dimensionless values, which are most
-  // of kestrel's: ratios, natural logs of them, counts, indices; "s" for seconds, "byte", "FLOP"; "" for text, which
-  // then has no units attribute). Every dataset kestrel writes gets all three (tests/outputs_test.cpp walks them).
-  void describe(const std::string& path, const std::string& description, const std::string& axes,
-                const std::string& units = "1");
+  // Every dataset says what it is (Meaning): a one-line `description`, the names of its `axes` (comma-separated,
+  // slowest first, e.g. "row" or "sigma,set_pair") and its `units` (UDUNITS spelling: "1" for dimensionless values,
+  // which are most of kestrel's: ratios, natural logs of them, counts, indices; "s" for seconds, "byte", "FLOP"; text
+  // has no units attribute). tests/outputs_test.cpp walks every file kestrel writes for all three.
+  struct Meaning {
+    std::string description;
+    std::string axes;
+    std::string units = "1";
+  };
+  void write(const std::string& path, const std::vector<double>& v, const Meaning& m);
+  void write(const std::string& path, const arma::vec& v, const Meaning& m);
+  void write(const std::string& path, const arma::mat& m, const Meaning& meaning);  // row-major as rows x cols
+  void write(const std::string& path, const std::vector<std::int64_t>& v, const Meaning& m);
   // A string dataset (for JSON of any size; HDF5 attributes are limited to 64 KiB).
-  void write_text(const std::string& path, const std::string& text);
+  void write_text(const std::string& path, const std::string& text, const Meaning& m);
   void attr(const std::string& obj, const std::string& name, const std::string& value);
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
@@ -40,6 +43,7 @@ class H5Writer {
   void commit();  // closes the temporary file and publishes it (io/output.hpp publish_output)
 
  private:
+  void describe(const std::string& path, const Meaning& m);
   std::string path_, tmp_;
   hid_t file_ = -1;
   bool replace_ = false;

@@ -7,28 +7,22 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/hdf5_reader.hpp"
 #include "io/hdf5.hpp"
-#include "io/hdf5_reader.hpp"
 
 namespace kestrel {
 
 void save_luna(H5Writer& h5, const std::string& group, const LunaParams& p) {
   validate(p);
   h5.group(group);
-  h5.write(group + "/W", p.W);
-  h5.describe(group + "/W", "projections w_p (LUNA eq. 11)", "P,d");
-  h5.write(group + "/b", p.b);
-  h5.describe(group + "/b", "projection offsets b_p", "P");
-  h5.write(group + "/bank_u", p.u);
-  h5.describe(group + "/bank_u", "frequencies u_k of the sinusoidal bank", "h");
-  h5.write(group + "/bank_v", p.v);
-  h5.describe(group + "/bank_v", "phases v_k of the sinusoidal bank", "h", "rad");
-  h5.write(group + "/coef", p.A);
-  h5.describe(group + "/coef", "channel coefficients A_ck: psi_c(z) = sum_k A_ck sin(u_k z + v_k)", "C,h");
-  h5.write(group + "/gate_w", p.gate_w);
-  h5.describe(group + "/gate_w", "envelope weights g_w: g(x) = exp(g_w^T x + g_gamma |x|^2)", "d");
-  h5.write(group + "/gate_gamma", std::vector<double>{p.gate_gamma});
-  h5.describe(group + "/gate_gamma", "envelope coefficient g_gamma", "none (one value)");
+  h5.write(group + "/W", p.W, {"projections w_p (LUNA eq. 11)", "P,d"});
+  h5.write(group + "/b", p.b, {"projection offsets b_p", "P"});
+  h5.write(group + "/bank_u", p.u, {"frequencies u_k of the sinusoidal bank", "h"});
+  h5.write(group + "/bank_v", p.v, {"phases v_k of the sinusoidal bank", "h", "rad"});
+  h5.write(group + "/coef", p.A, {"channel coefficients A_ck: psi_c(z) = sum_k A_ck sin(u_k z + v_k)", "C,h"});
+  h5.write(group + "/gate_w", p.gate_w, {"envelope weights g_w: g(x) = exp(g_w^T x + g_gamma |x|^2)", "d"});
+  h5.write(group + "/gate_gamma", std::vector<double>{p.gate_gamma},
+           {"envelope coefficient g_gamma", "none (one value)"});
   h5.attr(group, "variant", to_string(p.variant));
   h5.attr(group, "target_alpha", p.target_alpha);
   h5.attr(group, "P", static_cast<std::int64_t>(p.P()));

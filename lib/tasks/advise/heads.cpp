@@ -330,8 +330,8 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
           "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
           "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
   h5.group("/advise");
-  h5.write_text("/advise/report.json", to_json(a).dump(2));
-  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
+  h5.write_text("/advise/report.json", to_json(a).dump(2),
+                {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "target", a.options.target);
   h5.attr("/advise", "layers", static_cast<std::int64_t>(a.layers));
@@ -345,11 +345,10 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
   };
   if (a.best) {
     const auto& s = a.summary[*a.best];
-    h5.write("/advise/m_needed", per_head(s));
-    h5.describe("/advise/m_needed",
-                "the M that meets the target (95th percentile) per head for the recommended " + summary_label(s) +
-                    " (0: none named, see report.json)",
-                "layer,head");
+    h5.write("/advise/m_needed", per_head(s),
+             {"the M that meets the target (95th percentile) per head for the recommended " + summary_label(s) +
+                  " (0: none named, see report.json)",
+              "layer,head"});
   }
   for (const auto& s : a.summary) {
     if (s.status != "ok") continue;
@@ -359,9 +358,8 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
     h5.attr(g, "m_for_target_every_head", static_cast<std::int64_t>(s.m_every));
     h5.attr(g, "decision_median_head", s.decision_median);
     h5.attr(g, "m_for_target_median_head", static_cast<std::int64_t>(s.m_median));
-    h5.write(g + "/m_per_head", per_head(s));
-    h5.describe(g + "/m_per_head", "the M that meets the target (95th percentile) per head (0: none named)",
-                "layer,head");
+    h5.write(g + "/m_per_head", per_head(s),
+             {"the M that meets the target (95th percentile) per head (0: none named)", "layer,head"});
   }
   for (const auto& h : a.heads) {
     const std::string g = fmt::format("/advise/layer{}/head{}", h.layer, h.head);
@@ -370,8 +368,8 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
     h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
     h5.attr(g, "recommendation", h.advice.recommendation);
     const auto& rows = h.advice.sampled_rows;
-    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()));
-    h5.describe(g + "/sampled_rows", "indices (0-based) of the head's query rows the quantiles are over", "row");
+    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()),
+             {"indices (0-based) of the head's query rows the quantiles are over", "row"});
     advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
     if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
   }

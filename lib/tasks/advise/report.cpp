@@ -248,13 +248,13 @@ void write_report(H5Writer& h5, const Advice& a) {
           "number "
           "formats against the number of keys");
   h5.group("/advise");
-  h5.write_text("/advise/report.json", to_json(a).dump(2));
-  h5.describe("/advise/report.json", "the whole report as JSON (see the root attribute layout)", "none (JSON text)");
+  h5.write_text("/advise/report.json", to_json(a).dump(2),
+                {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "quantity", a.quantity_label);
   h5.attr("/advise", "target", a.options.target);
-  h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()));
-  h5.describe("/advise/sampled_rows", "indices (0-based) of the query rows the quantiles are over", "row");
+  h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()),
+           {"indices (0-based) of the query rows the quantiles are over", "row"});
   if (a.sums) advise_steps::write_sums(h5, *a.sums);
   advise_steps::write_row_groups(h5, "/advise", a.rows, a.options);
 }
@@ -274,8 +274,7 @@ void advise_steps::write_row_groups(H5Writer& h5, const std::string& root, const
       if (c.where & AdviceColumn::Dataset) {
         const std::optional<nlohmann::json> v = c.value(r, o);
         if (!v) continue;  // a column the row has none of (causal ones for bidirectional rows)
-        h5.write(g + "/" + name(c), v->get<std::vector<double>>());
-        h5.describe(g + "/" + name(c), c.help, c.axis);
+        h5.write(g + "/" + name(c), v->get<std::vector<double>>(), {c.help, c.axis});
       }
     for (const auto& c : advice_columns()) {
       if (!(c.where & AdviceColumn::Attribute)) continue;

@@ -288,14 +288,12 @@ void write_sums(H5Writer& h5, const SumsReport& s, const std::string& root) {
   h5.attr(g, "draws", static_cast<std::uint64_t>(s.draws));
   h5.attr(g, "order", order(s));
   h5.attr(g, "m_is", s.m_is);
-  h5.write(g + "/lengths", std::vector<std::int64_t>(s.lengths.begin(), s.lengths.end()));
-  h5.describe(g + "/lengths", "number of keys summed (the first l keys of K)", "length");
-  h5.write(g + "/error_p95", s.err_p95);
-  h5.describe(g + "/error_p95",
-              "95th percentile over rows of the error without rounding (sums in double; rmse relative to RMS |Y|)",
-              "length");
-  h5.write(g + "/error_p95_se", s.err_p95_se);
-  h5.describe(g + "/error_p95_se", "standard error of error_p95 (the row at that percentile)", "length");
+  h5.write(g + "/lengths", std::vector<std::int64_t>(s.lengths.begin(), s.lengths.end()),
+           {"number of keys summed (the first l keys of K)", "length"});
+  h5.write(
+      g + "/error_p95", s.err_p95,
+      {"95th percentile over rows of the error without rounding (sums in double; rmse relative to RMS |Y|)", "length"});
+  h5.write(g + "/error_p95_se", s.err_p95_se, {"standard error of error_p95 (the row at that percentile)", "length"});
   for (const auto& f : s.formats) {
     const std::string p = g + "/" + f.name;
     h5.group(p);
@@ -305,16 +303,13 @@ void write_sums(H5Writer& h5, const SumsReport& s, const std::string& root) {
     h5.attr(p, "flushed_features", f.flushed);
     if (f.valid == 0) continue;  // overflowed (or a normaliser 0) at the first length: the attributes say which
     const std::string upto = " (the first entries of lengths; beyond, the sums overflowed or a normaliser was 0)";
-    h5.write(p + "/error_p95", f.err_p95);
-    h5.describe(p + "/error_p95", "95th percentile over rows of the error with the sums in " + f.name + upto, "length");
-    h5.write(p + "/error_p95_se", f.err_p95_se);
-    h5.describe(p + "/error_p95_se", "standard error of error_p95", "length");
-    h5.write(p + "/rounding_p95", f.rounding_p95);
-    h5.describe(p + "/rounding_p95",
-                "95th percentile over rows of the rounding error (" + f.name + " against double, same draws)" + upto,
-                "length");
-    h5.write(p + "/rounding_p95_se", f.rounding_p95_se);
-    h5.describe(p + "/rounding_p95_se", "standard error of rounding_p95", "length");
+    h5.write(p + "/error_p95", f.err_p95,
+             {"95th percentile over rows of the error with the sums in " + f.name + upto, "length"});
+    h5.write(p + "/error_p95_se", f.err_p95_se, {"standard error of error_p95", "length"});
+    h5.write(p + "/rounding_p95", f.rounding_p95,
+             {"95th percentile over rows of the rounding error (" + f.name + " against double, same draws)" + upto,
+              "length"});
+    h5.write(p + "/rounding_p95_se", f.rounding_p95_se, {"standard error of rounding_p95", "length"});
   }
 }
 

@@ -1,7 +1,7 @@
-// HDF5 reader (see hdf5_reader.hpp).
-#include "io/hdf5_reader.hpp"
+// The HDF5 reader (see hdf5_reader.hpp).
+#include "core/hdf5_reader.hpp"
 
-#include <vector>
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <hdf5_hl.h>
@@ -10,8 +10,8 @@
 
 namespace kestrel {
 
-H5Reader::H5Reader(std::string path) : path_(std::move(path)) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+H5Reader::H5Reader(const std::string& path) : path_(path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
   file_ = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) throw IoError(fmt::format("cannot open HDF5 file '{}'", path_));
 }
@@ -28,40 +28,55 @@ bool H5Reader::exists(const std::string& path) const {
   return H5Lexists(file_, path.c_str(), H5P_DEFAULT) > 0;
 }
 
-namespace {
-std::vector<hsize_t> dataset_dims(hid_t file, const std::string& path, const std::string& source) {
-  int rank = 0;
-  if (H5LTget_dataset_ndims(file, path.c_str(), &rank) < 0)
-    throw IoError(fmt::format("'{}': no dataset {}", source, path));
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  H5T_class_t cls{};
-  std::size_t size = 0;
-  if (H5LTget_dataset_info(file, path.c_str(), dims.data(), &cls, &size) < 0 || cls != H5T_FLOAT)
-    throw IoError(fmt::format("'{}': dataset {} is not a floating-point dataset", source, path));
-  return dims;
+H5Reader::Shape H5Reader::shape(const std::string& dataset) const {
+  const hid_t ds = exists(dataset) ? H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT) : -1;
+  if (ds < 0) throw IoError(fmt::format("'{}': no dataset {}", path_, dataset));
+  const hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
+  Shape s;
+  s.type = H5Tget_class(type);
+  s.dims.resize(static_cast<std::size_t>(std::max(0, H5Sget_simple_extent_ndims(space))));
+  H5Sget_simple_extent_dims(space, s.dims.data(), nullptr);
+  for (std::size_t k = 0; k < s.dims.size(); ++k) {
+    char label[64] = {0};
+    const auto n = H5DSget_label(ds, static_cast<unsigned>(k), label, sizeof label);
+    s.labels.push_back(n > 0 ? std::string(label) : "");
+  }
+  H5Tclose(type), H5Sclose(space), H5Dclose(ds);
+  return s;
 }
-}  // namespace
 
-arma::vec H5Reader::read_vec(const std::string& path) const {
-  if (!exists(path)) throw IoError(fmt::format("'{}': no dataset {}", path_, path));
-  const auto dims = dataset_dims(file_, path, path_);
-  if (dims.size() != 1)
-    throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 1", path_, path, dims.size()));
-  arma::vec v(dims[0]);
-  if (H5LTread_dataset_double(file_, path.c_str(), v.memptr()) < 0)
-    throw IoError(fmt::format("'{}': cannot read dataset {}", path_, path));
+std::vector<double> H5Reader::read_doubles(const std::string& dataset) const {
+  const Shape s = shape(dataset);
+  if (!s.numeric()) throw IoError(fmt::format("'{}': dataset {} is not numeric", path_, dataset));
+  std::size_t n = 1;
+  for (const auto d : s.dims) n *= d;
+  std::vector<double> v(n);
+  const hid_t ds = H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT);
+  const herr_t rc = H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Dclose(ds);
+  if (rc < 0) throw IoError(fmt::format("'{}': cannot read dataset {}", path_, dataset));
   return v;
 }
 
+std::vector<double> H5Reader::read_float(const std::string& path, std::size_t rank, std::vector<hsize_t>& dims) const {
+  const H5Reader::Shape s = shape(path);
+  if (s.type != H5T_FLOAT) throw IoError(fmt::format("'{}': dataset {} is not a floating-point dataset", path_, path));
+  if (s.dims.size() != rank)
+    throw IoError(fmt::format("'{}': dataset {} has rank {}, expected {}", path_, path, s.dims.size(), rank));
+  dims = s.dims;
+  return read_doubles(path);
+}
+
+arma::vec H5Reader::read_vec(const std::string& path) const {
+  std::vector<hsize_t> dims;
+  return arma::vec(read_float(path, 1, dims));
+}
+
 arma::mat H5Reader::read_mat(const std::string& path) const {
-  if (!exists(path)) throw IoError(fmt::format("'{}': no dataset {}", path_, path));
-  const auto dims = dataset_dims(file_, path, path_);
-  if (dims.size() != 2)
-    throw IoError(fmt::format("'{}': dataset {} has rank {}, expected 2", path_, path, dims.size()));
-  arma::mat row_major(dims[1], dims[0]);  // HDF5 is row-major: read the transpose, then transpose back
-  if (H5LTread_dataset_double(file_, path.c_str(), row_major.memptr()) < 0)
-    throw IoError(fmt::format("'{}': cannot read dataset {}", path_, path));
-  return row_major.t();
+  std::vector<hsize_t> dims;
+  const std::vector<double> v = read_float(path, 2, dims);
+  // HDF5 is row-major: the values are the transpose's, column-major
+  return arma::mat(v.data(), dims[1], dims[0]).t();
 }
 
 std::string H5Reader::attr_string(const std::string& obj, const std::string& name) const {
