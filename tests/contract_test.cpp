@@ -160,13 +160,14 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
     const auto form = e->exponent_form(w, side);
     if (!form) continue;
     ASSERT_TRUE(e->info().positive) << GetParam();
-    arma::mat E = e->exponent_points(X, side).t() * form->P;
+    const ExponentPoints points = e->exponent_points(X, side);
+    arma::mat E = points.Z.t() * form->P;
     E.each_row() += form->col;
-    E.each_col() += e->exponent_row(X, side);
+    E.each_col() += points.row;
     arma::mat L = e->log_features(w, X, side);
     ASSERT_EQ(E.n_cols, L.n_cols) << GetParam();
     // With groups: a point's features outside its group's columns are 0 (log -inf), and only those.
-    const arma::uvec g = e->exponent_groups(X, side);
+    const arma::uvec& g = points.group;
     ASSERT_EQ(g.n_elem, form->group.is_empty() ? 0 : X.n_cols) << GetParam();
     for (arma::uword i = 0; i < g.n_elem; ++i)
       for (arma::uword m = 0; m < L.n_cols; ++m) {

@@ -318,8 +318,8 @@ TEST(NestedAttention, SinglePrecisionKeySumsAgreeWithDoubleWithinTheirRoundingBo
     const double pmax = form ? arma::max(arma::sqrt(arma::sum(arma::square(form->P), 0))) : 0.0;
     // The projected points: the keys, or for geom+ the logs of its shifted keys.
     const double zmax =
-        form ? arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key)), 0))) : 0.0;
-    const double rmax = form ? arma::abs(e->exponent_row(Y, Side::Key)).max() : 0.0;
+        form ? arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key).Z), 0))) : 0.0;
+    const double rmax = form ? arma::abs(e->exponent_points(Y, Side::Key).row).max() : 0.0;
     const double delta = eps * (4 * pmax * zmax + 2 * rmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
     for (arma::uword k = 0; k < grid.size(); ++k)
       for (arma::uword i = 0; i < X.n_cols; ++i) {
@@ -432,8 +432,8 @@ TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBoun
     const auto form = e->exponent_form(e->draw_nested(96, rng, Sampler::Orthogonal), Side::Key);
     ASSERT_TRUE(form.has_value()) << name;
     const double pmax = arma::max(arma::sqrt(arma::sum(arma::square(form->P), 0)));
-    const double zmax = arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key)), 0)));
-    const double rmax = arma::abs(e->exponent_row(Y, Side::Key)).max();
+    const double zmax = arma::max(arma::sqrt(arma::sum(arma::square(e->exponent_points(Y, Side::Key).Z), 0)));
+    const double rmax = arma::abs(e->exponent_points(Y, Side::Key).row).max();
     const double delta = eps * (4 * pmax * zmax + 2 * rmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
     EXPECT_FALSE(arma::approx_equal(single.sq, dbl.sq, "absdiff", 0)) << name << ": the two paths must differ";
     for (arma::uword k = 0; k < 3; ++k)

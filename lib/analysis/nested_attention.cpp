@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "analysis/key_tiles.hpp"
 #include "core/error.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
@@ -41,9 +42,6 @@ arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& 
   return L;
 }
 
-// Keys per tile of the single-precision key sums: a tile's sum has relative rounding below 1024 * 2^-24 = 6e-5 of
-// sum_j f_j |C_j| (in practice ~sqrt(1024) * 2^-24), and tiles are added in double.
-constexpr arma::uword kKeyTile = 1024;
 // Feature columns per chunk of the batched key sums (the columns of all draws at one grid point side by side), and
 // key tiles per group: a (chunk, group) pair is one task, so the key sums of one grid point are in parallel across
 // columns and keys alike, and every matrix product is one tile by up to 128 columns. Fixed sizes: the sums do not
@@ -52,16 +50,6 @@ constexpr arma::uword kChunkColumns = 128;
 constexpr std::size_t kTilesPerGroup = 8;
 // Draws whose key sums are computed together hold at most this many new columns (or one draw): memory.
 constexpr arma::uword kWaveColumns = 4096;
-
-// One tile of keys: the keys' exponent points (d' x t, for maps with an exponent form) and exponent rows, and C's
-// rows. Keys j0..j1 in order, or for a form with groups keys of one group (sorted by group, then index).
-struct KeyTile {
-  arma::uword j0 = 0, j1 = 0;
-  arma::uword group = 0;
-  arma::fmat Y;
-  arma::fvec row;
-  arma::fmat C;
-};
 
 // What every draw shares: the points, C = [V, 1] (or 1), the exact rows and normalisers, the exact attention matrix,
 // the key tiles of the single-precision key sums, and for maps with an exponent form the queries' exponent points
@@ -223,43 +211,6 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
   for (std::size_t r = 0, c0 = 0; r < blocks.size(); c0 += width[r], ++r)
     out[r] = {all.a.subvec(c0, c0 + width[r] - 1), all.S.rows(c0, c0 + width[r] - 1)};
   return out;
-}
-
-// The key tiles: keys and exponent rows for maps with an exponent form (by group for a form with groups), C for all.
-std::vector<KeyTile> key_tiles(const FeatureMap& e, const arma::mat& Y, const arma::mat& C, bool form) {
-  std::vector<KeyTile> tiles;
-  const arma::vec row = form ? e.exponent_row(Y, Side::Key) : arma::vec();
-  const arma::mat Z = form ? e.exponent_points(Y, Side::Key) : arma::mat();
-  const arma::uvec group = form ? e.exponent_groups(Y, Side::Key) : arma::uvec();
-  if (group.is_empty()) {
-    for (arma::uword j0 = 0; j0 < Y.n_cols; j0 += kKeyTile) {
-      KeyTile t;
-      t.j0 = j0;
-      t.j1 = std::min(Y.n_cols, j0 + kKeyTile) - 1;
-      if (form) {
-        t.Y = arma::conv_to<arma::fmat>::from(Z.cols(t.j0, t.j1));
-        t.row = arma::conv_to<arma::fvec>::from(row.subvec(t.j0, t.j1));
-      }
-      t.C = arma::conv_to<arma::fmat>::from(C.rows(t.j0, t.j1));
-      tiles.push_back(std::move(t));
-    }
-    return tiles;
-  }
-  for (arma::uword g : arma::uvec(arma::unique(group))) {
-    const arma::uvec keys = arma::find(group == g);
-    for (arma::uword i0 = 0; i0 < keys.n_elem; i0 += kKeyTile) {
-      const arma::uvec k = keys.subvec(i0, std::min(keys.n_elem, i0 + kKeyTile) - 1);
-      KeyTile t;
-      t.j0 = 0;
-      t.j1 = k.n_elem - 1;  // t.j1 - t.j0 + 1 keys; the non-form path (contiguous keys) never sees these
-      t.group = g;
-      t.Y = arma::conv_to<arma::fmat>::from(Z.cols(k));
-      t.row = arma::conv_to<arma::fvec>::from(arma::vec(row(k)));
-      t.C = arma::conv_to<arma::fmat>::from(C.rows(k));
-      tiles.push_back(std::move(t));
-    }
-  }
-  return tiles;
 }
 
 // The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count): from the exponent form when the
@@ -578,12 +529,11 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     const arma::uword end = opt.positions.max() + 1;
     p.form = form && !opt.double_precision;
     if (p.form) {
-      p.Zq = e.exponent_points(X, Side::Query);
-      p.row_q = e.exponent_row(X, Side::Query);
-      p.group_q = e.exponent_groups(X, Side::Query);
-      p.group_k = e.exponent_groups(Y.cols(0, end - 1), Side::Key);
-      p.Zk = arma::conv_to<arma::fmat>::from(e.exponent_points(Y.cols(0, end - 1), Side::Key));
-      p.row_k = arma::conv_to<arma::frowvec>::from(e.exponent_row(Y.cols(0, end - 1), Side::Key).t());
+      ExponentPoints q = e.exponent_points(X, Side::Query), k = e.exponent_points(Y.cols(0, end - 1), Side::Key);
+      p.Zq = std::move(q.Z), p.row_q = std::move(q.row), p.group_q = std::move(q.group);
+      p.group_k = std::move(k.group);
+      p.Zk = arma::conv_to<arma::fmat>::from(k.Z);
+      p.row_k = arma::conv_to<arma::frowvec>::from(k.row.t());
       p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
     } else {
       p.Ct = p.C.t();
@@ -592,9 +542,8 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
     if (form) {
-      p.Zq = e.exponent_points(X, Side::Query);
-      p.row_q = e.exponent_row(X, Side::Query);
-      p.group_q = e.exponent_groups(X, Side::Query);
+      ExponentPoints q = e.exponent_points(X, Side::Query);
+      p.Zq = std::move(q.Z), p.row_q = std::move(q.row), p.group_q = std::move(q.group);
     }
   }
   if (p.tv) {  // exact attention rows

@@ -76,32 +76,19 @@ arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side,
 
 std::optional<ExponentForm> FeatureMap::exponent_form(const Draw& w, Side side) const {
   require(w.dim() == dim(), "the draw has dimension {}, estimator '{}' was fitted for {}", w.dim(), info().name, dim());
-  return exponent_form_hook(w, side);
+  std::optional<Exponent> e = exponent_hook(&w, nullptr, side);
+  return e ? std::optional<ExponentForm>(std::move(e->form)) : std::nullopt;
 }
 
-arma::vec FeatureMap::exponent_row(const arma::mat& X, Side side) const {
+ExponentPoints FeatureMap::exponent_points(const arma::mat& X, Side side) const {
   validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
-  return exponent_row_hook(X, side);
+  std::optional<Exponent> e = exponent_hook(nullptr, &X, side);
+  if (!e) throw Undefined(fmt::format("estimator '{}' has no exponent form", info().name));
+  return std::move(e->points);
 }
 
-arma::mat FeatureMap::exponent_points(const arma::mat& X, Side side) const {
-  validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
-  return exponent_points_hook(X, side);
-}
-
-std::optional<ExponentForm> FeatureMap::exponent_form_hook(const Draw&, Side) const { return std::nullopt; }
-
-arma::mat FeatureMap::exponent_points_hook(const arma::mat& X, Side) const { return X; }
-
-arma::uvec FeatureMap::exponent_groups(const arma::mat& X, Side side) const {
-  validate_feature_input(*this, Draw{arma::mat(dim(), 0)}, X, {});
-  return exponent_groups_hook(X, side);
-}
-
-arma::uvec FeatureMap::exponent_groups_hook(const arma::mat&, Side) const { return {}; }
-
-arma::vec FeatureMap::exponent_row_hook(const arma::mat&, Side) const {
-  throw Undefined(fmt::format("estimator '{}' has no exponent form", info().name));
+std::optional<FeatureMap::Exponent> FeatureMap::exponent_hook(const Draw*, const arma::mat*, Side) const {
+  return std::nullopt;
 }
 
 arma::mat FeatureMap::from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log) {

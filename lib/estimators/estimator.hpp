@@ -41,15 +41,21 @@ struct Draw {
 
 // The features of a map whose log is affine in the point after one projection (GERF with real A, DERF, DARK,
 // antithetic and hyperbolic PosRF; PoisRF+ and GeomRF+ in the log of the shifted point):
-// log f(w_m, x_i) = (Z^T P)_im + col_m + row_i with Z = exponent_points(X) (X itself but for PoisRF+ and GeomRF+) and
-// row_i = exponent_row(x_i), neither depending on the draw. Callers use it to tile and choose the precision of the
-// projection themselves (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
+// log f(w_m, x_i) = (Z^T P)_im + col_m + row_i, with P and col of the draw (ExponentForm) and Z, row of the points
+// (ExponentPoints), neither depending on the other. Callers use it to tile and choose the precision of the projection
+// themselves (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
 // Block-sparse maps (the clustered HRF: a point has features only in the blocks of its cluster) also give each column
-// the group of points it belongs to: a point of another group (exponent_groups) has feature 0 there (log -inf).
+// the group of points it belongs to: a point of another group (ExponentPoints::group) has feature 0 there (log -inf).
 struct ExponentForm {
-  arma::mat P;       // d' x F: one column per feature column (d' = the rows of exponent_points)
+  arma::mat P;       // d' x F: one column per feature column (d' = the rows of ExponentPoints::Z)
   arma::rowvec col;  // 1 x F
   arma::uvec group;  // F, or empty: every column belongs to every point
+};
+// The points' part of the same form.
+struct ExponentPoints {
+  arma::mat Z;       // d' x L: the exponent points (X itself but for PoisRF+, GeomRF+ and the clustered HRF)
+  arma::vec row;     // L
+  arma::uvec group;  // L, or empty: each point's group, for a form with groups
 };
 
 struct EstimatorInfo {
@@ -85,14 +91,11 @@ class FeatureMap {
   // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). InvalidArgument otherwise.
   arma::mat log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
-  // The exponent form of log_features (ExponentForm above), or nullopt for maps without one. exponent_row is the
-  // per-point part, asked only of maps with a form. exp(X^T P + col + row) equals features() up to rounding (tested
-  // for every family in tests/contract_test.cpp).
+  // The exponent form of log_features (ExponentForm above), or nullopt for maps without one; exponent_points is its
+  // per-point part, asked only of maps with a form (Undefined otherwise). exp(Z^T P + col + row) equals features() up
+  // to rounding (tested for every family in tests/contract_test.cpp).
   std::optional<ExponentForm> exponent_form(const Draw& w, Side side) const;
-  arma::vec exponent_row(const arma::mat& X, Side side) const;
-  arma::mat exponent_points(const arma::mat& X, Side side) const;
-  // The group of every point, for maps whose form has groups; empty otherwise.
-  arma::uvec exponent_groups(const arma::mat& X, Side side) const;
+  ExponentPoints exponent_points(const arma::mat& X, Side side) const;
 
   // Fitted parameters, for output files.
   virtual nlohmann::json params() const = 0;
@@ -108,11 +111,13 @@ class FeatureMap {
   // Families whose features are exp(E) return from_exponent(E, ...); others apply_row_scale(F, ...).
   virtual arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                                   bool log) const = 0;
-  // The exponent form hooks: the default has none (exponent_row_hook is then never called).
-  virtual std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const;
-  virtual arma::vec exponent_row_hook(const arma::mat& X, Side side) const;
-  virtual arma::mat exponent_points_hook(const arma::mat& X, Side side) const;   // default: X
-  virtual arma::uvec exponent_groups_hook(const arma::mat& X, Side side) const;  // default: empty
+  // The one exponent-form hook: nullopt for maps without a form (the default); otherwise the draw's part when w is
+  // given and the points' part when X is (each may be null; the other part is then left empty).
+  struct Exponent {
+    ExponentForm form;
+    ExponentPoints points;
+  };
+  virtual std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const;
   // exp(E + scale), or E + scale when log.
   static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
   // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.

@@ -80,13 +80,12 @@ Draw PosAntiEstimator::nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler
 }
 
 // features_hook's pieces: P = w (the draw holds the negatives), col = -log(M)/2, row = -|x|^2 / 2.
-std::optional<ExponentForm> PosAntiEstimator::exponent_form_hook(const Draw& w, Side) const {
-  return ExponentForm{w.omega,
-                      arma::rowvec(w.count(), arma::fill::value(-0.5 * std::log(static_cast<double>(w.count()))))};
-}
-
-arma::vec PosAntiEstimator::exponent_row_hook(const arma::mat& X, Side) const {
-  return -0.5 * arma::sum(arma::square(X), 0).t();
+std::optional<FeatureMap::Exponent> PosAntiEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
+  Exponent e;
+  if (w)
+    e.form = {w->omega, arma::rowvec(w->count(), arma::fill::value(-0.5 * std::log(static_cast<double>(w->count()))))};
+  if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
+  return e;
 }
 
 arma::mat PosAntiEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,

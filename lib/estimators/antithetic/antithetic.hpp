@@ -42,8 +42,7 @@ class PosAntiEstimator final : public Estimator {
   arma::mat log_var_m_hook(const PairGram& g, arma::uword M) const override;
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;         // [W, -W, (w)]
   Draw nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // [w1, -w1, w2, -w2, ...]
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 };

@@ -79,14 +79,15 @@ Draw DarkEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
 
 // features_hook's pieces: P = w, col = -(|w|^2 - |Sigma^-1/2 w|^2) / 4 + log det(Sigma) / 4 - log(M)/2,
 // row = -|x|^2 / 2.
-std::optional<ExponentForm> DarkEstimator::exponent_form_hook(const Draw& w, Side) const {
-  arma::rowvec col = -0.25 * (arma::sum(arma::square(w.omega), 0) - arma::sum(arma::square(inv_sqrt_ * w.omega), 0));
-  col += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(w.count()));
-  return ExponentForm{w.omega, std::move(col)};
-}
-
-arma::vec DarkEstimator::exponent_row_hook(const arma::mat& X, Side) const {
-  return -0.5 * arma::sum(arma::square(X), 0).t();
+std::optional<FeatureMap::Exponent> DarkEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
+  Exponent e;
+  if (w) {
+    e.form.col = -0.25 * (arma::sum(arma::square(w->omega), 0) - arma::sum(arma::square(inv_sqrt_ * w->omega), 0));
+    e.form.col += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(w->count()));
+    e.form.P = w->omega;
+  }
+  if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
+  return e;
 }
 
 arma::mat DarkEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,

@@ -91,8 +91,7 @@ class DarkEstimator final : public Estimator {
   // omega = Sigma^(1/2) g, g (d x M) from the sampler.
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;
   // O(L M d + M d^2): log f = log det(Sigma)/4 - (|w|^2 - |Sigma^-1/2 w|^2)/4 + w^T x - |x|^2/2.
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 

@@ -132,16 +132,19 @@ arma::mat DerfEstimator::log_var_hook(const PairGram& g) const {
 }
 
 // features_hook's pieces: P = B^T w, col = w^T A w + log D - log(M)/2, row = x^T C x (B, C of the side).
-std::optional<ExponentForm> DerfEstimator::exponent_form_hook(const Draw& w, Side side) const {
-  const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
-  arma::rowvec col = arma::sum((p_.A * w.omega) % w.omega, 0);
-  col += p_.log_D - 0.5 * std::log(static_cast<double>(w.count()));
-  return ExponentForm{B.t() * w.omega, std::move(col)};
-}
-
-arma::vec DerfEstimator::exponent_row_hook(const arma::mat& X, Side side) const {
-  const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
-  return arma::sum((C * X) % X, 0).t();
+std::optional<FeatureMap::Exponent> DerfEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side side) const {
+  Exponent e;
+  if (w) {
+    const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
+    e.form.col = arma::sum((p_.A * w->omega) % w->omega, 0);
+    e.form.col += p_.log_D - 0.5 * std::log(static_cast<double>(w->count()));
+    e.form.P = B.t() * w->omega;
+  }
+  if (X) {
+    const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
+    e.points = {*X, arma::sum((C * *X) % *X, 0).t()};
+  }
+  return e;
 }
 
 arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,

@@ -113,8 +113,7 @@ class DerfEstimator final : public Estimator {
     return derf_three_point_form(p_.A, p_.B1, p_.B2);
   }
   // O(L (M d + d^2) + M d^2): B_k^T w and x^T C_k x are formed once per omega and per point.
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 

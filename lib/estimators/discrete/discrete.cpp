@@ -276,17 +276,14 @@ arma::rowvec DiscreteEstimator::log_base(const Draw& w) const {
   return base;
 }
 
-std::optional<ExponentForm> DiscreteEstimator::exponent_form_hook(const Draw& w, Side) const {
+std::optional<FeatureMap::Exponent> DiscreteEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
   if (!shift_) return std::nullopt;  // signs and zeros: no exponent form
-  return ExponentForm{w.counts, log_base(w) - 0.5 * std::log(static_cast<double>(w.count()))};
-}
-
-arma::vec DiscreteEstimator::exponent_row_hook(const arma::mat& X, Side) const {
-  return 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(shift_points(*shift_, X)), 0)).t();
-}
-
-arma::mat DiscreteEstimator::exponent_points_hook(const arma::mat& X, Side) const {
-  return arma::log(shift_points(*shift_, X));  // x_hat >= epsilon > 0
+  Exponent e;
+  if (w) e.form = {w->counts, log_base(*w) - 0.5 * std::log(static_cast<double>(w->count()))};
+  if (X)
+    e.points = {arma::log(shift_points(*shift_, *X)),  // x_hat >= epsilon > 0
+                0.5 * (arma::sum(arma::square(*X), 0) - arma::sum(arma::square(shift_points(*shift_, *X)), 0)).t()};
+  return e;
 }
 
 nlohmann::json DiscreteEstimator::state() const {

@@ -113,9 +113,7 @@ class DiscreteEstimator final : public Estimator {
                           bool log) const override;
   // PoisRF+ / GeomRF+ only (all features positive): log f = (log x_hat)^T w + base_m - log(M)/2 + (|x|^2 -
   // |x_hat|^2)/2.
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
-  arma::mat exponent_points_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
 
  private:
   arma::rowvec log_base(const Draw& w) const;  // sum_l -(log k_l! + log p_{k_l}) / 2 per draw column

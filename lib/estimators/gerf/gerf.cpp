@@ -178,16 +178,17 @@ arma::mat GerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
 }
 
 // real_exponent's pieces: P = B w, col = A |w|^2 + c, row = -|x|^2 / 2 (real A, s = +1 only).
-std::optional<ExponentForm> GerfEstimator::exponent_form_hook(const Draw& w, Side) const {
+std::optional<FeatureMap::Exponent> GerfEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
   if (info_.complex) return std::nullopt;
-  const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
-  const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
-                   0.5 * std::log(static_cast<double>(w.count()));
-  return ExponentForm{B * w.omega, p_.A.real() * arma::sum(arma::square(w.omega), 0) + c};
-}
-
-arma::vec GerfEstimator::exponent_row_hook(const arma::mat& X, Side) const {
-  return -0.5 * arma::sum(arma::square(X), 0).t();
+  Exponent e;
+  if (w) {
+    const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
+    const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
+                     0.5 * std::log(static_cast<double>(w->count()));
+    e.form = {B * w->omega, p_.A.real() * arma::sum(arma::square(w->omega), 0) + c};
+  }
+  if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
+  return e;
 }
 
 arma::mat GerfEstimator::real_exponent(const Draw& w, const arma::mat& X) const {

@@ -91,8 +91,7 @@ class GerfEstimator final : public Estimator {
 
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
   std::optional<ThreePointForm> three_point_form_hook() const override { return gerf_three_point_form(p_, dim()); }
   std::optional<IsotropicForm> isotropic_form_hook() const override { return gerf_isotropic_form(p_); }
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,

@@ -227,46 +227,43 @@ arma::mat ClusteredHrfEstimator::features_hook(const Draw& w, const arma::mat& X
   return apply_row_scale(std::move(F), log_row_scale, log);
 }
 
-std::optional<ExponentForm> ClusteredHrfEstimator::exponent_form_hook(const Draw& w, Side side) const {
+std::optional<FeatureMap::Exponent> ClusteredHrfEstimator::exponent_hook(const Draw* w, const arma::mat* X,
+                                                                         Side side) const {
   if (!info_.positive) return std::nullopt;
   const bool query = side == Side::Query;
-  const arma::uword M = w.count(), nq = cx_.n_cols, nk = cy_.n_cols, d = w.omega.n_rows;
+  const arma::uword nq = cx_.n_cols, nk = cy_.n_cols;
   const arma::uword other = query ? nk : nq;  // the extra rows of the points: one per cluster of the other side
-  ExponentForm f{arma::mat(d + other, M * nq * nk, arma::fill::zeros),
-                 arma::rowvec(M * nq * nk, arma::fill::value(-0.5 * std::log(static_cast<double>(M)))),
-                 arma::uvec(M * nq * nk)};
-  for (arma::uword i = 0; i < nq; ++i)
-    for (arma::uword j = 0; j < nk; ++j) {
-      const arma::vec a = arma::real(diagonal(i, j));
-      const arma::uword c0 = (i * nk + j) * M;
-      arma::mat Wb = w.omega;
-      Wb.each_col() %= query ? a : arma::vec(1.0 / a);
-      f.P.submat(0, c0, d - 1, c0 + M - 1) = Wb;
-      f.P.row(d + (query ? j : i)).cols(c0, c0 + M - 1).fill(1.0);
-      f.group.subvec(c0, c0 + M - 1).fill(query ? i : j);
-    }
-  return f;
-}
-
-arma::vec ClusteredHrfEstimator::exponent_row_hook(const arma::mat& X, Side) const { return arma::zeros(X.n_cols); }
-
-arma::mat ClusteredHrfEstimator::exponent_points_hook(const arma::mat& X, Side side) const {
-  const bool query = side == Side::Query;
-  const arma::uvec lab = nearest_centre(X, query ? cx_ : cy_);
-  const arma::uword other = query ? cy_.n_cols : cx_.n_cols;
-  arma::mat Z(X.n_rows + other, X.n_cols);
-  Z.head_rows(X.n_rows) = X;
-  for (arma::uword p = 0; p < X.n_cols; ++p)
-    for (arma::uword o = 0; o < other; ++o) {
-      const arma::vec a = arma::real(query ? diagonal(lab(p), o) : diagonal(o, lab(p)));
-      const arma::vec t = query ? arma::vec(X.col(p) % a) : arma::vec(X.col(p) / a);
-      Z(X.n_rows + o, p) = -0.5 * arma::dot(t, t);
-    }
-  return Z;
-}
-
-arma::uvec ClusteredHrfEstimator::exponent_groups_hook(const arma::mat& X, Side side) const {
-  return info_.positive ? nearest_centre(X, side == Side::Query ? cx_ : cy_) : arma::uvec();
+  Exponent e;
+  if (w) {
+    const arma::uword M = w->count(), d = w->omega.n_rows;
+    ExponentForm& f = e.form;
+    f = {arma::mat(d + other, M * nq * nk, arma::fill::zeros),
+         arma::rowvec(M * nq * nk, arma::fill::value(-0.5 * std::log(static_cast<double>(M)))),
+         arma::uvec(M * nq * nk)};
+    for (arma::uword i = 0; i < nq; ++i)
+      for (arma::uword j = 0; j < nk; ++j) {
+        const arma::vec a = arma::real(diagonal(i, j));
+        const arma::uword c0 = (i * nk + j) * M;
+        arma::mat Wb = w->omega;
+        Wb.each_col() %= query ? a : arma::vec(1.0 / a);
+        f.P.submat(0, c0, d - 1, c0 + M - 1) = Wb;
+        f.P.row(d + (query ? j : i)).cols(c0, c0 + M - 1).fill(1.0);
+        f.group.subvec(c0, c0 + M - 1).fill(query ? i : j);
+      }
+  }
+  if (X) {
+    const arma::uvec lab = nearest_centre(*X, query ? cx_ : cy_);
+    arma::mat Z(X->n_rows + other, X->n_cols);
+    Z.head_rows(X->n_rows) = *X;
+    for (arma::uword p = 0; p < X->n_cols; ++p)
+      for (arma::uword o = 0; o < other; ++o) {
+        const arma::vec a = arma::real(query ? diagonal(lab(p), o) : diagonal(o, lab(p)));
+        const arma::vec t = query ? arma::vec(X->col(p) % a) : arma::vec(X->col(p) / a);
+        Z(X->n_rows + o, p) = -0.5 * arma::dot(t, t);
+      }
+    e.points = {std::move(Z), arma::zeros(X->n_cols), lab};
+  }
+  return e;
 }
 
 nlohmann::json ClusteredHrfEstimator::params() const {

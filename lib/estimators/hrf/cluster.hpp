@@ -72,10 +72,7 @@ class ClusteredHrfEstimator final : public Estimator {
   // exponent (y / a_ij)^T w - |y / a_ij|^2 / 2 = z^T p with z = [y; -|y / a_0j|^2 / 2; ...] (one entry per query
   // cluster) and p = [w / a_ij; e_i]; a query x of cluster i likewise with x a_ij and one entry per key cluster.
   // Its group is its cluster; block (i, j)'s columns belong to key cluster j (key side) and query cluster i.
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
-  arma::mat exponent_points_hook(const arma::mat& X, Side side) const override;
-  arma::uvec exponent_groups_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
 
  private:
   void fit_diagonals(const ClusterHrfOptions& opt);

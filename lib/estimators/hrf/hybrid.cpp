@@ -166,13 +166,14 @@ arma::mat PosHypEstimator::features_hook(const Draw& w, const arma::mat& X, Side
 }
 
 // pos_hyp_features' pieces: P = [w, -w], col = -log(2M)/2, row = -|x|^2 / 2.
-std::optional<ExponentForm> PosHypEstimator::exponent_form_hook(const Draw& w, Side) const {
-  const double c = -0.5 * std::log(2.0 * static_cast<double>(w.count()));
-  return ExponentForm{arma::join_rows(w.omega, -w.omega), arma::rowvec(2 * w.count(), arma::fill::value(c))};
-}
-
-arma::vec PosHypEstimator::exponent_row_hook(const arma::mat& X, Side) const {
-  return -0.5 * arma::sum(arma::square(X), 0).t();
+std::optional<FeatureMap::Exponent> PosHypEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
+  Exponent e;
+  if (w) {
+    const double c = -0.5 * std::log(2.0 * static_cast<double>(w->count()));
+    e.form = {arma::join_rows(w->omega, -w->omega), arma::rowvec(2 * w->count(), arma::fill::value(c))};
+  }
+  if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
+  return e;
 }
 
 // ---- Hybrid ----------------------------------------------------------------------------------------

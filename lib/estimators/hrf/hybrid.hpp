@@ -78,8 +78,7 @@ class PosHypEstimator final : public Estimator {
 
  protected:
   arma::mat log_var_hook(const PairGram& g) const override;
-  std::optional<ExponentForm> exponent_form_hook(const Draw& w, Side side) const override;
-  arma::vec exponent_row_hook(const arma::mat& X, Side side) const override;
+  std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
 };

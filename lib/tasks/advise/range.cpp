@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/key_tiles.hpp"
 #include "core/logmath.hpp"
 #include "core/parallel.hpp"
 #include "core/vecmath.hpp"
@@ -47,23 +48,21 @@ void fold(KeyRange& r, const KeyRange& t) {
   }
 }
 
-// Maps with an exponent form (without groups) take it in single precision, as the simulation does (nested_attention):
-// the projection by one product per tile of 1024 keys, exponents within ~1e-6 of their magnitude (the range is
-// reported to 4 digits). Others: log_abs (the family's log-features in double) over tiles of 512 keys, which keeps a
-// tile at M = 4096 below 32 MiB (no fresh pages).
+// Maps with an exponent form (without groups) take it in single precision, on the simulation's key tiles
+// (key_tiles.hpp): the projection by one product per tile of 1024 keys, exponents within ~1e-6 of their magnitude (the
+// range is reported to 4 digits). Others: log_abs (the family's log-features in double) over tiles of 512 keys, which
+// keeps a tile at M = 4096 below 32 MiB (no fresh pages).
 template <typename LogAbs>
 KeyRange key_range(const Estimator& e, const Draw& w, const arma::mat& K, const Kernel& k, LogAbs&& log_abs) {
   const std::optional<ExponentForm> form = e.info().positive ? e.exponent_form(w, Side::Key) : std::nullopt;
   const bool single = form && form->group.is_empty();
-  const arma::uword tile = single ? 1024 : 512;
-  arma::fmat Z, P32;
-  arma::fvec row;
+  const arma::uword tile = single ? kKeyTile : 512;
+  std::vector<KeyTile> keys;
+  arma::fmat P32;
   arma::rowvec col;
   if (single) {
-    Z = arma::conv_to<arma::fmat>::from(e.exponent_points(K, Side::Key));
-    arma::vec rw = e.exponent_row(K, Side::Key);
-    if (k.alpha != 0) rw += k.alpha * arma::sum(arma::square(K), 0).t();
-    row = arma::conv_to<arma::fvec>::from(rw);
+    keys =
+        key_tiles(e, K, {}, true, k.alpha != 0 ? arma::vec(k.alpha * arma::sum(arma::square(K), 0).t()) : arma::vec());
     P32 = arma::conv_to<arma::fmat>::from(form->P);
     col = form->col + 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
   }
@@ -75,7 +74,7 @@ KeyRange key_range(const Estimator& e, const Draw& w, const arma::mat& K, const 
     arma::fmat E;
     arma::mat S;
     if (single)
-      E = Z.cols(j0, j1).t() * P32;
+      E = keys[t].Y.t() * P32;
     else
       S = log_abs(K.cols(j0, j1), Side::Key);
     const arma::uword cols = single ? E.n_cols : S.n_cols;
@@ -86,7 +85,7 @@ KeyRange key_range(const Estimator& e, const Draw& w, const arma::mat& K, const 
       double top = -kInf, low = kInf;
       if (single) {
         float* c = E.colptr(m);
-        const float ftop = simd::add_max(c, row.memptr() + j0, n);
+        const float ftop = simd::add_max(c, keys[t].row.memptr(), n);
         top = ftop + col(m);
         low = *std::min_element(c, c + n) + col(m);
         simd::exp_shifted(c, n, ftop);
