@@ -31,24 +31,21 @@ std::string takes_rows() {
 
 OptionTable<Options> make_table() {
   OptionTable<Options> t;
-  t.push_back({"force", "Replace existing outputs of these reproductions in --out", OptionKind::Flag, false, false,
-               [](Options& o, W where, W text) { o.replace = parse_bool(where, text); },
-               [](const Options& o) { return std::string(o.replace ? "true" : "false"); }});
-  t.push_back({"quick", "Reduced sizes (same code path), for tests and CI", OptionKind::Flag, false, false,
-               [](Options& o, W where, W text) { o.quick = parse_bool(where, text); },
-               [](const Options& o) { return std::string(o.quick ? "true" : "false"); }});
-  t.push_back({"seed", "Seed of all random draws", OptionKind::Integer, false, false,
-               [](Options& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
-               [](const Options& o) { return std::to_string(o.seed); }});
-  t.push_back({"protocol", protocols_help(), OptionKind::Text, false, false,
-               [](Options& o, W, W text) { o.protocol = text; },  // checked against the reproduction
-               [](const Options&) { return std::string(); }});
-  t.push_back({"rows",
-               "Query rows sampled with --seed for the exact per-row predictions over all queries, or all (" +
-                   takes_rows() + ")",
-               OptionKind::Text, false, false,
-               [](Options& o, W where, W text) { o.rows = text == "all" ? 0 : parse_uint(where, text, 1, INT64_MAX); },
-               [](const Options& o) { return o.rows ? std::to_string(o.rows) : std::string("all"); }, true});
+  t.push_back(
+      flag_option<Options>("force", "Replace existing outputs of these reproductions in --out", &Options::replace));
+  t.push_back(flag_option<Options>("quick", "Reduced sizes (same code path), for tests and CI", &Options::quick));
+  t.push_back(seed_option<Options>("Seed of all random draws", &Options::seed));
+  t.push_back(option<Options>(
+      "protocol", protocols_help(), OptionKind::Text,
+      [](Options& o, W, W text) { o.protocol = text; },  // checked against the reproduction
+      [](const Options&) { return std::string(); }));
+  t.push_back(option<Options>(
+      "rows",
+      "Query rows sampled with --seed for the exact per-row predictions over all queries, or all (" + takes_rows() +
+          ")",
+      OptionKind::Text,
+      [](Options& o, W where, W text) { o.rows = text == "all" ? 0 : parse_uint(where, text, 1, INT64_MAX); },
+      [](const Options& o) { return o.rows ? std::to_string(o.rows) : std::string("all"); }, {.integer_text = true}));
   append_lifted(t, image_option_table(), &Options::regime_options);
   return t;
 }

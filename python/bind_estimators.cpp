@@ -204,7 +204,7 @@ void bind_features(py::class_<Estimator>& c) {
          Rng rng(seed, Stream::Features, index);
          return e.draw(features, rng, s);
        },
-       py::arg("features"), py::arg("seed") = 1, py::arg("sampler") = "iid", py::arg("index") = 0,
+       py::arg("features"), py::arg("seed") = kDefaultSeed, py::arg("sampler") = "iid", py::arg("index") = 0,
        "Draws M random objects from stream (seed, Features, index) (seed 1 unless given, as elsewhere); sampler: "
        "iid, orthogonal, simplex, structured, halton")
       .def(
@@ -303,7 +303,7 @@ void bind_operators(py::class_<Estimator>& c) {
          return out;
        },
        py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-       py::arg("rows") = py::none(), py::arg("seed") = 1,
+       py::arg("rows") = py::none(), py::arg("seed") = kDefaultSeed,
        "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
        "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
        "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
@@ -334,7 +334,7 @@ void bind_operators(py::class_<Estimator>& c) {
             return out;
           },
           py::arg("X"), py::arg("Y"), py::arg("V"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          py::arg("rows") = py::none(), py::arg("seed") = 1,
+          py::arg("rows") = py::none(), py::arg("seed") = kDefaultSeed,
           "Predicted error of the attention rows (K-hat V)_i / (K-hat 1)_i with M features, by the delta method from "
           "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
           "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range), "

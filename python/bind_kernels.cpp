@@ -55,7 +55,7 @@ void bind_kernels(py::module_& m) {
         return d;
       },
       py::arg("estimator"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("reps") = 1000,
-      py::arg("features") = 1, py::arg("seed") = 0, py::arg("sampler") = "iid", py::arg("C") = py::none(),
+      py::arg("features") = 1, py::arg("seed") = kDefaultSeed, py::arg("sampler") = "iid", py::arg("C") = py::none(),
       "Monte Carlo: R draws of M features; per entry of K_hat (and K_hat C) the exact value, empirical mean and "
       "variance and their standard errors (dict of Lx x Ly arrays). Identical for any thread count.");
 

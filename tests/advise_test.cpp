@@ -341,7 +341,9 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
         EXPECT_TRUE(keys.count(key)) << key << " is not in the row";
   }
   EXPECT_EQ(ok, 4u);
-  EXPECT_TRUE(j.at("rows")[0].contains("validation"));
+  std::size_t validated = 0;  // rows whose M is named are validated; the others have no M to check
+  for (const auto& row : j.at("rows")) validated += row.contains("validation");
+  EXPECT_GE(validated, 1u);
 
   const std::string path =
       (std::filesystem::temp_directory_path() / ("kestrel_columns_" + std::to_string(::getpid()) + ".h5")).string();

@@ -10,6 +10,11 @@
 
 namespace kestrel {
 
+// Every seed option (--seed, seed=, `seed` in TOML) has this default and range: HDF5 records the seed as a signed
+// 64-bit attribute.
+constexpr std::uint64_t kDefaultSeed = 1;
+constexpr std::uint64_t kMaxSeed = INT64_MAX;
+
 // Stream domains keep e.g. data draws and feature draws of the same seed independent.
 enum class Stream : std::uint64_t {
   Data = 1,

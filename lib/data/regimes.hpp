@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/enum_names.hpp"
+#include "core/rng.hpp"
 #include "data/images.hpp"
 
 namespace kestrel {
@@ -93,13 +94,13 @@ void validate_regime(const std::string& name);
 //   draw_regime({.name = "mnist", .dim = 64, .points = 256, .sigma = 0.5, .seed = 1, .options = o})
 // The pair comes from stream (seed, Data, pair_index); pairs of one study differ in pair_index only.
 struct RegimeSpec {
-  std::string name;              // one of regime_names()
-  arma::uword dim = 0;           // d
-  arma::uword points = 0;        // L, points per set
-  double sigma = 1;              // scale (clustered: the within-cluster spread)
-  std::uint64_t seed = 1;        // seed of the draws
-  std::uint64_t pair_index = 0;  // which set pair of the seed
-  RegimeOptions options = {};    // image pipeline, aniso spectrum, clusters, files
+  std::string name;                   // one of regime_names()
+  arma::uword dim = 0;                // d
+  arma::uword points = 0;             // L, points per set
+  double sigma = 1;                   // scale (clustered: the within-cluster spread)
+  std::uint64_t seed = kDefaultSeed;  // seed of the draws
+  std::uint64_t pair_index = 0;       // which set pair of the seed
+  RegimeOptions options = {};         // image pipeline, aniso spectrum, clusters, files
 };
 
 // The largest |x|^2 of a drawn set pair (after sigma): logs of kernels and variances are multiples of it and must stay

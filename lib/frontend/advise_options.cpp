@@ -25,22 +25,9 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
-AdviseOption opt(std::string name, std::string help, OptionKind kind, std::function<void(O&, W, W)> set,
-                 std::function<std::string(const O&)> show, bool list = false) {
-  return {std::move(name), std::move(help), kind, list, false, std::move(set), std::move(show)};
-}
-
-AdviseOption uint_opt(std::string name, std::string help, arma::uword O::*field, std::uint64_t lo,
-                      std::uint64_t hi = UINT64_MAX) {
-  return opt(
-      std::move(name), std::move(help), OptionKind::Integer,
-      [field, lo, hi](O& o, W where, W text) { o.*field = parse_uint(where, text, lo, hi); },
-      [field](const O& o) { return std::to_string(o.*field); });
-}
-
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
-  t.push_back(opt(
+  t.push_back(option<O>(
       "quantity",
       "What the error is of: attention (output rows with --values, else the row normalisers) or kernel "
       "(entries K(q, k))",
@@ -50,27 +37,27 @@ std::vector<AdviseOption> make_table() {
                                                                               : AdviseQuantity::Attention;
       },
       [](const O& o) { return to_string(o.quantity); }));
-  t.push_back(opt(
+  t.push_back(option<O>(
       "kernel", "softmax, or gaussian (with --quantity kernel)", OptionKind::Text,
       [](O& o, W where, W text) {
         o.kernel = Kernel::parse(one_of(where, text, {"softmax", "gaussian"}));
       },
       [](const O& o) { return o.kernel.name(); }));
-  t.push_back(opt(
+  t.push_back(option<O>(
       "scaling", "sqrt-d: logits q.k / sqrt(d), as in transformers (points divided by d^(1/4)); none: logits q.k",
       OptionKind::Text,
       [](O& o, W where, W text) {
         o.scale_sqrt_d = one_of(where, text, {"sqrt-d", "none"}) == "sqrt-d";
       },
       [](const O& o) { return std::string(o.scale_sqrt_d ? "sqrt-d" : "none"); }));
-  t.push_back(opt(
+  t.push_back(option<O>(
       "metric",
       "Error of attention rows: rmse (sqrt(E|Y-hat_i - Y_i|^2) / RMS|Y|), mean-abs (E mean|Y-hat - Y| / "
       "mean|Y|), row-relative (/ |Y_i|), centred (/ RMS|Y_i - mean V|) or tv (total variation of the "
       "attention row; no V needed)",
       OptionKind::Text, [](O& o, W where, W text) { o.metric = parse_metric(one_of(where, text, metric_names())); },
       [](const O& o) { return to_string(o.metric); }));
-  t.push_back(opt(
+  t.push_back(option<O>(
       "target", "Error to reach in the chosen metric (e.g. 0.1 for 10%)", OptionKind::Real,
       [](O& o, W where, W text) {
         const double v = parse_real(where, text);
@@ -78,8 +65,9 @@ std::vector<AdviseOption> make_table() {
         o.target = v;
       },
       [](const O& o) { return fmt::format("{}", o.target); }));
-  t.push_back(uint_opt("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
-  t.push_back(opt(
+  t.push_back(
+      count_option<O>("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
+  t.push_back(option<O>(
       "estimators", "Estimators to compare (comma-separated; default: every family in the registry)", OptionKind::Text,
       [](O& o, W where, W text) {
         o.estimators.clear();
@@ -87,8 +75,8 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.estimators.push_back(one_of(where, item, estimator_names()));
         require_distinct(where, o.estimators);
       },
-      [](const O&) { return std::string("all"); }, true));
-  t.push_back(opt(
+      [](const O&) { return std::string("all"); }, {.list = true}));
+  t.push_back(option<O>(
       "samplers",
       "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
       "(simplex costs 1-50 ms per pair and M) and simulated for attention rows)",
@@ -107,10 +95,11 @@ std::vector<AdviseOption> make_table() {
         for (Sampler x : o.samplers) s += (s.empty() ? "" : ",") + to_string(x);
         return s;
       },
-      true));
-  t.push_back(uint_opt("rows", "Query rows sampled for the error quantiles (all when fewer)", &O::rows, 2));
-  t.push_back(uint_opt("pairs", "About how many (query, key) pairs the kernel-entry quantiles use", &O::pairs, 1));
-  t.push_back(opt(
+      {.list = true}));
+  t.push_back(count_option<O>("rows", "Query rows sampled for the error quantiles (all when fewer)", &O::rows, 2));
+  t.push_back(
+      count_option<O>("pairs", "About how many (query, key) pairs the kernel-entry quantiles use", &O::pairs, 1));
+  t.push_back(option<O>(
       "validate", "Check each prediction with this many draws at its M (0: no check; else >= 2)", OptionKind::Integer,
       [](O& o, W where, W text) {
         const auto v = parse_uint(where, text);
@@ -118,25 +107,22 @@ std::vector<AdviseOption> make_table() {
         o.validate = v;
       },
       [](const O& o) { return std::to_string(o.validate); }));
-  t.push_back(opt(
-      "draws",
-      "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
-      ">= 2",
-      OptionKind::Integer, [](O& o, W where, W text) { o.draws = parse_uint(where, text, 2, 1u << 20); },
-      [](const O& o) { return std::to_string(o.draws); }));
-  t.push_back(opt(
+  t.push_back(
+      count_option<O>("draws",
+                      "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
+                      ">= 2",
+                      &O::draws, 2, 1u << 20));
+  t.push_back(count_option<O>(
       "max-draws",
       "Most draws at the M around a simulated row's answer before it says \"not settled\" (the answer is settled when "
       "its interval is at most 1.5x wide; a row whose projected draws to settle exceed it stops sooner); >= 2",
-      OptionKind::Integer, [](O& o, W where, W text) { o.max_draws = parse_uint(where, text, 2, 1u << 20); },
-      [](const O& o) { return std::to_string(o.max_draws); }));
-  t.push_back(opt(
+      &O::max_draws, 2, 1u << 20));
+  t.push_back(flag_option<O>(
       "full-curve",
       "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
       "2 SE reaches the target; draws are then added around the answer until it is settled)",
-      OptionKind::Flag, [](O& o, W where, W text) { o.full_curve = parse_bool(where, text); },
-      [](const O&) { return std::string("false"); }));
-  t.push_back(opt(
+      &O::full_curve));
+  t.push_back(option<O>(
       "sums",
       "Number formats to hold the key sums S = sum_j phi(k_j) [v_j, 1]^T in: fp32, bf16, fp16 (comma-separated; "
       "the recommended estimator at its M, every addition rounded to the format; needs values)",
@@ -146,31 +132,25 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.sums.push_back(one_of(where, item, float_format_names()));
         require_distinct(where, o.sums);
       },
-      [](const O&) { return std::string(""); }, true));
-  t.push_back(uint_opt("chunk",
-                       "With --sums: keys per chunk, summed in fp32 before each chunk's total is added in the format, "
-                       "as chunked prefill (1: token by token, as decoding)",
-                       &O::chunk, 1));
-  t.push_back(opt(
+      [](const O&) { return std::string(""); }, {.list = true}));
+  t.push_back(
+      count_option<O>("chunk",
+                      "With --sums: keys per chunk, summed in fp32 before each chunk's total is added in the format, "
+                      "as chunked prefill (1: token by token, as decoding)",
+                      &O::chunk, 1));
+  t.push_back(flag_option<O>(
       "causal",
       "Causal attention: query i attends to keys 0..i (needs as many queries as keys), summed by prefix sums as causal "
       "random-feature attention does; rows are sampled stratified over positions and the error is reported by position",
-      OptionKind::Flag, [](O& o, W where, W text) { o.causal = parse_bool(where, text); },
-      [](const O&) { return std::string("false"); }));
-  t.push_back(opt(
+      &O::causal));
+  t.push_back(count_option<O>(
       "from-position",
       "With --causal: also decide M over the sampled rows at positions >= this one (early rows see few keys; 0: not "
       "asked)",
-      OptionKind::Integer, [](O& o, W where, W text) { o.from_position = parse_uint(where, text); },
-      [](const O& o) { return std::to_string(o.from_position); }));
-  t.push_back(opt(
-      "seed", "Seed of the row sample, the draws and the validation", OptionKind::Integer,
-      [](O& o, W where, W text) { o.seed = parse_uint(where, text, 0, INT64_MAX); },
-      [](const O& o) { return std::to_string(o.seed); }));
-  t.push_back(opt(
-      "no-timing", "Do not time exact and random-feature attention on this machine", OptionKind::Flag,
-      [](O& o, W where, W text) { o.timing = !parse_bool(where, text); },
-      [](const O&) { return std::string("false"); }));
+      &O::from_position));
+  t.push_back(seed_option<O>("Seed of the row sample, the draws and the validation", &O::seed));
+  t.push_back(
+      flag_option<O>("no-timing", "Do not time exact and random-feature attention on this machine", &O::timing, true));
   return t;
 }
 

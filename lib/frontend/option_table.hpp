@@ -15,6 +15,7 @@
 #include "core/enum_names.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/rng.hpp"
 
 namespace kestrel {
 
@@ -44,6 +45,55 @@ struct Option {
 
 template <typename Options>
 using OptionTable = std::vector<Option<Options>>;
+
+// Every table entry is written in one style: a call of option() with the option's own parser and default, or of one
+// of the helpers below for the common kinds (each a call of option()).
+template <typename Options>
+using OptionSet = std::function<void(Options&, const std::string& where, const std::string& text)>;
+template <typename Options>
+using OptionShow = std::function<std::string(const Options&)>;
+
+struct OptionTraits {
+  bool list = false;          // Option::list
+  bool sweep_axis = false;    // Option::sweep_axis
+  bool integer_text = false;  // Option::integer_text
+};
+
+template <typename Options>
+Option<Options> option(std::string name, std::string help, OptionKind kind, OptionSet<Options> set,
+                       OptionShow<Options> show, OptionTraits traits = {}) {
+  return {std::move(name), std::move(help),    kind, traits.list, traits.sweep_axis, std::move(set),
+          std::move(show), traits.integer_text};
+}
+
+// A whole number lo <= n <= hi stored in `field`.
+template <typename Options, typename T>
+Option<Options> count_option(std::string name, std::string help, T Options::*field, std::uint64_t lo = 0,
+                             std::uint64_t hi = UINT64_MAX, OptionTraits traits = {}) {
+  return option<Options>(
+      std::move(name), std::move(help), OptionKind::Integer,
+      [field, lo, hi](Options& o, const std::string& where, const std::string& text) {
+        o.*field = static_cast<T>(parse_uint(where, text, lo, hi));
+      },
+      [field](const Options& o) { return std::to_string(o.*field); }, traits);
+}
+
+// A flag stored in `field`, or its negation (--no-timing sets timing = false).
+template <typename Options>
+Option<Options> flag_option(std::string name, std::string help, bool Options::*field, bool negated = false) {
+  return option<Options>(
+      std::move(name), std::move(help), OptionKind::Flag,
+      [field, negated](Options& o, const std::string& where, const std::string& text) {
+        o.*field = parse_bool(where, text) != negated;
+      },
+      [field, negated](const Options& o) { return std::string(o.*field != negated ? "true" : "false"); });
+}
+
+// The one seed option (--seed) of every entry point: 0 <= seed <= kMaxSeed, default kDefaultSeed (core/rng.hpp).
+template <typename Options>
+Option<Options> seed_option(std::string help, std::uint64_t Options::*field) {
+  return count_option<Options>("seed", std::move(help), field, 0, kMaxSeed);
+}
 
 // An option of a part (e.g. the regime options) as an option of the whole that holds the part in `member`: the
 // regime's image-pipeline options are written once and offered by variance, sweep, reproduce and draw_regime.

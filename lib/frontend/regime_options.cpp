@@ -24,9 +24,8 @@ auto named(W where, F&& f) {
   }
 }
 
-Option<O> text(std::string name, std::string help, std::function<void(O&, W, W)> set,
-               std::function<std::string(const O&)> show) {
-  return {std::move(name), std::move(help), OptionKind::Text, false, false, std::move(set), std::move(show)};
+Option<O> text(std::string name, std::string help, OptionSet<O> set, OptionShow<O> show, OptionTraits traits = {}) {
+  return option<O>(std::move(name), std::move(help), OptionKind::Text, std::move(set), std::move(show), traits);
 }
 
 std::string none(const O&) { return {}; }
@@ -53,17 +52,13 @@ void add_image_options(OptionTable<O>& t) {
       "TF/torch default) or bilinear-aa (triangle filter widened by the scale, as TF antialias=True / PIL)",
       [](O& x, W where, W text) { x.resize = named(where, [&] { return parse_resize(text); }); },
       [](const O& x) { return to_string(x.resize); }));
-  {
-    auto o = text(
-        "pixel-scale", "Image pixels in [0, 1] (1) or [0, 255] (255) before raw / center preprocessing",
-        [](O& x, W where, W text) {
-          require(text == "1" || text == "255", "{}: expected 1 or 255, got '{}'", where, text);
-          x.pixel_scale = text == "1" ? 1.0 : 255.0;
-        },
-        [](const O& x) { return fmt::format("{}", x.pixel_scale); });
-    o.integer_text = true;
-    t.push_back(o);
-  }
+  t.push_back(text(
+      "pixel-scale", "Image pixels in [0, 1] (1) or [0, 255] (255) before raw / center preprocessing",
+      [](O& x, W where, W text) {
+        require(text == "1" || text == "255", "{}: expected 1 or 255, got '{}'", where, text);
+        x.pixel_scale = text == "1" ? 1.0 : 255.0;
+      },
+      [](const O& x) { return fmt::format("{}", x.pixel_scale); }, {.integer_text = true}));
 }
 
 void add_other_regime_options(OptionTable<O>& t) {
@@ -71,16 +66,15 @@ void add_other_regime_options(OptionTable<O>& t) {
       "spectrum", "aniso: geometric:<condition>, rank:<r> or list:<l1,...,ld>",
       [](O& x, W, W text) { x.spectrum = text; },  // checked against d where d is known
       [](const O& x) { return x.spectrum; }));
-  t.push_back({"clusters", "clustered: clusters per side", OptionKind::Integer, false, false,
-               [](O& x, W where, W text) { x.clusters = parse_uint(where, text, 1); },
-               [](const O& x) { return std::to_string(x.clusters); }});
-  t.push_back({"cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real, false, false,
-               [](O& x, W where, W text) {
-                 const double r = parse_real(where, text);
-                 require(r >= 0, "{}: expected a number >= 0, got '{}'", where, text);
-                 x.cluster_radius = r;
-               },
-               [](const O& x) { return fmt::format("{}", x.cluster_radius); }});
+  t.push_back(count_option<O>("clusters", "clustered: clusters per side", &O::clusters, 1));
+  t.push_back(option<O>(
+      "cluster-radius", "clustered: distance of the centres from 0", OptionKind::Real,
+      [](O& x, W where, W text) {
+        const double r = parse_real(where, text);
+        require(r >= 0, "{}: expected a number >= 0, got '{}'", where, text);
+        x.cluster_radius = r;
+      },
+      [](const O& x) { return fmt::format("{}", x.cluster_radius); }));
   t.push_back(text(
       "x-file", "file regime: points for X (and Y without --y-file), one per row: CSV/text, .npy or FILE.h5:/dataset",
       [](O& x, W where, W text) {
@@ -127,12 +121,9 @@ std::string regime_help() {
 const OptionTable<RegimeSpec>& draw_regime_option_table() {
   static const OptionTable<RegimeSpec> t = [] {
     OptionTable<RegimeSpec> t;
-    t.push_back({"seed", "Seed of the draws", OptionKind::Integer, false, false,
-                 [](RegimeSpec& s, W where, W text) { s.seed = parse_uint(where, text, 0, INT64_MAX); },
-                 [](const RegimeSpec& s) { return std::to_string(s.seed); }});
-    t.push_back({"pair-index", "Which set pair of the seed (stream (seed, Data, pair_index))", OptionKind::Integer,
-                 false, false, [](RegimeSpec& s, W where, W text) { s.pair_index = parse_uint(where, text); },
-                 [](const RegimeSpec& s) { return std::to_string(s.pair_index); }});
+    t.push_back(seed_option<RegimeSpec>("Seed of the draws", &RegimeSpec::seed));
+    t.push_back(count_option<RegimeSpec>("pair-index", "Which set pair of the seed (stream (seed, Data, pair_index))",
+                                         &RegimeSpec::pair_index));
     append_lifted(t, regime_option_table(), &RegimeSpec::options);
     return t;
   }();

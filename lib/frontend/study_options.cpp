@@ -21,8 +21,6 @@ namespace kestrel {
 
 namespace {
 
-constexpr std::uint64_t kMaxSeed = INT64_MAX;  // HDF5 stores the seed as a signed 64-bit attribute
-
 template <typename T>
 std::string join(const std::vector<T>& v) {
   std::string s;
@@ -64,122 +62,79 @@ std::vector<double> parse_positive_reals(const std::string& where, const std::st
 std::vector<StudyOption> make_table() {
   using O = VarianceStudyOptions;
   using W = const std::string&;
-  auto uint_opt = [](std::string name, std::string help, arma::uword O::*field, std::uint64_t lo, bool axis) {
-    StudyOption o{std::move(name), std::move(help), OptionKind::Integer, false, axis, nullptr, nullptr};
-    o.set = [field, lo](O& x, W where, W text) { x.*field = parse_uint(where, text, lo); };
-    o.show = [field](const O& x) { return std::to_string(x.*field); };
-    return o;
-  };
-  auto text_opt = [](std::string name, std::string help, std::function<void(O&, W, W)> set,
-                     std::function<std::string(const O&)> show) {
-    return StudyOption{std::move(name), std::move(help), OptionKind::Text, false,
-                       false,           std::move(set),  std::move(show)};
-  };
   std::vector<StudyOption> t;
-  t.push_back(text_opt(
-      "regime", regime_help(),
+  t.push_back(option<O>(
+      "regime", regime_help(), OptionKind::Text,
       [](O& x, W where, W text) {
         named(
             where, [&] { validate_regime(text); }, text, regime_names());
         x.regime = text;
       },
       [](const O& x) { return x.regime; }));
-  {
-    StudyOption o{"sigma", "Scale(s) sigma > 0, comma-separated", OptionKind::Real, true, false, nullptr, nullptr};
-    o.set = [](O& x, W where, W text) { x.sigmas = parse_positive_reals(where, text); };
-    o.show = [](const O& x) { return join(x.sigmas); };
-    t.push_back(o);
-  }
-  t.push_back(uint_opt("dim", "Dimension d (file regime: from the file)", &O::dim, 1, true));
-  t.push_back(uint_opt("points", "Points per set L (file regime: all the file allows)", &O::points, 1, true));
-  t.push_back(uint_opt("pairs", "Number of (X, Y) set pairs", &O::pairs, 1, false));
-  {
-    StudyOption o{"seed", "Seed of all random draws", OptionKind::Integer, false, false, nullptr, nullptr};
-    o.set = [](O& x, W where, W text) { x.seed = parse_uint(where, text, 0, kMaxSeed); };
-    o.show = [](const O& x) { return std::to_string(x.seed); };
-    t.push_back(o);
-  }
-  {
-    StudyOption o{
-        "estimators", "Estimators, comma-separated (see `kestrel estimators`)", OptionKind::Text, true, false, nullptr,
-        nullptr};
-    o.set = [](O& x, W where, W text) {
-      const auto items = split_list(where, text);
-      require_distinct(where, items);
-      for (const auto& e : items)
-        named(
-            where, [&] { find_estimator_family(e); }, e, family_names());
-      x.estimators = items;
-    };
-    o.show = [](const O& x) { return join(x.estimators); };
-    t.push_back(o);
-  }
-  t.push_back(text_opt(
-      "kernel", "softmax, gaussian or scaled:<alpha>",
+  t.push_back(option<O>(
+      "sigma", "Scale(s) sigma > 0, comma-separated", OptionKind::Real,
+      [](O& x, W where, W text) { x.sigmas = parse_positive_reals(where, text); },
+      [](const O& x) { return join(x.sigmas); }, {.list = true}));
+  t.push_back(
+      count_option<O>("dim", "Dimension d (file regime: from the file)", &O::dim, 1, UINT64_MAX, {.sweep_axis = true}));
+  t.push_back(count_option<O>("points", "Points per set L (file regime: all the file allows)", &O::points, 1,
+                              UINT64_MAX, {.sweep_axis = true}));
+  t.push_back(count_option<O>("pairs", "Number of (X, Y) set pairs", &O::pairs, 1));
+  t.push_back(seed_option<O>("Seed of all random draws", &O::seed));
+  t.push_back(option<O>(
+      "estimators", "Estimators, comma-separated (see `kestrel estimators`)", OptionKind::Text,
+      [](O& x, W where, W text) {
+        const auto items = split_list(where, text);
+        require_distinct(where, items);
+        for (const auto& e : items)
+          named(
+              where, [&] { find_estimator_family(e); }, e, family_names());
+        x.estimators = items;
+      },
+      [](const O& x) { return join(x.estimators); }, {.list = true}));
+  t.push_back(option<O>(
+      "kernel", "softmax, gaussian or scaled:<alpha>", OptionKind::Text,
       [](O& x, W where, W text) { x.kernel = named(where, [&] { return Kernel::parse(text); }); },
       [](const O& x) { return x.kernel.name(); }));
-  t.push_back(uint_opt("features", "M: report the variance of the M-feature estimate", &O::features, 1, true));
-  {
-    StudyOption o{"mc",
-                  "Also run Monte Carlo with this many repetitions (0 = off, else >= 4)",
-                  OptionKind::Integer,
-                  false,
-                  false,
-                  nullptr,
-                  nullptr};
-    o.set = [](O& x, W where, W text) {
-      x.mc_reps = parse_uint(where, text);
-      require(x.mc_reps == 0 || x.mc_reps >= 4, "{}: Monte Carlo needs 0 (off) or at least 4 repetitions, got '{}'",
-              where, text);
-    };
-    o.show = [](const O& x) { return std::to_string(x.mc_reps); };
-    t.push_back(o);
-  }
-  {
-    StudyOption o{"mc-points",
-                  "Monte Carlo on the first N <= L points of each set (default: min(64, L))",
-                  OptionKind::Integer,
-                  false,
-                  false,
-                  nullptr,
-                  nullptr};
-    o.set = [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); };
-    o.show = [](const O&) { return std::string(); };
-    t.push_back(o);
-  }
-  t.push_back(text_opt(
+  t.push_back(count_option<O>("features", "M: report the variance of the M-feature estimate", &O::features, 1,
+                              UINT64_MAX, {.sweep_axis = true}));
+  t.push_back(option<O>(
+      "mc", "Also run Monte Carlo with this many repetitions (0 = off, else >= 4)", OptionKind::Integer,
+      [](O& x, W where, W text) {
+        x.mc_reps = parse_uint(where, text);
+        require(x.mc_reps == 0 || x.mc_reps >= 4, "{}: Monte Carlo needs 0 (off) or at least 4 repetitions, got '{}'",
+                where, text);
+      },
+      [](const O& x) { return std::to_string(x.mc_reps); }));
+  t.push_back(option<O>(
+      "mc-points", "Monte Carlo on the first N <= L points of each set (default: min(64, L))", OptionKind::Integer,
+      [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); }, [](const O&) { return std::string(); }));
+  t.push_back(option<O>(
       "sampler", "Projections for Monte Carlo: iid, orthogonal, simplex, structured (SORF, slightly biased) or halton",
-      [](O& x, W where, W text) { x.sampler = named(where, [&] { return parse_sampler(text); }); },
+      OptionKind::Text, [](O& x, W where, W text) { x.sampler = named(where, [&] { return parse_sampler(text); }); },
       [](const O& x) { return to_string(x.sampler); }));
-  {
-    StudyOption o{"halve-real",
-                  "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)",
-                  OptionKind::Flag,
-                  false,
-                  false,
-                  nullptr,
-                  nullptr};
-    o.set = [](O& x, W where, W text) { x.halve_real = parse_bool(where, text); };
-    o.show = [](const O& x) { return std::string(x.halve_real ? "true" : "false"); };
-    t.push_back(o);
-  }
-  t.push_back(text_opt(
+  t.push_back(flag_option<O>(
+      "halve-real", "Give real-valued estimators 2M features (CRT 9.10.1: a complex feature holds two real numbers)",
+      &O::halve_real));
+  t.push_back(option<O>(
       "quantity",
       "What to study: pair (each kernel entry), kc (each entry of K-hat V) or attention (each row of "
       "K-hat V / K-hat 1: the delta method's MSE)",
+      OptionKind::Text,
       [](O& x, W where, W text) {
         x.quantity = named(where, [&] { return parse_quantity(text); }, text, {"pair", "kc", "attention"});
       },
       [](const O& x) { return to_string(x.quantity); }));
-  t.push_back(text_opt(
+  t.push_back(option<O>(
       "values", "kc, attention: the values V, one row per key: normal (N(0,1)), uniform (U[0,1)) or ones",
+      OptionKind::Text,
       [](O& x, W where, W text) {
         require(std::find(kValueKinds.begin(), kValueKinds.end(), text) != kValueKinds.end(),
                 "{}: expected normal, uniform or ones, got '{}'{}", where, text, did_you_mean(text, kValueKinds));
         x.values = text;
       },
       [](const O& x) { return x.values; }));
-  t.push_back(uint_opt("value-dim", "kc, attention: columns of V", &O::value_dim, 1, false));
+  t.push_back(count_option<O>("value-dim", "kc, attention: columns of V", &O::value_dim, 1));
   append_lifted(t, regime_option_table(), &VarianceStudyOptions::regime_options);
   return t;
 }
@@ -491,20 +446,14 @@ SweepShard slurm_shard(const std::function<const char*(const char*)>& env) {
 }
 
 OptionTable<SweepOptions> make_run_table() {
-  Option<SweepOptions> o{"shard",
-                         "Compute only grid points i with i mod N = K (K/N, 0 <= K < N) into OUT.parts/ for `kestrel "
-                         "sweep merge OUT`; in a Slurm job array the default is the array task's shard "
-                         "(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT), else the whole grid",
-                         OptionKind::Text,
-                         false,
-                         false,
-                         nullptr,
-                         nullptr};
-  o.set = [](SweepOptions& s, const std::string& where, const std::string& text) {
-    s.shard = parse_shard(where, text);
-  };
-  o.show = [](const SweepOptions&) { return std::string(); };  // depends on the environment
-  return {o};
+  return {option<SweepOptions>(
+      "shard",
+      "Compute only grid points i with i mod N = K (K/N, 0 <= K < N) into OUT.parts/ for `kestrel sweep merge OUT`; "
+      "in a Slurm job array the default is the array task's shard (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of "
+      "SLURM_ARRAY_TASK_COUNT), else the whole grid",
+      OptionKind::Text,
+      [](SweepOptions& s, const std::string& where, const std::string& text) { s.shard = parse_shard(where, text); },
+      [](const SweepOptions&) { return std::string(); })};  // the default depends on the environment
 }
 
 }  // namespace

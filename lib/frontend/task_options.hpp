@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "core/rng.hpp"
 #include "frontend/option_table.hpp"
 #include "sampling/omega.hpp"
 #include "tasks/classification.hpp"
@@ -20,9 +21,9 @@ struct ClassifyOptions {
 const OptionTable<ClassifyOptions>& classify_option_table();
 
 struct AttentionErrorOptions {
-  arma::uword features = 64;  // real feature columns
-  std::size_t reps = 10;      // independent draws
-  std::uint64_t seed = 1;     // draw r uses stream (seed, Features, r)
+  arma::uword features = 64;          // real feature columns
+  std::size_t reps = 10;              // independent draws
+  std::uint64_t seed = kDefaultSeed;  // draw r uses stream (seed, Features, r)
   Sampler sampler = Sampler::Iid;
   bool stabilise = true;  // subtract the per-row max on the query side, one max on the key side
 };

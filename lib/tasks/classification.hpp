@@ -11,6 +11,7 @@
 
 #include <armadillo>
 
+#include "core/rng.hpp"
 #include "data/uci.hpp"
 #include "estimators/estimator.hpp"
 #include "sampling/omega.hpp"
@@ -61,7 +62,7 @@ struct NwOptions {
   std::size_t seeds = 50;                         // feature draws per sigma (validation) and at the best sigma (test)
   arma::uword M = 128;                            // real feature columns; complex estimators draw M / 2 omegas
   Sampler sampler = Sampler::Orthogonal;          // Gaussian omegas (discrete families ignore it)
-  std::uint64_t seed = 1;
+  std::uint64_t seed = kDefaultSeed;
   static std::vector<double> default_sigmas();  // 10 log-uniform values in [1e-2, 1e2]
 };
 

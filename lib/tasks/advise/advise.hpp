@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/enum_names.hpp"
+#include "core/rng.hpp"
 #include "kernels/kernel.hpp"
 #include "sampling/omega.hpp"
 
@@ -82,7 +83,7 @@ struct AdviseOptions {
   std::size_t max_draws = 1024;  // most draws at the grid points around a simulated answer ("not settled" beyond)
   bool full_curve = false;       // simulate every curve to the budget (default: 2x past the first M whose p95 + 2 SE
                                  // reaches the target)
-  std::uint64_t seed = 0;
+  std::uint64_t seed = kDefaultSeed;
   bool timing = true;  // time exact and random-feature attention on this machine
   // --sums: number formats (fp32, bf16, fp16) the key sums are emulated in (sums.cpp); --chunk: tokens per chunk
   // summed in fp32 before the chunk's total is added in the format (1: token by token, as in decoding).
