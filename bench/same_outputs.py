@@ -2,13 +2,17 @@
 """Are two kestrel builds' outputs the same, bit for bit? (A refactor proves itself here: issue 45 item 5.)
 
 usage: /usr/bin/python3 bench/same_outputs.py BEFORE_KESTREL AFTER_KESTREL WORKDIR [--skip-reproduce] [--compare-only]
+       [--except-records]
 
 Runs the same commands with both executables into WORKDIR/before and WORKDIR/after: every reproduction with --quick
 (`reproduce all --quick`), advise's --json and --out on three inputs (isotropic, anisotropic token-like with heavy
 tails, kernel entries), a sweep and a variance study. Compares every HDF5 file object by object (datasets bitwise,
 attributes equal; the provenance, which records the command line, revision and time, is left out; so are measured wall
 times: the group timing/ and claims on a wall time, as attribute or dataset) and every JSON report (its provenance
-left out), and the printed tables. Prints one line per output and exits 1 if any differs."""
+left out), and the printed tables. Prints one line per output and exits 1 if any differs.
+
+--except-records also leaves out the records of the options (the attributes options and inputs, a report's options
+block, a sweep's resume options): for a change of how options are recorded, which must change nothing else."""
 import json
 import os
 import subprocess
@@ -20,6 +24,18 @@ import numpy as np
 
 # Root attributes that say how and when a run was made, not what it computed.
 RUN_ATTRS = {"provenance", "created_utc", "mpi_ranks", "command", "git_revision"}
+RECORDS = "--except-records" in sys.argv
+if RECORDS:
+    RUN_ATTRS |= {"options", "inputs"}
+
+
+def without_records(j):
+    """A report or resume record (JSON) without its options block, with --except-records."""
+    if RECORDS and isinstance(j, dict):
+        j.pop("options", None)
+        for v in j.values():
+            without_records(v)
+    return j
 
 
 def inputs(work):
@@ -91,6 +107,8 @@ def h5_contents(path, places):
             data = obj[()] if isinstance(obj, h5py.Dataset) else None
             if name == "claims":  # the claims as a dataset (JSON text): as the attribute
                 data = attr("claims", data)
+            elif RECORDS and name.rsplit("/", 1)[-1] in ("report.json", "resume"):
+                data = without_records(json.loads(plain(data)))
             elif isinstance(data, np.ndarray):
                 data = (data.dtype.str, data.shape, data.tobytes())
             else:
@@ -114,6 +132,7 @@ def same(a, b, places):
         ja, jb = (json.loads(p.read_text()) for p in (a, b))
         for j in (ja, jb):
             j.pop("provenance", None)
+            without_records(j)
         return None if ja == jb else "JSON differs"
     return None if a.read_bytes() == b.read_bytes() else "text differs"
 

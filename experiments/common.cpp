@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "frontend/study_options.hpp"
 
 namespace kestrel::experiments {
 
@@ -16,7 +17,8 @@ std::vector<VarianceResult> variance_panel(H5Writer& h5, const std::string& pane
   const auto results = run_variance_study(vo, [&](const std::string& m) { opt.say("  " + m); });
   const std::string g = "/" + panel;
   h5.group(g);
-  h5.attr(g, "options", to_json(vo).dump());
+  h5.attr(g, "options", record_study(vo).dump());
+  h5.attr(g, "inputs", study_inputs(vo).dump());
   h5.attr(g, "regime", vo.regime);
   write_h5(h5, g, results, vo);
   return results;

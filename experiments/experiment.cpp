@@ -14,6 +14,7 @@
 #include "estimators/registry.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
+#include "reproduce_options.hpp"
 
 namespace kestrel::experiments {
 
@@ -177,13 +178,9 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
   if (!fs::is_directory(dir)) throw IoError(fmt::format("cannot create output directory '{}'", dir));
   const std::string stem = (fs::path(dir) / e.name).string();
   std::vector<Claim> claims;
-  const nlohmann::json options = {{"experiment", e.name},
-                                  {"quick", opt.quick},
-                                  {"seed", opt.seed},
-                                  {"protocol", opt.protocol},
-                                  {"rows", opt.rows ? nlohmann::json(opt.rows) : nlohmann::json("all")},
-                                  {"regime_options", to_json(opt.regime_options)}};
-  const nlohmann::json prov = provenance(command_line, options);
+  nlohmann::json options = record_options(reproduce_option_table(), opt);
+  options["experiment"] = e.name;  // the command's argument NAME
+  const nlohmann::json prov = provenance(command_line, options, regime_inputs(opt.regime_options, true));
   const auto start = std::chrono::steady_clock::now();
   {
     H5Writer h5(stem + ".h5", opt.replace);

@@ -38,7 +38,7 @@ OptionTable<Options> make_table() {
   t.push_back(option<Options>(
       "protocol", protocols_help(), OptionKind::Text,
       [](Options& o, W, W text) { o.protocol = text; },  // checked against the reproduction
-      [](const Options&) { return std::string(); }));
+      [](const Options& o) { return o.protocol; }));
   t.push_back(option<Options>(
       "rows",
       "Query rows sampled with --seed for the exact per-row predictions over all queries, or all (" + takes_rows() +

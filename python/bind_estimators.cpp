@@ -10,6 +10,7 @@
 #include "analysis/coupled_variance.hpp"
 #include "analysis/operator_variance.hpp"
 #include "analysis/pairwise.hpp"
+#include "bind_options.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
@@ -150,7 +151,7 @@ void bind_variance(py::class_<Estimator>& c) {
          }
          return mat_out(std::move(r));
        },
-       py::arg("X"), py::arg("Y"), py::arg("features") = 1,
+       py::arg("X"), py::arg("Y"), py::arg("features") = study_default("features"),
        "log(Var/K^2) of the M-feature estimate for all pairs: Lx x Ly (alpha-independent; -inf where exact)")
       .def(
           "log_variance",
@@ -168,8 +169,8 @@ void bind_variance(py::class_<Estimator>& c) {
             }
             return mat_out(std::move(r));
           },
-          py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          py::arg("sampler") = "iid",
+          py::arg("X"), py::arg("Y"), py::arg("kernel") = study_default("kernel"),
+          py::arg("features") = study_default("features"), py::arg("sampler") = study_default("sampler"),
           "log Var of the M-feature estimate of K^(alpha)(x_i, y_j): Lx x Ly. sampler: iid, or orthogonal / simplex "
           "(blocks of d coupled projections, exact for families with an isotropic form: "
           "lib/analysis/coupled_variance.hpp; ValueError for the others)")
@@ -188,7 +189,8 @@ void bind_variance(py::class_<Estimator>& c) {
             }
             return summary_dict(s);
           },
-          py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("features") = 1,
+          py::arg("X"), py::arg("Y"), py::arg("kernel") = study_default("kernel"),
+          py::arg("features") = study_default("features"),
           "Mean and std of log Var and log(Var/K) over all pairs, streamed (exact pairs counted in n_exact and left "
           "out of the means; when every pair is exact the means are -inf)");
 }
@@ -204,7 +206,8 @@ void bind_features(py::class_<Estimator>& c) {
          Rng rng(seed, Stream::Features, index);
          return e.draw(features, rng, s);
        },
-       py::arg("features"), py::arg("seed") = kDefaultSeed, py::arg("sampler") = "iid", py::arg("index") = 0,
+       py::arg("features"), py::arg("seed") = study_default("seed"), py::arg("sampler") = study_default("sampler"),
+       py::arg("index") = 0,
        "Draws M random objects from stream (seed, Features, index) (seed 1 unless given, as elsewhere); sampler: "
        "iid, orthogonal, simplex, structured, halton")
       .def(
@@ -239,7 +242,7 @@ void bind_features(py::class_<Estimator>& c) {
             }
             return mat_out(std::move(r));
           },
-          py::arg("draw"), py::arg("X"), py::arg("side") = "query", py::arg("kernel") = "softmax",
+          py::arg("draw"), py::arg("X"), py::arg("side") = "query", py::arg("kernel") = study_default("kernel"),
           "Features for K^(alpha): rows of features() scaled by exp(alpha |x_i|^2)");
 }
 
@@ -260,7 +263,7 @@ void bind_estimates(py::class_<Estimator>& c) {
          }
          return mat_out(std::move(r));
        },
-       py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax",
+       py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("kernel") = study_default("kernel"),
        "Unbiased estimate of K^(alpha)(X, Y) from one draw: Lx x Ly")
       .def(
           "approximate_kernel_times",
@@ -278,7 +281,7 @@ void bind_estimates(py::class_<Estimator>& c) {
             }
             return mat_out(std::move(r));
           },
-          py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax",
+          py::arg("draw"), py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = study_default("kernel"),
           "Unbiased estimate of K^(alpha)(X, Y) C in O((Lx + Ly) M n): Lx x n");
 }
 
@@ -302,8 +305,9 @@ void bind_operators(py::class_<Estimator>& c) {
          row_fields(out, rows, r, seed, in.x->n_cols);
          return out;
        },
-       py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-       py::arg("rows") = py::none(), py::arg("seed") = kDefaultSeed,
+       py::arg("X"), py::arg("Y"), py::arg("C"), py::arg("kernel") = study_default("kernel"),
+       py::arg("features") = study_default("features"), py::arg("rows") = py::none(),
+       py::arg("seed") = study_default("seed"),
        "Exact variance of the M-feature estimate of K^(alpha)(X, Y) C (C: Ly x n) from the family's three-point "
        "form (lib/analysis/operator_variance.hpp): dict of log_var (rows x n, -inf where exact), log_abs_kc, "
        "sign_kc, rows (the query indices of the result's rows) and seed (None unless sampled). rows: None or 'all' "
@@ -333,8 +337,9 @@ void bind_operators(py::class_<Estimator>& c) {
             row_fields(out, rows, r, seed, in.x->n_cols);
             return out;
           },
-          py::arg("X"), py::arg("Y"), py::arg("V"), py::arg("kernel") = "softmax", py::arg("features") = 1,
-          py::arg("rows") = py::none(), py::arg("seed") = kDefaultSeed,
+          py::arg("X"), py::arg("Y"), py::arg("V"), py::arg("kernel") = study_default("kernel"),
+          py::arg("features") = study_default("features"), py::arg("rows") = py::none(),
+          py::arg("seed") = study_default("seed"),
           "Predicted error of the attention rows (K-hat V)_i / (K-hat 1)_i with M features, by the delta method from "
           "the exact moments (lib/analysis/attention_variance.hpp): dict of per-row arrays log_mse, log_norm_y, "
           "log_bias, log_rel_var (of the normaliser), p_nonpositive_bound, outside (rows beyond the method's range), "

@@ -8,6 +8,7 @@
 
 #include "analysis/montecarlo.hpp"
 #include "analysis/rounded_sums.hpp"
+#include "bind_options.hpp"
 #include "convert.hpp"
 #include "core/error.hpp"
 
@@ -27,7 +28,7 @@ void bind_kernels(py::module_& m) {
         }
         return mat_out(std::move(r));
       },
-      py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", "log K^(alpha)(x_i, y_j): Lx x Ly");
+      py::arg("X"), py::arg("Y"), py::arg("kernel") = study_default("kernel"), "log K^(alpha)(x_i, y_j): Lx x Ly");
 
   // ---- Monte Carlo ------------------------------------------------------------------------------
   m.def(
@@ -54,8 +55,9 @@ void bind_kernels(py::module_& m) {
         d["features"] = r.features;
         return d;
       },
-      py::arg("estimator"), py::arg("X"), py::arg("Y"), py::arg("kernel") = "softmax", py::arg("reps") = 1000,
-      py::arg("features") = 1, py::arg("seed") = kDefaultSeed, py::arg("sampler") = "iid", py::arg("C") = py::none(),
+      py::arg("estimator"), py::arg("X"), py::arg("Y"), py::arg("kernel") = study_default("kernel"),
+      py::arg("reps") = 1000, py::arg("features") = study_default("features"), py::arg("seed") = study_default("seed"),
+      py::arg("sampler") = study_default("sampler"), py::arg("C") = py::none(),
       "Monte Carlo: R draws of M features; per entry of K_hat (and K_hat C) the exact value, empirical mean and "
       "variance and their standard errors (dict of Lx x Ly arrays). Identical for any thread count.");
 
@@ -93,7 +95,7 @@ void bind_kernels(py::module_& m) {
         d["flushed"] = s.flushed();
         return d;
       },
-      py::arg("phi"), py::arg("V"), py::arg("format"), py::arg("chunk") = 1,
+      py::arg("phi"), py::arg("V"), py::arg("format"), py::arg("chunk") = advise_default("chunk"),
       "The key sums S = sum_j phi_j [v_j, 1]^T held in fp32, bf16 or fp16 (phi: L x M features >= 0, V: L x dv): "
       "state (M x (dv + 1), the normaliser column last), overflow (0, or the tokens after which a sum overflowed) and "
       "flushed (features > 0 stored as 0). chunk = 1: token by token; chunk = C: C tokens summed in fp32, each "

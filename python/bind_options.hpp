@@ -9,6 +9,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "convert.hpp"
 #include "core/error.hpp"
 #include "frontend/option_table.hpp"
 
@@ -52,6 +53,22 @@ GivenValues values_from_kwargs(const py::kwargs& kw, const OptionTable<Options>&
   }
   return v;
 }
+
+// The default of a table's option as a Python value, for a keyword of a function that is not generated from a table
+// but means the same thing (kernel="softmax" of kestrel.log_kernel is the study table's --kernel default): declared
+// once, in the options struct.
+template <typename Options>
+py::object default_of(const OptionTable<Options>& t, const std::string& name) {
+  const Option<Options>* o = find_option(t, name);
+  if (!o) throw std::logic_error("no option '" + name + "' in the table");
+  return from_json(recorded_value(o->integer_text ? OptionKind::Text : o->kind, o->show(Options{})));
+}
+
+// default_of the study options (frontend/study_options.hpp), for the low-level functions' kernel, features, sampler and
+// seed keywords (bind_study.cpp).
+py::object study_default(const std::string& name);
+// default_of advise's options (frontend/advise_options.hpp): the chunk of kestrel.rounded_sums is advise's --chunk.
+py::object advise_default(const std::string& name);
 
 // "\n  name (default D): help" for each option, for the docstrings.
 inline std::string options_doc(const std::vector<OptionInfo>& infos) {

@@ -61,8 +61,8 @@ py::object sweep_py(const Str<"out">& out, const py::kwargs& options) {
   o.force = force;
   validate(o);
   warn_layout(o.base);
-  const nlohmann::json prov =
-      provenance(call_text("sweep", kw, py::repr(py::str(out.value)).cast<std::string>()), to_json(o));
+  const nlohmann::json prov = provenance(call_text("sweep", kw, py::repr(py::str(out.value)).cast<std::string>()),
+                                         o.recorded, study_inputs(o.base));
   nlohmann::json rows = nlohmann::json::array();
   {
     py::gil_scoped_release nogil;
@@ -108,11 +108,12 @@ std::string pop_out(py::kwargs& kw) {
 // writer; the plot is kestrel.advice's).
 template <typename A>
 py::object finish_advise(const A& adv, const AdviseOptions& o, const py::kwargs& kw, std::unique_ptr<H5Writer>& h5) {
-  nlohmann::json out = to_json(adv);
-  out["provenance"] = provenance(call_text("advise", kw), to_json(o));
+  const nlohmann::json options = record_advise(o);
+  nlohmann::json out = to_json(adv, options);
+  out["provenance"] = provenance(call_text("advise", kw), options);
   if (h5) {
     write_provenance(*h5, out["provenance"]);
-    write_report(*h5, adv);
+    write_report(*h5, adv, options);
     h5->commit();
   }
   return from_json(out);
@@ -152,6 +153,9 @@ void bind_study_tables(py::module_& m) {
 }
 
 }  // namespace
+
+py::object kestrel::python::study_default(const std::string& name) { return default_of(study_options(), name); }
+py::object kestrel::python::advise_default(const std::string& name) { return default_of(advise_options(), name); }
 
 void kestrel::python::bind_study(py::module_& m) {
   bind_study_tables(m);

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/hdf5_reader.hpp"
+#include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/heads.hpp"
 #include "test_util.hpp"
@@ -64,7 +65,7 @@ TEST(AdviseHeads, OneHeadStackIsTheTwoDimensionalRun) {
   ASSERT_EQ(h.heads.size(), 1u);
   EXPECT_EQ(h.heads[0].seed, o.seed);
   const Advice plain = advise(q.m[0], k.m[0], unit_scaled_values(v.m[0].t()), o);
-  EXPECT_EQ(without_head(to_json(h.heads[0].advice)), to_json(plain).dump());
+  EXPECT_EQ(without_head(to_json(h.heads[0].advice, nullptr)), to_json(plain, nullptr).dump());
   ASSERT_FALSE(plain.rows.empty());
   EXPECT_EQ(h.heads[0].advice.rows[0].curve_p95, plain.rows[0].curve_p95);
   // One head: the summary is the head's own decision.
@@ -89,7 +90,7 @@ TEST(AdviseHeads, EachHeadIsTheSingleHeadRunWithItsDerivedSeed) {
   std::vector<std::string> runs;
   for (int threads : {1, 2}) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-    runs.push_back(to_json(advise_heads(stack, o)).dump());
+    runs.push_back(to_json(advise_heads(stack, o), record_advise(o)).dump());
   }
   EXPECT_EQ(runs[0], runs[1]);
   const HeadsAdvice h = advise_heads(stack, o);
@@ -101,7 +102,7 @@ TEST(AdviseHeads, EachHeadIsTheSingleHeadRunWithItsDerivedSeed) {
     EXPECT_EQ(h.heads[i].seed, oi.seed);
     EXPECT_EQ(h.heads[i].kv_head, 0u);
     const Advice alone = advise(q.m[i], k.m[0], unit_scaled_values(v.m[0].t()), oi);
-    EXPECT_EQ(without_head(to_json(h.heads[i].advice)), to_json(alone).dump()) << "head " << i;
+    EXPECT_EQ(without_head(to_json(h.heads[i].advice, nullptr)), to_json(alone, nullptr).dump()) << "head " << i;
     for (const auto& r : h.heads[i].advice.rows) EXPECT_EQ(r.head, std::optional<arma::uword>(i));
   }
   // Different queries, different curves: the heads are not one run repeated.
@@ -125,7 +126,7 @@ TEST(AdviseHeads, AHeadIsTheSameWhateverHeadsRunWithIt) {
   ASSERT_EQ(h2.heads.size(), 2u);
   EXPECT_EQ(h2.heads[1].layer, 1u);
   EXPECT_EQ(h2.heads[1].head, 0u);
-  EXPECT_EQ(to_json(h2.heads[1].advice).dump(), to_json(h4.heads[2].advice).dump());
+  EXPECT_EQ(to_json(h2.heads[1].advice, nullptr).dump(), to_json(h4.heads[2].advice, nullptr).dump());
   EXPECT_EQ(h4.heads[2].seed, head_seed(o.seed, 1, 0));
 
   // The summary is read off the heads' rows: every head's M, the largest for every head, the ceil(H/2)-th smallest for
@@ -183,7 +184,7 @@ TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
   // Without V the iid normalisers are exact: every head names an M (or is out of reach), so the summary is settled.
   const Heads q = heads(4, 8, 32, 0.4, 501, 2), k = heads(2, 8, 32, 0.4, 601, 2);
   const HeadsAdvice h = advise_heads(stack_heads(q.array, k.array, nullptr, kNames), o);
-  const nlohmann::json j = to_json(h);
+  const nlohmann::json j = to_json(h, record_advise(o));
   EXPECT_EQ(j.at("rows").size(), 4 * h.heads[0].advice.rows.size());
   EXPECT_EQ(j.at("inputs").at("query_heads"), 2);
   EXPECT_EQ(j.at("inputs").at("kv_heads"), 1);
@@ -199,7 +200,7 @@ TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
       (std::filesystem::temp_directory_path() / ("kestrel_heads_" + std::to_string(::getpid()) + ".h5")).string();
   {
     H5Writer w(path);
-    write_report(w, h);
+    write_report(w, h, record_advise(o));
     w.commit();
   }
   H5Reader r(path);

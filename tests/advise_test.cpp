@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/hdf5_reader.hpp"
 #include "estimators/registry.hpp"
+#include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/advise.hpp"
 #include "test_util.hpp"
@@ -300,7 +301,7 @@ TEST(Advise, SameReportForOneAndTwoThreads) {
   std::vector<std::string> out;
   for (int threads : {1, 2}) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-    out.push_back(to_json(advise(s.Q, s.K, s.V, o)).dump());
+    out.push_back(to_json(advise(s.Q, s.K, s.V, o), record_advise(o)).dump());
   }
   EXPECT_EQ(out[0], out[1]);
 }
@@ -316,7 +317,7 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
   o.validate = 8;
   o.draws = 16;
   const Advice a = advise(s.Q, s.K, s.V, o);
-  const nlohmann::json j = to_json(a);
+  const nlohmann::json j = to_json(a, record_advise(o));
   std::set<std::string> table_keys;  // "a/b" as written: key a with b inside
   for (const auto& c : advice_columns())
     if (c.where & AdviceColumn::Json) table_keys.insert(c.key);
@@ -349,7 +350,7 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
       (std::filesystem::temp_directory_path() / ("kestrel_columns_" + std::to_string(::getpid()) + ".h5")).string();
   {
     H5Writer h5(path);
-    write_report(h5, a);
+    write_report(h5, a, record_advise(o));
     h5.commit();
   }
   const H5Reader h5(path);

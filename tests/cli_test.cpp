@@ -134,7 +134,7 @@ TEST(Cli, ImageRegimesRunOnRealData) {
     ASSERT_EQ(r.code, 0) << regime << ": " << r.err;
     const auto j = nlohmann::json::parse(r.out);
     for (const auto& e : j["results"]) EXPECT_TRUE(std::isfinite(e["mean_log_var"].get<double>())) << regime;
-    EXPECT_EQ(j["provenance"]["options"]["regime_options"]["preprocess"], "center");
+    EXPECT_EQ(j["provenance"]["options"]["preprocess"], "center");
   }
   // The image pipeline options reach the provenance (a new pipeline is a new pool, scripts/mnist_pipelines.py).
   // The pixel scale is read by raw and center only (with standardize-global it is refused: BadInputs).
@@ -144,14 +144,13 @@ TEST(Cli, ImageRegimesRunOnRealData) {
   ASSERT_EQ(p.code, 0) << p.err;
   const auto jp = nlohmann::json::parse(p.out);
   for (const auto& e : jp["results"]) EXPECT_TRUE(std::isfinite(e["mean_log_var"].get<double>()));
-  EXPECT_EQ(jp["provenance"]["options"]["regime_options"]["resize"], "bilinear-aa");
-  EXPECT_EQ(jp["provenance"]["options"]["regime_options"]["pixel_scale"], 255.0);
+  EXPECT_EQ(jp["provenance"]["options"]["resize"], "bilinear-aa");
+  EXPECT_EQ(jp["provenance"]["options"]["pixel-scale"], "255");  // as the command line spells it
   const CliRun g =
       run("variance --regime mnist/cifar10 --sigma 1 --dim 64 --points 64 --pairs 1 --estimators oprf --json --quiet "
           "--preprocess standardize-global");
   ASSERT_EQ(g.code, 0) << g.err;
-  EXPECT_EQ(nlohmann::json::parse(g.out)["provenance"]["options"]["regime_options"]["preprocess"],
-            "standardize-global");
+  EXPECT_EQ(nlohmann::json::parse(g.out)["provenance"]["options"]["preprocess"], "standardize-global");
   const CliRun bad = run("variance --regime mnist --dim 63 --points 8 --pairs 1 --quiet");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("d = s^2"), std::string::npos) << bad.err;

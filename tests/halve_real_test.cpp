@@ -64,5 +64,5 @@ TEST(HalveReal, GerfKeepsMFeaturesWhereItsOptimumTurnsReal) {
   // At the real optimum GERF is OPRF with half the features: log 2 above it. The fitted A agrees with rho* to ~1e-6,
   // and log Var is stationary in A there, so 1e-6 is ample.
   EXPECT_NEAR(gerf_real - oprf_same_sigma, std::log(2.0), 1e-6);
-  EXPECT_EQ(to_json(o).at("halve_real_rule"), kHalveRealRule);  // the rule is written into every output's options
+  EXPECT_EQ(study_inputs(o).at("halve_real_rule"), kHalveRealRule);  // the rule is written into every output's inputs
 }

@@ -20,6 +20,7 @@
 #include "core/hdf5_reader.hpp"
 #include "core/parse.hpp"
 #include "data/points_file.hpp"
+#include "frontend/advise_options.hpp"
 #include "frontend/study_options.hpp"
 #include "io/hdf5.hpp"
 
@@ -113,6 +114,90 @@ TEST(StudyOptions, TableDefaultsAreTheStructDefaults) {
   EXPECT_EQ(s.dims, (std::vector<arma::uword>{4, 8}));
   EXPECT_EQ(s.sigmas, (std::vector<double>{0.5, 2}));
   EXPECT_EQ(s.points, (std::vector<arma::uword>{d.points}));
+}
+
+// The recorded options (issue 45 item 2) are {option: value as the command line spells it} from the table: every option
+// is recorded under its name, and the entries that differ from the defaults' record, given back as the command line
+// (only what differs is given: some options are refused where nothing reads them), rebuild the same options and so
+// the same record; a changed option changes the record under its own name. Checked on non-default values of every
+// kind: reals and integers in lists, a flag, text, an integer-text option and a default that depends on other options.
+namespace {
+GivenValues as_given(const nlohmann::json& record, const nlohmann::json& defaults) {
+  GivenValues v;
+  for (const auto& [name, value] : record.items()) {
+    if (value == defaults.at(name)) continue;
+    std::string text;
+    for (const auto& item : value.is_array() ? value : nlohmann::json::array({value}))
+      text += (text.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
+    v[name] = {text, "record: " + name};
+  }
+  return v;
+}
+}  // namespace
+
+TEST(StudyOptions, TheRecordIsTheCommandLineAndRebuildsTheOptions) {
+  const GivenValues given = {{"regime", {"aniso", "--regime"}},
+                             {"spectrum", {"rank:3", "--spectrum"}},
+                             {"sigma", {"0.25,1.5", "--sigma"}},
+                             {"dim", {"6", "--dim"}},
+                             {"points", {"40", "--points"}},
+                             {"estimators", {"pos,oprf", "--estimators"}},
+                             {"kernel", {"scaled:0.5", "--kernel"}},
+                             {"halve-real", {"true", "--halve-real"}},
+                             {"mc", {"8", "--mc"}},
+                             {"sampler", {"orthogonal", "--sampler"}},
+                             {"seed", {"12345678901234", "--seed"}}};
+  const VarianceStudyOptions o = variance_options(given);
+  const nlohmann::json rec = record_study(o);
+  EXPECT_EQ(rec.size(), study_options().size());  // every option, once
+  EXPECT_EQ(rec.at("sigma"), nlohmann::json::array({0.25, 1.5}));
+  EXPECT_EQ(rec.at("estimators"), nlohmann::json::array({"pos", "oprf"}));
+  EXPECT_EQ(rec.at("halve-real"), true);
+  EXPECT_EQ(rec.at("seed"), 12345678901234u);
+  EXPECT_EQ(rec.at("kernel"), "scaled:0.5");
+  EXPECT_TRUE(rec.at("mc-points").is_null());  // min(64, L): depends on --points
+  const nlohmann::json again = record_study(variance_options(as_given(rec, record_study(variance_options({})))));
+  EXPECT_EQ(again, rec);
+  GivenValues other = given;
+  other["seed"] = {"2", "--seed"};
+  const nlohmann::json changed = record_study(variance_options(other));
+  for (const auto& [name, value] : rec.items()) EXPECT_EQ(changed.at(name) == value, name != "seed") << name;
+  // A sweep records its grid axes as lists under the same names; the rest as `variance` does.
+  GivenValues grid = given;
+  grid["dim"] = {"4,8", "--dim"}, grid["features"] = {"1,16", "--features"};
+  const SweepOptions s = sweep_options(grid);
+  EXPECT_EQ(s.recorded.at("dim"), nlohmann::json::array({4, 8}));
+  EXPECT_EQ(s.recorded.at("features"), nlohmann::json::array({1, 16}));
+  EXPECT_EQ(s.recorded.at("sigma"), rec.at("sigma"));
+  EXPECT_EQ(s.recorded.at("kernel"), rec.at("kernel"));
+  // An image regime's pixel scale is an integer-text option: recorded as its text.
+  const nlohmann::json img = record_study(variance_options({{"regime", {"mnist", "--regime"}},
+                                                            {"dim", {"64", "--dim"}},
+                                                            {"points", {"8", "--points"}},
+                                                            {"preprocess", {"raw", "--preprocess"}},
+                                                            {"pixel-scale", {"255", "--pixel-scale"}}}));
+  EXPECT_EQ(img.at("pixel-scale"), "255");
+  EXPECT_EQ(record_study(variance_options(as_given(img, record_study(variance_options({}))))), img);
+}
+
+TEST(AdviseOptions, TheRecordIsTheCommandLineAndRebuildsTheOptions) {
+  const GivenValues given = {{"target", {"0.05", "--target"}},
+                             {"estimators", {"oprf,pos", "--estimators"}},
+                             {"samplers", {"iid,simplex", "--samplers"}},
+                             {"sums", {"bf16,fp16", "--sums"}},
+                             {"causal", {"true", "--causal"}},
+                             {"no-timing", {"true", "--no-timing"}},
+                             {"scaling", {"none", "--scaling"}},
+                             {"seed", {"9", "--seed"}}};
+  const nlohmann::json rec = record_advise(advise_options_from(given));
+  EXPECT_EQ(rec.size(), advise_options().size());
+  EXPECT_EQ(rec.at("target"), 0.05);
+  EXPECT_EQ(rec.at("estimators"), nlohmann::json::array({"oprf", "pos"}));
+  EXPECT_EQ(rec.at("sums"), nlohmann::json::array({"bf16", "fp16"}));
+  EXPECT_EQ(rec.at("no-timing"), true);
+  EXPECT_EQ(rec.at("scaling"), "none");
+  EXPECT_EQ(record_advise(advise_options_from(as_given(rec, record_advise(advise_options_from({}))))), rec);
+  EXPECT_EQ(record_advise(AdviseOptions{}).at("estimators"), nlohmann::json::array({"all"}));  // the default, shown
 }
 
 TEST(StudyOptions, TomlIsReadStrictly) {
@@ -387,7 +472,7 @@ TEST(Cli, SweepOverOwnDataInEveryFormatAndExtension) {
     EXPECT_EQ(j["results"].size(), 8u);
     EXPECT_EQ(j["results"][0]["d"], 3);   // d from the files
     EXPECT_EQ(j["results"][0]["L"], 24);  // L = min(24, 30)
-    EXPECT_EQ(j["provenance"]["options"]["regime_options"]["x_file_sha256"].get<std::string>().size(), 64u);
+    EXPECT_EQ(j["provenance"]["inputs"]["x_file_sha256"].get<std::string>().size(), 64u);
     results.push_back(j["results"]);
   }
   EXPECT_EQ(results[0], results[1]);

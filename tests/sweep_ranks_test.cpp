@@ -61,7 +61,9 @@ struct RankOutcome {
 };
 
 // Records the options like the command line, so that a merge can check the shards ran the same sweep.
-nlohmann::json sweep_provenance(const SweepOptions& o) { return provenance("sweep_ranks_test", to_json(o)); }
+nlohmann::json sweep_provenance(const SweepOptions& o) {
+  return provenance("sweep_ranks_test", o.recorded, study_inputs(o.base));
+}
 
 std::vector<RankOutcome> run_ranks(const SweepOptions& opt, int n) {
   Shared shared(n);
@@ -85,6 +87,7 @@ SweepOptions small_sweep(const fs::path& out) {
   o.base.regime = "normal", o.base.pairs = 2, o.base.seed = 7, o.base.estimators = {"oprf", "trig"};
   o.sigmas = {0.5, 1.0}, o.dims = {4, 8}, o.points = {32}, o.features = {1, 4};
   o.out = out.string();
+  o.recorded = record_sweep(o);  // as sweep_options() records them
   return o;
 }
 
@@ -239,6 +242,7 @@ TEST(SweepShards, BadShardsAndMergesAreRefused) {
   // A shard of another sweep into the same OUT is refused, naming the difference.
   SweepOptions other = o;
   other.base.seed = 8;
+  other.recorded = record_sweep(other);
   EXPECT_NE(error_of([&] { run_shard(other, 1, 2); }).find("--seed 8 here, 7 there"), std::string::npos);
   // A shard that still runs (holds its lock) stops the merge.
   {

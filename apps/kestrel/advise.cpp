@@ -105,17 +105,15 @@ Inputs load_inputs(const Args& a) {
   return in;
 }
 
-// The options with the inputs' paths and sha256, as the report's provenance records them.
-nlohmann::json options_with_files(const AdviseOptions& opt, const Args& a, const Files& in) {
+// The inputs' paths and sha256, as the report's provenance records them.
+nlohmann::json input_files(const Args& a, const Files& in) {
   nlohmann::json files = {{"queries", {{"spec", in.q->spec}, {"sha256", in.q->sha256}}},
                           {"keys", {{"spec", in.k->spec}, {"sha256", in.k->sha256}}}};
   if (!a.values.empty()) {
     const auto vf = load_points(a.values, true);
     files["values"] = {{"spec", vf->spec}, {"sha256", vf->sha256}};
   }
-  nlohmann::json options = to_json(opt);
-  options["files"] = files;
-  return options;
+  return {{"files", files}};
 }
 
 // Writes the report (--out: HDF5 and the plot; --json or the table on stdout) of a single-head or a stacked advice.
@@ -124,14 +122,14 @@ void report(const Args& a, const Global& g, std::unique_ptr<H5Writer>& h5, const
             const nlohmann::json& prov) {
   if (h5) {
     write_provenance(*h5, prov);
-    write_report(*h5, adv);
+    write_report(*h5, adv, prov.at("options"));
     h5->commit();
     progress(g, "wrote " + a.io->out);
     write_plot(a.io->out, png, a.io->force);
     progress(g, "wrote " + png);
   }
   if (a.io->json)
-    std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv)}}.dump(2) << '\n';
+    std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv, prov.at("options"))}}.dump(2) << '\n';
   else
     write_table(std::cout, adv);
 }
@@ -150,7 +148,7 @@ void run_advise(Args& a, CLI::Option* values, const Global& g) {
     std::unique_ptr<H5Writer> h5;
     if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);
     const HeadsAdvice adv = advise_heads(stack, opt, [&](const std::string& m) { progress(g, m); });
-    report(a, g, h5, png, adv, provenance(g.command_line, options_with_files(opt, a, files)));
+    report(a, g, h5, png, adv, provenance(g.command_line, record_advise(opt), input_files(a, files)));
     return;
   }
   const Inputs in = load_inputs(a);
@@ -159,7 +157,7 @@ void run_advise(Args& a, CLI::Option* values, const Global& g) {
   if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);  // fails early on a bad path
   const Advice adv =
       advise(in.q->points, in.k->points, unit_scaled_values(in.V), opt, [&](const std::string& m) { progress(g, m); });
-  report(a, g, h5, png, adv, provenance(g.command_line, options_with_files(opt, a, files)));
+  report(a, g, h5, png, adv, provenance(g.command_line, record_advise(opt), input_files(a, files)));
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
     SweepGroup& group = process_group();
     // The shard is how this run takes part, not what it computes: the merged file records the sweep's command.
     const std::string command = std::regex_replace(g.command_line, std::regex(" --shard[= ][^ ]*"), "");
-    nlohmann::json prov = provenance(command, to_json(a->opt));
+    nlohmann::json prov = provenance(command, a->opt.recorded, study_inputs(a->opt.base));
     prov["mpi_ranks"] = group.size();
     std::string who = sharded ? fmt::format("shard {}: ", to_string(a->opt.shard)) : "";
     if (group.size() > 1) who += fmt::format("rank {}/{}: ", group.rank(), group.size());

@@ -183,7 +183,7 @@ Action add_variance(CLI::App& app, const Global& g) {
       h5 = std::make_unique<H5Writer>(io->out, io->force);  // fails early on a bad path
     }
     const auto results = run_variance_study(a->opt, [&](const std::string& m) { progress(g, m); });
-    const nlohmann::json prov = provenance(g.command_line, to_json(a->opt));
+    const nlohmann::json prov = provenance(g.command_line, record_study(a->opt), study_inputs(a->opt));
     warn(g, results, a->opt);
     std::cerr << degenerate_features(results, a->opt);
     if (h5) {

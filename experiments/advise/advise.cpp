@@ -54,6 +54,7 @@
 #include "core/rng.hpp"
 #include "estimators/registry.hpp"
 #include "experiment.hpp"
+#include "frontend/advise_options.hpp"
 
 namespace kestrel::experiments {
 
@@ -396,7 +397,7 @@ void write_case(const AdviseCase& c, const Advice& a, H5Writer& h5) {
   h5.attr(g, "recommendation", a.recommendation);
   h5.attr(g, "causal", static_cast<std::int64_t>(c.causal));
   h5.write_text(
-      g + "/report.json", to_json(a).dump(2),
+      g + "/report.json", to_json(a, record_advise(a.options)).dump(2),
       {"the whole advise report (JSON): per estimator and sampler the decision, the predicted curve", "text"});
 }
 
@@ -672,7 +673,7 @@ void run_advise_on(const std::vector<AdviseCase>& inputs, const Options& opt, H5
     h5.group("/" + st.name);
     h5.attr("/" + st.name, "kind", st.kind);
     h5.write_text(
-        "/" + st.name + "/report.json", to_json(ha).dump(2),
+        "/" + st.name + "/report.json", to_json(ha, record_advise(ha.options)).dump(2),
         {"advise's report over the heads (JSON): every head's rows, per estimator and sampler the M for every "
          "head and for the median head; each head's checks are under its own input NAME-h<head>",
          "text"});

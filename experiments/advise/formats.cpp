@@ -23,6 +23,7 @@
 #include "analysis/rounded_sums.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/attention.hpp"
 
@@ -251,7 +252,7 @@ void run_format_claims(const Options& opt, H5Writer& h5, std::vector<Claim>& cla
     const Advice a = advise(c->Q, c->K, c->V, o);
     const FormatCheck ch = check_formats(*c, a);
     const std::string g = fmt::format("/formats/chunk{}", chunk);
-    h5.write_text(g + "/report.json", to_json(a).dump(2),
+    h5.write_text(g + "/report.json", to_json(a, record_advise(o)).dump(2),
                   {fmt::format("advise --sums fp32,bf16,fp16 --chunk {} on {} (JSON): per format and length the error "
                                "with rounding and of rounding alone, overflow and where rounding dominates",
                                chunk, c->name),

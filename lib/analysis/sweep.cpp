@@ -2,6 +2,7 @@
 #include "analysis/sweep.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -57,17 +58,20 @@ void validate(const SweepOptions& opt) {
   }
 }
 
-nlohmann::json to_json(const SweepOptions& opt) {
-  nlohmann::json j = to_json(opt.base);
-  j.erase("sigmas"), j.erase("dim"), j.erase("points"), j.erase("features");
-  j["sweep_sigmas"] = opt.sigmas;
-  j["sweep_dims"] = opt.dims;
-  j["sweep_points"] = opt.points;
-  j["sweep_features"] = opt.features;
+namespace {
+
+// The grid's axes by the names of their options (lists in SweepOptions::recorded).
+constexpr std::array<const char*, 4> kAxes = {"sigma", "dim", "points", "features"};
+
+// What a sweep's parts and its resume record keep of its options: the recorded options and, under "inputs", what
+// identifies its points beyond them (study_inputs: the files' contents, the --halve-real rule).
+nlohmann::json sweep_record(const SweepOptions& opt) {
+  require(opt.recorded.is_object() && opt.recorded.contains("sigma"),
+          "internal: the sweep's options are not recorded (build SweepOptions with sweep_options())");
+  nlohmann::json j = opt.recorded;
+  j["inputs"] = study_inputs(opt.base);
   return j;
 }
-
-namespace {
 
 // The temporary name is unique to the process: shards of different N may publish the same grid point at once.
 void write_atomic(const fs::path& p, const std::string& text) {
@@ -116,59 +120,41 @@ std::vector<GridPoint> grid(const SweepOptions& opt) {
 // The options that must agree for a finished sweep's rows to be reused: all but the grid axes.
 nlohmann::json resume_key(const nlohmann::json& options) {
   nlohmann::json k = options;
-  for (const char* axis : {"sweep_sigmas", "sweep_dims", "sweep_points", "sweep_features"}) k.erase(axis);
+  for (const char* axis : kAxes) k.erase(axis);
   return k;
 }
 
-// The command-line name of a key of to_json(SweepOptions) ("sweep_sigmas" -> "--sigma", "regime_options.x_file" ->
-// "--x-file"); "" for keys that only repeat another one (kernel_alpha, image_conversion).
-std::string option_name(const std::string& key) {
-  static const std::map<std::string, std::string> names = {
-      {"sweep_sigmas", "sigma"},      {"sigmas", "sigma"}, {"sweep_dims", "dim"}, {"sweep_points", "points"},
-      {"sweep_features", "features"}, {"mc_reps", "mc"},   {"kernel_alpha", ""},  {"image_conversion", ""}};
-  if (const auto it = names.find(key); it != names.end()) return it->second.empty() ? "" : "--" + it->second;
-  if (key == "halve_real_rule") return "the --halve-real rule (another kestrel version)";
-  if (key.size() > 7 && key.compare(key.size() - 7, 7, "_sha256") == 0) {
-    std::string f = key.substr(0, key.size() - 7);
-    std::replace(f.begin(), f.end(), '_', '-');
-    return "the contents of --" + f + " (sha256)";
-  }
-  std::string n = key;
-  std::replace(n.begin(), n.end(), '_', '-');
-  return "--" + n;
-}
-
 // Each option that differs between this run's options and those recorded with finished points, as
-// "--seed 2 here, 1 there; --kernel 'gaussian' here, 'softmax' there" (nested objects flattened, lists comma-joined).
+// "--seed 2 here, 1 there; --kernel 'gaussian' here, 'softmax' there" (keys of the record are option names; those
+// under "inputs" are named as they are: "x_file_sha256 'ab12...' here, 'cd34...' there").
 std::string option_differences(const nlohmann::json& here, const nlohmann::json& there) {
+  if (!there.is_object() || !there.contains("inputs")) return "the options recorded by another kestrel version";
   std::vector<std::string> out;
-  std::function<void(const nlohmann::json&, const nlohmann::json&)> walk = [&](const nlohmann::json& a,
-                                                                               const nlohmann::json& b) {
-    std::set<std::string> keys;
-    for (const auto& [k, v] : a.items()) keys.insert(k);
-    for (const auto& [k, v] : b.items()) keys.insert(k);
-    for (const auto& k : keys) {
-      const nlohmann::json x = a.value(k, nlohmann::json()), y = b.value(k, nlohmann::json());
-      if (x == y) continue;
-      if (x.is_object() && y.is_object()) {
-        walk(x, y);
-        continue;
-      }
-      const std::string name = option_name(k);
-      if (name.empty()) continue;
-      const auto show = [](const nlohmann::json& j) {
-        if (j.is_null()) return std::string("(none)");
-        if (j.is_string()) return "'" + j.get<std::string>() + "'";
-        if (!j.is_array()) return j.dump();
-        std::string list;
-        for (const auto& item : j)
-          list += (list.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
-        return "'" + list + "'";
+  std::function<void(const nlohmann::json&, const nlohmann::json&, const std::string&)> walk =
+      [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix) {
+        std::set<std::string> keys;
+        for (const auto& [k, v] : a.items()) keys.insert(k);
+        for (const auto& [k, v] : b.items()) keys.insert(k);
+        for (const auto& k : keys) {
+          const nlohmann::json x = a.value(k, nlohmann::json()), y = b.value(k, nlohmann::json());
+          if (x == y) continue;
+          if (x.is_object() && y.is_object()) {
+            walk(x, y, k + ".");
+            continue;
+          }
+          const auto show = [](const nlohmann::json& j) {
+            if (j.is_null()) return std::string("(none)");
+            if (j.is_string()) return "'" + j.get<std::string>() + "'";
+            if (!j.is_array()) return j.dump();
+            std::string list;
+            for (const auto& item : j)
+              list += (list.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
+            return "'" + list + "'";
+          };
+          out.push_back(fmt::format("{}{} {} here, {} there", prefix.empty() ? "--" : prefix, k, show(x), show(y)));
+        }
       };
-      out.push_back(fmt::format("{} {} here, {} there", name, show(x), show(y)));
-    }
-  };
-  walk(here, there);
+  walk(here, there, "");
   if (out.empty()) return "the options recorded by another kestrel version";
   return fmt::format("{}", fmt::join(out, "; "));
 }
@@ -192,7 +178,7 @@ nlohmann::json finished_record(const std::string& out) {
 void check_extension(const SweepOptions& opt) {
   const nlohmann::json rec = finished_record(opt.out);
   if (rec.is_null()) return;
-  const nlohmann::json here = resume_key(to_json(opt)), there = rec.value("options", nlohmann::json());
+  const nlohmann::json here = resume_key(sweep_record(opt)), there = rec.value("options", nlohmann::json());
   if (here == there) return;
   throw InvalidArgument(fmt::format(
       "output '{}' exists and holds a finished sweep with other options, so this run cannot extend it: {}; rerun "
@@ -297,7 +283,7 @@ nlohmann::json sweep_json(const ResultRow& row) {
 
 bool sweep_extends(const SweepOptions& opt) {
   const nlohmann::json rec = finished_record(opt.out);
-  return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(to_json(opt));
+  return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(sweep_record(opt));
 }
 
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
@@ -434,7 +420,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
           group.size());
   const bool sharded = opt.shard.count > 0;
   const fs::path parts = opt.out + ".parts";
-  const nlohmann::json options = to_json(opt);
+  const nlohmann::json options = sweep_record(opt);
   const std::vector<GridPoint> points = grid(opt);
   std::vector<std::string> files;
   for (const auto& p : points) files.push_back(p.file());
@@ -528,7 +514,8 @@ SweepReport merge_sweep(const std::string& out, bool force) {
   std::set<std::size_t> counts;
   for (const auto& f : record_files) {
     records.push_back(nlohmann::json::parse(read_text(f)));
-    const nlohmann::json& there = records.back().at("options");
+    nlohmann::json there = records.back().at("options");  // the shard's provenance holds sweep_record's two parts
+    there["inputs"] = records.back().value("inputs", nlohmann::json::object());
     require(there == options, "'{}' is a shard of another sweep than '{}': {}; remove the parts of the other sweep",
             f.string(), opt_file.string(), option_differences(options, there));
     SweepShard s;
@@ -552,10 +539,10 @@ SweepReport merge_sweep(const std::string& out, bool force) {
   check_output(out, replace);
 
   SweepOptions axes;
-  axes.sigmas = options.at("sweep_sigmas").get<std::vector<double>>();
-  axes.dims = options.at("sweep_dims").get<std::vector<arma::uword>>();
-  axes.points = options.at("sweep_points").get<std::vector<arma::uword>>();
-  axes.features = options.at("sweep_features").get<std::vector<arma::uword>>();
+  axes.sigmas = options.at("sigma").get<std::vector<double>>();
+  axes.dims = options.at("dim").get<std::vector<arma::uword>>();
+  axes.points = options.at("points").get<std::vector<arma::uword>>();
+  axes.features = options.at("features").get<std::vector<arma::uword>>();
   const std::vector<GridPoint> points = grid(axes);
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < points.size(); ++i) {

@@ -33,9 +33,12 @@ struct SweepOptions {
   std::vector<arma::uword> dims = {64};
   std::vector<arma::uword> points = {1024};
   std::vector<arma::uword> features = {1};
-  std::string out;             // HDF5 path; parts go to out + ".parts/"
-  bool force = false;          // replace an existing out
-  SweepShard shard;            // how this run takes part (not recorded in the options: any N gives the same file)
+  std::string out;     // HDF5 path; parts go to out + ".parts/"
+  bool force = false;  // replace an existing out
+  SweepShard shard;    // how this run takes part (not recorded in the options: any N gives the same file)
+  // The options as recorded ({option: value}, the grid axes sigma, dim, points and features as lists), written by the
+  // front-end from its option table (frontend/study_options.hpp record_sweep): provenance, parts and resume record.
+  nlohmann::json recorded;
   std::size_t stop_after = 0;  // testing hook: stop (throw) after computing this many points; 0 = off
   int stop_rank = -1;          // testing hook: only this rank stops (-1 = every rank)
   bool stop_killed = false;    // testing hook: stop by SIGKILL (a crash, e.g. the OOM killer), not by an error
@@ -55,7 +58,6 @@ class SweepGroup {
 };
 
 void validate(const SweepOptions& opt);
-nlohmann::json to_json(const SweepOptions& opt);
 
 struct SweepReport {
   std::vector<ResultRow> rows;            // in grid order (features: M used, 2M for halve-real); rank 0 only

@@ -51,26 +51,10 @@ arma::uword mc_points_used(const VarianceStudyOptions& opt) {
   return opt.mc_points ? opt.mc_points : std::min<arma::uword>(64, opt.points);
 }
 
-nlohmann::json to_json(const VarianceStudyOptions& opt) {
-  return {{"regime", opt.regime},
-          {"sigmas", opt.sigmas},
-          {"dim", opt.dim},
-          {"points", opt.points},
-          {"pairs", opt.pairs},
-          {"seed", opt.seed},
-          {"estimators", opt.estimators},
-          {"kernel", opt.kernel.name()},
-          {"kernel_alpha", opt.kernel.alpha},
-          {"features", opt.features},
-          {"mc_reps", opt.mc_reps},
-          {"mc_points", opt.mc_points},
-          {"sampler", to_string(opt.sampler)},
-          {"regime_options", to_json(opt.regime_options)},
-          {"halve_real", opt.halve_real},
-          {"quantity", to_string(opt.quantity)},
-          {"values", opt.values},
-          {"value_dim", opt.value_dim},
-          {"halve_real_rule", kHalveRealRule}};
+nlohmann::json study_inputs(const VarianceStudyOptions& opt) {
+  nlohmann::json j = regime_inputs(opt.regime_options, find_regime(opt.regime).images);
+  j["halve_real_rule"] = kHalveRealRule;
+  return j;
 }
 
 namespace {

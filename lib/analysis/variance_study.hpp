@@ -63,7 +63,10 @@ arma::mat study_values(const VarianceStudyOptions& opt, arma::uword Ly, std::uin
 
 void validate(const VarianceStudyOptions& opt);
 arma::uword mc_points_used(const VarianceStudyOptions& opt);  // mc_points, or min(64, L) when 0
-nlohmann::json to_json(const VarianceStudyOptions& opt);
+// What identifies a study's inputs beyond its options (provenance's "inputs", part of a sweep's resume key): the
+// regime's inputs (regime_inputs) and this version's --halve-real rule. The options themselves are recorded from their
+// table (frontend/study_options.hpp record_study).
+nlohmann::json study_inputs(const VarianceStudyOptions& opt);
 
 // Families without an exact variance (Family::exact_variance false: estimators written in Python without
 // log_var_over_k2) get an empirical one: per pair, the sample variance of the M-feature estimate over kEmpiricalReps

@@ -34,21 +34,9 @@ std::string pipeline_name(const RegimeOptions& o) {
   return scale_matters(o.preprocess) ? fmt::format("{}/{}", base, o.pixel_scale) : base;
 }
 
-nlohmann::json to_json(const RegimeOptions& o) {
-  nlohmann::json j = {
-      {"data_dir", o.data_dir.empty() ? default_data_dir() : o.data_dir},
-      {"preprocess", to_string(o.preprocess)},
-      {"resize", to_string(o.resize)},
-      {"pixel_scale", o.pixel_scale},
-      {"image_conversion",
-       fmt::format("grayscale BT.601 luma, pixels/255, {} downscale to sqrt(d) x sqrt(d)", to_string(o.resize))},
-      {"spectrum", o.spectrum},
-      {"clusters", o.clusters},
-      {"cluster_radius", o.cluster_radius},
-      {"x_file", o.x_file},
-      {"y_file", o.y_file}};
-  // The content of the files, not only their names, identifies the data (a sweep's parts must not mix two
-  // versions of a file).
+nlohmann::json regime_inputs(const RegimeOptions& o, bool images) {
+  nlohmann::json j = nlohmann::json::object();
+  if (images) j["data_dir"] = o.data_dir.empty() ? default_data_dir() : o.data_dir;
   if (!o.x_file.empty()) j["x_file_sha256"] = load_points(o.x_file)->sha256;
   if (!o.y_file.empty()) j["y_file_sha256"] = load_points(o.y_file)->sha256;
   return j;

@@ -65,7 +65,10 @@ struct RegimeOptions {
   std::string x_file, y_file;              // file regime
 };
 
-nlohmann::json to_json(const RegimeOptions& o);
+// What identifies the points beyond the options (provenance's "inputs"): the data directory read (with `images`: the
+// regime draws images), and the sha256 of the contents of --x-file and --y-file, so that a sweep's parts never mix two
+// versions of a file.
+nlohmann::json regime_inputs(const RegimeOptions& o, bool images);
 
 struct SetPair {
   arma::mat X, Y;

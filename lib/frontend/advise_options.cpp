@@ -25,6 +25,12 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& x : items) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
   t.push_back(option<O>(
@@ -75,7 +81,7 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.estimators.push_back(one_of(where, item, estimator_names()));
         require_distinct(where, o.estimators);
       },
-      [](const O&) { return std::string("all"); }, {.list = true}));
+      [](const O& o) { return o.estimators.empty() ? std::string("all") : joined(o.estimators); }, {.list = true}));
   t.push_back(option<O>(
       "samplers",
       "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
@@ -132,7 +138,7 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.sums.push_back(one_of(where, item, float_format_names()));
         require_distinct(where, o.sums);
       },
-      [](const O&) { return std::string(""); }, {.list = true}));
+      [](const O& o) { return joined(o.sums); }, {.list = true}));
   t.push_back(
       count_option<O>("chunk",
                       "With --sums: keys per chunk, summed in fp32 before each chunk's total is added in the format, "
@@ -189,5 +195,7 @@ AdviseOptions advise_options_from(const StudyValues& values) {
         values.count("target") ? values.at("target").where : "target", fmt::format("{}", o.target)));
   return o;
 }
+
+nlohmann::json record_advise(const AdviseOptions& o) { return record_options(advise_options(), o); }
 
 }  // namespace kestrel

@@ -18,5 +18,7 @@ const std::vector<AdviseOption>& advise_options();
 // Builds the options from given values (option name -> text and source); an unknown name is an error naming the
 // nearest valid one, and combinations are checked (a Gaussian kernel only with quantity kernel).
 AdviseOptions advise_options_from(const StudyValues& values);
+// The options as provenance and the report's "options" block record them ({option: value}, record_options).
+nlohmann::json record_advise(const AdviseOptions& o);
 
 }  // namespace kestrel

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/enum_names.hpp"
 #include "core/error.hpp"
@@ -169,5 +170,35 @@ std::vector<OptionInfo> describe(const OptionTable<Options>& t, const std::funct
 }
 
 inline std::string to_string(OptionKind k) { return name_of(k); }
+
+// One value as the record holds it: a number for an integer or a real, true/false for a flag, else the text as given
+// (also for a text option that takes integers); null for an empty number (a default that depends on other options).
+inline nlohmann::json recorded_value(OptionKind kind, const std::string& text) {
+  if (kind == OptionKind::Flag) return text == "true";
+  if (kind == OptionKind::Text) return text;
+  if (text.empty()) return nullptr;
+  if (kind == OptionKind::Integer) return std::stoull(text);
+  return std::stod(text);  // show() writes the shortest text that reads back to the same double
+}
+
+// The options as provenance and a sweep's resume check record them (issue 45 item 2): {option name: its value as the
+// command line spells it}, from each option's own show(), so a new option is recorded without another line. A list is
+// an array of its items.
+template <typename Options>
+nlohmann::json record_options(const OptionTable<Options>& t, const Options& o) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& opt : t) {
+    const std::string text = opt.show(o);
+    if (!opt.list) {
+      j[opt.name] = recorded_value(opt.integer_text ? OptionKind::Text : opt.kind, text);
+      continue;
+    }
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& item : text.empty() ? std::vector<std::string>{} : split_list(opt.name, text))
+      items.push_back(recorded_value(opt.kind, item));
+    j[opt.name] = items;
+  }
+  return j;
+}
 
 }  // namespace kestrel

@@ -28,8 +28,6 @@ Option<O> text(std::string name, std::string help, OptionSet<O> set, OptionShow<
   return option<O>(std::move(name), std::move(help), OptionKind::Text, std::move(set), std::move(show), traits);
 }
 
-std::string none(const O&) { return {}; }
-
 void add_image_options(OptionTable<O>& t) {
   t.push_back(text(
       "data-dir", "Data directory (default: $KESTREL_DATA_DIR or the repository's datasets/)",
@@ -38,7 +36,7 @@ void add_image_options(OptionTable<O>& t) {
         require(std::filesystem::is_directory(text, ec), "{}: '{}' is not a directory", where, text);
         x.data_dir = text;
       },
-      none));
+      [](const O& x) { return x.data_dir; }));
   t.push_back(text(
       "preprocess",
       "Image pixels: raw ([0,1] times --pixel-scale), center (minus the mean image), standardize (per pixel), "
@@ -81,14 +79,14 @@ void add_other_regime_options(OptionTable<O>& t) {
         require(!text.empty(), "{}: expected a file name", where);
         x.x_file = text;
       },
-      none));
+      [](const O& x) { return x.x_file; }));
   t.push_back(text(
       "y-file", "file regime: points for Y (same formats as --x-file)",
       [](O& x, W where, W text) {
         require(!text.empty(), "{}: expected a file name", where);
         x.y_file = text;
       },
-      none));
+      [](const O& x) { return x.y_file; }));
 }
 
 }  // namespace

@@ -108,7 +108,8 @@ std::vector<StudyOption> make_table() {
       [](const O& x) { return std::to_string(x.mc_reps); }));
   t.push_back(option<O>(
       "mc-points", "Monte Carlo on the first N <= L points of each set (default: min(64, L))", OptionKind::Integer,
-      [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); }, [](const O&) { return std::string(); }));
+      [](O& x, W where, W text) { x.mc_points = parse_uint(where, text, 1); },
+      [](const O& x) { return x.mc_points ? std::to_string(x.mc_points) : std::string(); }));
   t.push_back(option<O>(
       "sampler", "Projections for Monte Carlo: iid, orthogonal, simplex, structured (SORF, slightly biased) or halton",
       OptionKind::Text, [](O& x, W where, W text) { x.sampler = named(where, [&] { return parse_sampler(text); }); },
@@ -409,7 +410,16 @@ SweepOptions sweep_options(const StudyValues& v) {
       probe.dim = d, probe.points = L;
       check_combination(probe, v, shape.get());
     }
+  s.recorded = record_sweep(s);
   return s;  // validate(SweepOptions) needs out: run_sweep calls it
+}
+
+nlohmann::json record_study(const VarianceStudyOptions& o) { return record_options(study_options(), o); }
+
+nlohmann::json record_sweep(const SweepOptions& s) {
+  nlohmann::json j = record_study(s.base);
+  j["sigma"] = s.sigmas, j["dim"] = s.dims, j["points"] = s.points, j["features"] = s.features;  // the grid's axes
+  return j;
 }
 
 namespace {

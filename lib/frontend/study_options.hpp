@@ -47,6 +47,11 @@ StudyValues read_study_toml(const std::string& path, StudyCommand command);
 VarianceStudyOptions variance_options(const StudyValues& v);
 SweepOptions sweep_options(const StudyValues& v);  // out and the testing hooks are set by the caller
 
+// The options as provenance records them ({option: value}, option_table.hpp record_options); a sweep's grid axes
+// (sigma, dim, points, features) are lists. sweep_options() stores its record in SweepOptions::recorded.
+nlohmann::json record_study(const VarianceStudyOptions& o);
+nlohmann::json record_sweep(const SweepOptions& s);
+
 // How one `kestrel sweep` process takes part in a sweep, not what it computes (so neither in the recorded options nor
 // a TOML key): --shard K/N. The command line and kestrel.sweep(shard=) are generated from this table.
 const OptionTable<SweepOptions>& sweep_run_options();

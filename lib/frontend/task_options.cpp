@@ -67,7 +67,7 @@ const OptionTable<ClassifyOptions>& classify_option_table() {
           require(std::filesystem::is_directory(text, ec), "{}: '{}' is not a directory", where, text);
           o.data_dir = text;
         },
-        [](const ClassifyOptions&) { return std::string(); }));
+        [](const ClassifyOptions& o) { return o.data_dir; }));
     return t;
   }();
   return t;

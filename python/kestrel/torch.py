@@ -423,7 +423,7 @@ def write_report(report, out, force=False, inputs=None):
         for key in ("kestrel_version", "git_revision", "command", "created_utc"):
             if key in prov:
                 f.attrs[key] = str(prov[key])
-        for key in ("options", "library_versions"):
+        for key in ("options", "inputs", "library_versions"):
             if key in prov:
                 f.attrs[key] = json.dumps(prov[key])
         if "seed" in prov.get("options", {}):

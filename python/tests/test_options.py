@@ -147,3 +147,24 @@ def test_fit_refuses_rows_as_samples():
     assert wide.dim == 4
     with pytest.raises(ValueError, match="layout must be 'columns' or 'rows', got 'cols'"):
         kestrel.fit("oprf", X, Y, layout="cols")
+
+
+def test_low_level_keywords_default_to_the_option_tables():
+    """The kernel, features, sampler and seed keywords of the functions that are not generated from a table (log_kernel,
+    simulate, Estimator.features, ...) and rounded_sums' chunk take their defaults from the study and advise option
+    tables (issue 45 item 2): each default in a signature equals the table's. A changed default in the options struct
+    changes both, so this fails only if a keyword is written by hand again."""
+    import re
+    tables = kestrel._options()
+    want = {o["name"]: kestrel._python_default(o) for o in tables["variance"]
+            if o["name"] in ("kernel", "features", "sampler", "seed")}
+    want["chunk"] = next(kestrel._python_default(o) for o in tables["advise"] if o["name"] == "chunk")
+    assert len(want) == 5
+    seen = 0
+    docs = [getattr(kestrel, n).__doc__ for n in dir(kestrel) if callable(getattr(kestrel, n))]
+    docs += [getattr(kestrel.Estimator, n).__doc__ for n in dir(kestrel.Estimator) if not n.startswith("__")]
+    for doc in filter(None, docs):
+        for name, default in re.findall(r"\b(kernel|features|sampler|seed|chunk): \w+ = ([^,)]+)", doc.split("\n")[0]):
+            assert default == repr(want[name]), f"{name} = {default} in {doc.splitlines()[0]}"
+            seen += 1
+    assert seen >= 20  # the keywords of log_kernel, simulate, the Estimator methods, rounded_sums

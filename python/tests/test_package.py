@@ -159,7 +159,7 @@ def test_results_become_data_frames(tmp_path):
         a = df[df.estimator == est].sort_values(["dim", "sigma"])
         b = table[table.estimator == est].sort_values(["dim", "sigma"])
         assert np.array_equal(a["mean_log_var"].to_numpy(), b["mean_log_var"].to_numpy())
-    assert results.provenance(str(tmp_path / "s.h5"))["options"]["sweep_sigmas"] == [0.5, 1.0]
+    assert results.provenance(str(tmp_path / "s.h5"))["options"]["sigma"] == [0.5, 1.0]
     assert "/sweep" in results.read(str(tmp_path / "s.h5"))
     with pytest.raises(KeyError, match="/variance"):
         results.read_table(str(tmp_path / "s.h5"), "/variance")

@@ -95,7 +95,6 @@ struct AdviseOptions {
   bool causal = false;
   arma::uword from_position = 0;
 };
-nlohmann::json to_json(const AdviseOptions& o);
 
 // Largest and smallest natural-log magnitudes a format holds: finite maximum, smallest normal, smallest subnormal.
 struct NumberFormat {
@@ -256,7 +255,9 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
 // range (|V| ~ 1e300 or 1e-300) then square without overflow or underflow. The callers of advise pass V through it.
 arma::mat unit_scaled_values(const arma::mat& V);
 
-nlohmann::json to_json(const Advice& a);
+// The report as JSON; `options` is its "options" block, as the front-end records them from its option table
+// (frontend/advise_options.hpp record_advise).
+nlohmann::json to_json(const Advice& a, const nlohmann::json& options);
 
 // How the command line's table shows a column: not at all, as text, the text's first word or a percentage.
 enum class AdviceCli { None, Text, FirstWord, Percent };
@@ -283,6 +284,6 @@ void write_table(std::ostream& out, const Advice& a);
 // The HDF5 report (provenance is the caller's): /advise/report.json, the sampled rows, and per ok row the group
 // /advise/<estimator>/<sampler> with its dataset and attribute columns.
 class H5Writer;
-void write_report(H5Writer& h5, const Advice& a);
+void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& options);
 
 }  // namespace kestrel

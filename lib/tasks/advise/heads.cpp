@@ -234,12 +234,12 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
   return a;
 }
 
-nlohmann::json to_json(const HeadsAdvice& a) {
+nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
   nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array(), summary = nlohmann::json::array();
   const Advice& first = a.heads.front().advice;
   for (const auto& h : a.heads) {
     for (const auto& r : h.advice.rows) rows.push_back(advise_steps::row_json(r, a.options));
-    nlohmann::json j = to_json(h.advice);  // the head's own report without its rows (they are in rows above)
+    nlohmann::json j = to_json(h.advice, nullptr);  // the head's own report without its rows (they are in rows above)
     j.erase("rows");
     j.erase("options");
     j["layer"] = h.layer, j["head"] = h.head, j["kv_head"] = h.kv_head, j["seed"] = h.seed;
@@ -260,7 +260,7 @@ nlohmann::json to_json(const HeadsAdvice& a) {
     j["decision_each_head"] = s.decision_each;
     summary.push_back(std::move(j));
   }
-  return {{"options", to_json(a.options)},
+  return {{"options", options},
           {"inputs",
            {{"layers", a.layers},
             {"query_heads", a.q_heads},
@@ -322,7 +322,7 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
     }
 }
 
-void write_report(H5Writer& h5, const HeadsAdvice& a) {
+void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& options) {
   h5.attr("/", "layout",
           "advise/report.json: the whole report (options, inputs with layers and heads, every head's rows, the summary "
           "per estimator and sampler over the heads, each head's cost and recommendation); advise/summary/<estimator>/"
@@ -330,7 +330,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a) {
           "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
           "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
   h5.group("/advise");
-  h5.write_text("/advise/report.json", to_json(a).dump(2),
+  h5.write_text("/advise/report.json", to_json(a, options).dump(2),
                 {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "target", a.options.target);

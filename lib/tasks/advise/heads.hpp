@@ -86,10 +86,10 @@ struct HeadsAdvice {
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
                          const std::function<void(const std::string&)>& progress = {});
 
-nlohmann::json to_json(const HeadsAdvice& a);
+nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);  // options: as to_json(Advice)
 void write_table(std::ostream& out, const HeadsAdvice& a);
 // The HDF5 report: /advise/report.json, the summary and the heat map of the recommended row, and per head the groups
 // /advise/layer<l>/head<h>/<estimator>/<sampler> as write_report(Advice) writes them.
-void write_report(H5Writer& h5, const HeadsAdvice& a);
+void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& options);
 
 }  // namespace kestrel

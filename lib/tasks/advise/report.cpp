@@ -17,31 +17,6 @@ namespace kestrel {
 
 using advise_steps::row_label;
 
-nlohmann::json to_json(const AdviseOptions& o) {
-  std::vector<std::string> samplers;
-  for (Sampler x : o.samplers) samplers.push_back(to_string(x));
-  return {{"quantity", to_string(o.quantity)},
-          {"kernel", o.kernel.name()},
-          {"scaling", o.scale_sqrt_d ? "sqrt-d" : "none"},
-          {"target", o.target},
-          {"budget", o.budget},
-          {"estimators", o.estimators},
-          {"samplers", samplers},
-          {"rows", o.rows},
-          {"pairs", o.pairs},
-          {"validate", o.validate},
-          {"metric", to_string(o.metric)},
-          {"draws", o.draws},
-          {"max_draws", o.max_draws},
-          {"full_curve", o.full_curve},
-          {"seed", o.seed},
-          {"timing", o.timing},
-          {"sums", o.sums},
-          {"chunk", o.chunk},
-          {"causal", o.causal},
-          {"from_position", o.from_position}};
-}
-
 // A row's JSON: who and its status; for ok rows the note and every JSON column of the table ("a/b" inside object a).
 // Rows without range or validation leave them out.
 nlohmann::json advise_steps::row_json(const AdviceRow& r, const AdviseOptions& options) {
@@ -86,11 +61,11 @@ nlohmann::json cost_json(const AdviceCost& c) {
 
 }  // namespace
 
-nlohmann::json to_json(const Advice& a) {
+nlohmann::json to_json(const Advice& a, const nlohmann::json& options) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : a.rows) rows.push_back(advise_steps::row_json(r, a.options));
   const nlohmann::json cost = cost_json(a.cost);
-  return {{"options", to_json(a.options)},
+  return {{"options", options},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
           {"values_offset_share", a.offset_share},
           {"quantity", a.quantity_label},
@@ -239,7 +214,7 @@ void write_table(std::ostream& out, const Advice& a) {
   if (a.sums) advise_steps::write_sums_table(out, *a.sums);
 }
 
-void write_report(H5Writer& h5, const Advice& a) {
+void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& options) {
   h5.attr("/", "layout",
           "advise/report.json: the whole report (options, per estimator and sampler the predicted error quantiles, "
           "M for the target, numerical range, validation; cost; recommendation); advise/sampled_rows: the query rows; "
@@ -248,7 +223,7 @@ void write_report(H5Writer& h5, const Advice& a) {
           "number "
           "formats against the number of keys");
   h5.group("/advise");
-  h5.write_text("/advise/report.json", to_json(a).dump(2),
+  h5.write_text("/advise/report.json", to_json(a, options).dump(2),
                 {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "quantity", a.quantity_label);
