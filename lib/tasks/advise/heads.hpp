@@ -86,6 +86,8 @@ struct HeadsAdvice {
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
                          const std::function<void(const std::string&)>& progress = {});
 
+// "estimator" for iid, "estimator (sampler)" otherwise: a summary row's name in the report.
+std::string summary_label(const HeadsSummary& s);
 nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);  // options: as to_json(Advice)
 void write_table(std::ostream& out, const HeadsAdvice& a);
 // The HDF5 report: /advise/report.json, the summary and the heat map of the recommended row, and per head the groups

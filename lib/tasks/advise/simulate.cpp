@@ -1,6 +1,6 @@
 // advise's predictions: per (estimator, sampler), attention rows or normalisers simulated with nested draws (or exact
-// where a three-point form allows), kernel entries exact; the stop rule of a simulated curve; --validate's independent
-// measurement through the production attention code.
+// where a three-point form allows) and the stop rule of a simulated curve; kernel entries are kernel_entries.cpp's and
+// --validate's independent measurement is validate.cpp's.
 #include "tasks/advise/steps.hpp"
 
 #include <algorithm>
@@ -23,50 +23,6 @@
 namespace kestrel::advise_steps {
 
 namespace {
-
-// Per sampled row: mean over R independent draws of M features of the metric's per-draw quantity (|Y-hat_i - Y_i|^2,
-// mean_a |Y-hat_ia - Y_ia|, or (D-hat_i / D_i - 1)^2 for the normalisers), and its standard error. The production path
-// (approximate_attention, stabilised) with fresh draws: it shares neither the nested draws nor the blocked
-// accumulation with the prediction. Fixed chunks: thread-count independent.
-std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& in, const ExactAttention& exact,
-                                             arma::uword M, Sampler sampler, std::size_t reps, std::uint64_t seed,
-                                             AdviseMetric metric) {
-  const arma::mat Qr = in.Qa.cols(in.rows);
-  constexpr std::size_t kChunks = 16;
-  const std::size_t n_chunks = std::min(kChunks, reps);
-  std::vector<arma::vec> s1(n_chunks), s2(n_chunks);
-  for_each_block(n_chunks, [&](std::size_t c) {
-    s1[c].zeros(Qr.n_cols);
-    s2[c].zeros(Qr.n_cols);
-    for (std::size_t r = reps * c / n_chunks; r < reps * (c + 1) / n_chunks; ++r) {
-      Rng rng(seed, Stream::MonteCarlo, r);
-      const Draw w = e.draw(M, rng, sampler);
-      const ApproxAttention a = approximate_attention(e, w, Qr, in.Ka, in.V);
-      arma::vec err;
-      if (in.normaliser)
-        err = arma::square(a.normaliser % arma::exp(a.log_scale - exact.log_normaliser) - 1);
-      else if (squared(metric))
-        err = arma::sum(arma::square(a.Y - exact.Y), 1);
-      else
-        err = arma::mean(arma::abs(a.Y - exact.Y), 1);
-      s1[c] += err;
-      s2[c] += arma::square(err);
-    }
-  });
-  arma::vec t1 = s1[0], t2 = s2[0];
-  for (std::size_t c = 1; c < n_chunks; ++c) t1 += s1[c], t2 += s2[c];
-  const double R = static_cast<double>(reps);
-  const arma::vec mean = t1 / R;
-  const arma::vec se = arma::sqrt(arma::clamp(t2 / R - arma::square(mean), 0, kInf) / (R - 1));
-  return {mean, se};
-}
-
-// Median and 95th percentile over rows of the measured errors, and the SE of the row at the 95th percentile.
-void summarise_measured(AdviceRow& row, const arma::vec& err, const arma::vec& se) {
-  row.measured_median = quantile(err, 0.5);
-  row.measured_p95 = quantile(err, 0.95);
-  row.measured_p95_se = se[arma::index_min(arma::abs(err - row.measured_p95))];
-}
 
 // How far past the M where the 95th percentile + 2 SE reaches the target the first pass of a simulated curve goes
 // (unless --full-curve): one doubling, so the plot shows the curve's slope beyond the answer.
@@ -182,6 +138,8 @@ void add_draws(std::vector<Column>& cols, const Estimator& e, const Inputs& in, 
     for (std::size_t k = 0; k < sub.size(); ++k) cols[k0 + k] += column_of(ne, k, opt.metric);
   }
 }
+
+}  // namespace
 
 // Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
 // First pass: the grid up to kCurveBeyond times the first M whose p95 + 2 SE is at or below the target (to the budget
@@ -310,164 +268,6 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
   }
   row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})",
                            first.draws.front(), kDrawsKeptUpTo, row.settle_draws, opt.seed);
-}
-
-// Kernel entries on the grid rows x keys, with a per-M error function.
-void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sampler sampler, const AdviseOptions& opt) {
-  const arma::mat X = in.Qk.cols(in.rows), Y = in.Kk.cols(in.keys);
-  const arma::mat lv1 = e.log_var_over_k2(X, Y);
-  std::function<arma::vec(arma::uword)> err;
-  arma::mat S;  // |x + s y|^2 of the coupled rows (outlives err, which refers to it)
-  if (sampler == Sampler::Iid) {
-    err = [&](arma::uword M) { return arma::vec(arma::vectorise(arma::exp(0.5 * e.log_var_over_k2_m(X, Y, M)))); };
-    row.method = "exact";
-  } else {
-    const auto form = isotropic_form(e);
-    if (!form) throw Undefined("no exact variance with coupled projections for this family (no isotropic form)");
-    S = pairwise_sq_norm_sum(X, Y, form->s);
-    err = [&, f = *form](arma::uword M) {
-      arma::vec out(S.n_elem);
-      for (arma::uword i = 0; i < S.n_elem; ++i)
-        out[i] = std::exp(0.5 * coupled_log_var_over_k2(f, e.dim(), S[i], lv1[i], M, sampler));
-      return out;
-    };
-    row.method = "exact (coupled)";
-  }
-  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
-  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
-  const arma::vec e1 = err(1);
-  row.err1_each = e1;
-  row.err1_median = quantile(e1, 0.5);
-  row.err1_p95 = quantile(e1, 0.95);
-  const arma::vec eb = err(opt.budget);
-  row.err_budget_median = quantile(eb, 0.5);
-  row.err_budget_p95 = quantile(eb, 0.95);
-  // Coupled features in whole blocks of d (a partial block can be worse than the whole block below it): the search is
-  // over block counts, with a last partial block only where the budget ends in one.
-  const arma::uword block = sampler == Sampler::Iid ? 1 : e.dim();
-  const arma::uword blocks = (opt.budget + block - 1) / block;
-  auto smallest = [&](double q) {
-    const arma::uword b = smallest_m([&](arma::uword n) { return quantile(err(std::min(opt.budget, n * block)), q); },
-                                     opt.target, blocks);
-    return std::min(opt.budget, b * block);
-  };
-  row.m_median = smallest(0.5);
-  row.m_p95 = smallest(0.95);
-  row.decision = row.m_p95 ? "M" : "out of reach";
-  const arma::vec em = err(row.m_p95 ? row.m_p95 : opt.budget);
-  row.at_m_median = quantile(em, 0.5);
-  row.at_m_p95 = quantile(em, 0.95);
-  for (arma::uword m : curve_grid(opt.budget)) {
-    if (block > 1 && m > block) m = std::min(opt.budget, (m + block - 1) / block * block);
-    if (!row.curve_m.empty() && static_cast<double>(m) <= row.curve_m.back()) continue;
-    const arma::vec v = err(m);
-    row.curve_m.push_back(static_cast<double>(m));
-    row.curve_median.push_back(quantile(v, 0.5));
-    row.curve_p95.push_back(quantile(v, 0.95));
-  }
-  row.m_p95_low = row.m_p95_high = row.m_p95;
-  row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
-}
-
-// Below this share of the exact error at M = 1, a simulated normaliser curve is not trusted.
-constexpr double kHeavyTailRatio = 0.5;
-
-// Attention rows or normalisers: the normalisers' error is exact for iid features of a family with a three-point form
-// (e(M) = e(1) / sqrt(M)); everything else is simulated.
-void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreePointForm>& form, const Inputs& in,
-                  const ExactAttention& exact, Sampler sampler, bool control_variate, const AdviseOptions& opt) {
-  const arma::mat X = in.Qk.cols(in.rows);
-  if (in.normaliser && sampler == Sampler::Iid && form && opt.metric == AdviseMetric::Rmse) {
-    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
-    row.method = "exact";
-    row.err1_each = arma::exp(0.5 * p.log_rel_var);
-    fill_iid_curve(row, row.err1_each, opt);
-  } else {
-    predict_simulated(row, e, in, exact, sampler, control_variate, opt);
-  }
-  if (in.normaliser && form && opt.metric == AdviseMetric::Rmse && sampler != Sampler::Iid) {
-    // One orthogonal or simplex feature is one Gaussian draw (a Haar direction with a chi(d) norm), so at M = 1 the
-    // exact iid error is the truth for every sampler. A simulation far below it has not seen the tails of D-hat, and
-    // its M would be far too small (GUIDE: heavy tails).
-    const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
-    const double exact1 = quantile(arma::exp(0.5 * p.log_rel_var), 0.95);
-    if (row.err1_p95 < kHeavyTailRatio * exact1)
-      throw NumericalError(fmt::format(
-          "simulation untrusted (heavy tails): at M = 1 its 95th-percentile normaliser error is {:.3g}, the exact "
-          "one {:.3g}; the draws have not seen the tails of D-hat, so no M is named (scale the inputs down, or use "
-          "iid features, whose error is exact)",
-          row.err1_p95, exact1));
-  }
-  // Pairs: the sampled rows against the sampled keys.
-  const arma::mat lv1 = e.log_var_over_k2(X, in.Kk.cols(in.keys));
-  row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
-  row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
-}
-
-// --validate: R fresh draws at the row's M through the production code, the measured error next to the prediction.
-void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact, Sampler sampler,
-                  const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
-  row.validate_reps = opt.validate;
-  row.validate_m = row.m_p95;
-  say(fmt::format("validating {} ({}) at M = {} with {} draws", row.estimator, row.sampler, row.validate_m,
-                  opt.validate));
-  if (opt.quantity == AdviseQuantity::Attention) {
-    const auto [mean, se] = measure_rows(e, in, exact, row.validate_m, sampler, opt.validate, opt.seed, opt.metric);
-    const auto [err, err_se] = row_errors(mean, se, in.norm, opt.metric);
-    summarise_measured(row, err, err_se);
-  } else {
-    const MonteCarloResult mc = simulate(e, opt.kernel, in.Qk.cols(in.rows), in.Kk.cols(in.keys),
-                                         {opt.validate, row.validate_m, opt.seed, sampler});
-    const arma::vec k2 = arma::vectorise(arma::square(mc.kernel.exact));
-    const auto [err, err_se] =
-        row_errors(arma::vectorise(mc.kernel.variance) / k2, arma::vectorise(mc.kernel.se_variance) / k2,
-                   arma::ones(k2.n_elem), AdviseMetric::Rmse);
-    summarise_measured(row, err, err_se);
-  }
-}
-
-}  // namespace
-
-// One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
-void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
-                 const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
-                 const AdviseOptions& opt, const std::function<void(const std::string&)>& say) {
-  if (opt.quantity == AdviseQuantity::Attention) {
-    if (!e.info().positive)
-      throw Undefined(
-          "its features can be negative, so the normaliser K-hat 1 can be 0 or negative "
-          "(quantity kernel covers it)");
-    if (sampler != Sampler::Iid && !e.info().projections)
-      throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
-    say(fmt::format("predicting {} ({})", f.name, row.sampler));
-    const auto t0 = std::chrono::steady_clock::now();
-    // The control variate needs E D-hat = D: a hybrid's D-hat pairs draws with each other (~M^2 features), so not
-    // there.
-    predict_rows(row, e, form, in, exact, sampler, f.kind != Kind::Hybrid, opt);
-    say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
-  } else {
-    say(fmt::format("predicting {} ({})", f.name, row.sampler));
-    predict_kernel(row, e, in, sampler, opt);
-  }
-  for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
-                   row.log_rel_var_median, row.log_rel_var_p95})
-    if (!std::isfinite(v) || !row.err1_each.is_finite())
-      throw NumericalError(fmt::format(
-          "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
-          "them down)",
-          log_norm.max()));
-  // A hybrid's feature map has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
-  const bool draws = f.kind != Kind::Hybrid;
-  if (!draws)
-    row.note = "a hybrid: its features have ~M^2 columns, so neither the feature range nor --validate is drawn";
-  Rng rng(opt.seed, Stream::Features, 0);
-  if (draws)
-    row.range = feature_range(e, e.draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
-  const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
-  if (opt.validate && row.m_p95 && draws && !measurable)
-    row.note = "--validate measures output rows and normalisers, not the total variation: not validated";
-  if (opt.validate && row.m_p95 && draws && measurable)  // where the target is not reached: no M to check
-    validate_row(row, e, in, exact, sampler, opt, say);
 }
 
 }  // namespace kestrel::advise_steps

@@ -83,10 +83,24 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
                           arma::uword block, const AdviseOptions& opt);
 
 // ----- simulate.cpp -----
+// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
+void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                       Sampler sampler, bool control_variate, const AdviseOptions& opt);
+
+// ----- predict.cpp -----
 // One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
 void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
                  const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
                  const AdviseOptions& opt, const Say& say);
+
+// ----- kernel_entries.cpp -----
+// Kernel entries on the grid rows x keys, with a per-M error function.
+void predict_kernel(AdviceRow& row, const Estimator& e, const Inputs& in, Sampler sampler, const AdviseOptions& opt);
+
+// ----- validate.cpp -----
+// --validate: R fresh draws at the row's M through the production code, the measured error next to the prediction.
+void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact, Sampler sampler,
+                  const AdviseOptions& opt, const Say& say);
 
 // ----- cost.cpp -----
 // The FLOPs and memory of exact and random-feature attention at every M some row needs.

@@ -1,0 +1,164 @@
+// The report of `kestrel advise` over heads and layers (heads.hpp): JSON, the command line's table and the HDF5 file,
+// each head's rows written with the single-head writers (report.cpp).
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "io/hdf5.hpp"
+#include "tasks/advise/heads.hpp"
+#include "tasks/advise/steps.hpp"
+
+namespace kestrel {
+
+namespace {
+
+std::string answer(const std::string& decision, arma::uword m) {
+  return decision == "M" ? std::to_string(m) : decision;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
+  nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array(), summary = nlohmann::json::array();
+  const Advice& first = a.heads.front().advice;
+  for (const auto& h : a.heads) {
+    for (const auto& r : h.advice.rows) rows.push_back(advise_steps::row_json(r, a.options));
+    nlohmann::json j = to_json(h.advice, nullptr);  // the head's own report without its rows (they are in rows above)
+    j.erase("rows");
+    j.erase("options");
+    j["layer"] = h.layer, j["head"] = h.head, j["kv_head"] = h.kv_head, j["seed"] = h.seed;
+    heads.push_back(std::move(j));
+  }
+  for (const auto& s : a.summary) {
+    nlohmann::json j = {{"estimator", s.estimator}, {"sampler", s.sampler}, {"status", s.status}};
+    if (s.status != "ok") {
+      j["reason"] = s.reason;
+    } else {
+      j["decision_every_head"] = s.decision_every;
+      j["m_for_target_every_head"] = s.m_every ? nlohmann::json(s.m_every) : nlohmann::json(nullptr);
+      j["decision_median_head"] = s.decision_median;
+      j["m_for_target_median_head"] = s.m_median ? nlohmann::json(s.m_median) : nlohmann::json(nullptr);
+      j["heads_named"] = s.heads_named;
+    }
+    j["m_for_target_each_head"] = s.m_each;
+    j["decision_each_head"] = s.decision_each;
+    summary.push_back(std::move(j));
+  }
+  return {{"options", options},
+          {"inputs",
+           {{"layers", a.layers},
+            {"query_heads", a.q_heads},
+            {"kv_heads", a.kv_heads},
+            {"layered", a.layered},
+            {"grouped_query", a.grouped_query.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.grouped_query)},
+            {"d", first.d},
+            {"Lq", first.Lq},
+            {"Lk", first.Lk},
+            {"dv", first.dv}}},
+          {"quantity", first.quantity_label},
+          {"rows", rows},
+          {"summary", summary},
+          {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},
+          {"recommendation", a.recommendation},
+          {"heads", heads}};
+}
+
+void write_table(std::ostream& out, const HeadsAdvice& a) {
+  using advise_steps::pct;
+  const auto& o = a.options;
+  const Advice& first = a.heads.front().advice;
+  out << fmt::format(
+      "inputs: {} layers x {} query heads, {} key/value heads; per head d={} Lq={} Lk={} dv={}  "
+      "scaling={}  target={}  budget={}\n",
+      a.layers, a.q_heads, a.kv_heads, first.d, first.Lq, first.Lk, first.dv, o.scale_sqrt_d ? "sqrt-d" : "none",
+      pct(o.target), o.budget);
+  if (!a.grouped_query.empty()) out << a.grouped_query << '\n';
+  out << fmt::format("error of {} ({} rows sampled per head; seed {} for layer 0 head 0, derived per head)\n",
+                     first.quantity_label, first.sampled_rows.n_elem, o.seed);
+  std::vector<const AdviceRow*> rows;
+  for (const auto& h : a.heads)
+    for (const auto& r : h.advice.rows) rows.push_back(&r);
+  advise_steps::write_rows_table(out, rows, o);
+  out << fmt::format("summary over the {} heads: the M for the target (p95) on every head and on the median head\n",
+                     a.heads.size());
+  out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", "estimator", "every head", "median head", "heads named");
+  for (const auto& s : a.summary) {
+    if (s.status != "ok") continue;
+    const std::string label = s.sampler == "iid" ? s.estimator : s.estimator + " " + s.sampler;
+    out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", label, answer(s.decision_every, s.m_every),
+                       answer(s.decision_median, s.m_median), fmt::format("{}/{}", s.heads_named, a.heads.size()));
+  }
+  for (const auto& s : a.summary)
+    if (s.status != "ok")
+      out << advise_steps::wrapped(fmt::format("  {} {}: {}: {}", s.estimator, s.sampler, s.status, s.reason));
+  const AdviceCost& cost = first.cost;
+  if (cost.exact_seconds >= 0)
+    out << advise_steps::wrapped(fmt::format(
+        "measured on this machine (layer 0 head 0): exact {:.3g} s{} per head (median of 3)", cost.exact_seconds,
+        cost.rf_not_timed.empty()
+            ? fmt::format(", {} M={} {:.3g} s", cost.timed_estimator, cost.timed_m, cost.rf_seconds)
+            : ", random features not timed: " + cost.rf_not_timed));
+  out << advise_steps::wrapped("recommendation: " + a.recommendation);
+  for (const auto& h : a.heads)  // --sums: each head's key sums in the number formats
+    if (h.advice.sums) {
+      out << fmt::format("layer {} head {}:\n", h.layer, h.head);
+      advise_steps::write_sums_table(out, *h.advice.sums);
+    }
+}
+
+void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& options) {
+  h5.attr("/", "layout",
+          "advise/report.json: the whole report (options, inputs with layers and heads, every head's rows, the summary "
+          "per estimator and sampler over the heads, each head's cost and recommendation); advise/summary/<estimator>/"
+          "<sampler>: the M for the target on every head and the median head, m_per_head (layer x head); "
+          "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
+          "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
+  h5.group("/advise");
+  h5.write_text("/advise/report.json", to_json(a, options).dump(2),
+                {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
+  h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "target", a.options.target);
+  h5.attr("/advise", "layers", static_cast<std::int64_t>(a.layers));
+  h5.attr("/advise", "query_heads", static_cast<std::int64_t>(a.q_heads));
+  h5.attr("/advise", "kv_heads", static_cast<std::int64_t>(a.kv_heads));
+  const auto per_head = [&](const HeadsSummary& s) {
+    arma::mat m(a.layers, a.q_heads);
+    for (std::size_t i = 0; i < s.m_each.size(); ++i)
+      m(i / a.q_heads, i % a.q_heads) = static_cast<double>(s.m_each[i]);
+    return m;
+  };
+  if (a.best) {
+    const auto& s = a.summary[*a.best];
+    h5.write("/advise/m_needed", per_head(s),
+             {"the M that meets the target (95th percentile) per head for the recommended " + summary_label(s) +
+                  " (0: none named, see report.json)",
+              "layer,head"});
+  }
+  for (const auto& s : a.summary) {
+    if (s.status != "ok") continue;
+    const std::string g = "/advise/summary/" + s.estimator + "/" + s.sampler;
+    h5.group(g);
+    h5.attr(g, "decision_every_head", s.decision_every);
+    h5.attr(g, "m_for_target_every_head", static_cast<std::int64_t>(s.m_every));
+    h5.attr(g, "decision_median_head", s.decision_median);
+    h5.attr(g, "m_for_target_median_head", static_cast<std::int64_t>(s.m_median));
+    h5.write(g + "/m_per_head", per_head(s),
+             {"the M that meets the target (95th percentile) per head (0: none named)", "layer,head"});
+  }
+  for (const auto& h : a.heads) {
+    const std::string g = fmt::format("/advise/layer{}/head{}", h.layer, h.head);
+    h5.group(g);
+    h5.attr(g, "seed", h.seed);
+    h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
+    h5.attr(g, "recommendation", h.advice.recommendation);
+    const auto& rows = h.advice.sampled_rows;
+    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()),
+             {"indices (0-based) of the head's query rows the quantiles are over", "row"});
+    advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
+    if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
+  }
+}
+
+}  // namespace kestrel
