@@ -1,8 +1,9 @@
 // The steps of `kestrel advise` (advise.hpp) and what they hand each other, one file each in this folder:
 // inputs.cpp (checks, scaling, sampled rows, what the metric divides by), range.cpp (the features' exponents per
-// number format), curves.cpp (error curves and the M read off them), simulate.cpp (the predictions and --validate),
-// cost.cpp (FLOPs, bytes and timing), recommend.cpp (the words), report.cpp (the column table, JSON, HDF5, text),
-// sums.cpp (the key sums in number formats), advise.cpp (the loop over families and samplers).
+// number format), curves.cpp (error curves and the M read off them), predict.cpp (one row's prediction), simulate.cpp
+// (simulated curves), kernel_entries.cpp (exact kernel entries), validate.cpp (--validate), cost.cpp (FLOPs, bytes and
+// timing), recommend.cpp (the words), report.cpp (the column table, JSON, HDF5, text), sums.cpp (the key sums in number
+// formats), advise.cpp (the loop over families and samplers); heads.cpp and heads_report.cpp for stacked heads.
 #pragma once
 #include <chrono>
 #include <functional>
