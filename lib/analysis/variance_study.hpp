@@ -152,7 +152,7 @@ struct ResultRow {
 
 ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt);
 
-// The measured columns of a result row, one line each (variance_study.cpp): the HDF5 table writer, the JSON of
+// The measured columns of a result row, one line each (result_table.cpp): the HDF5 table writer, the JSON of
 // `--json` and of a sweep's checkpoints, its reader and the CLI table all loop over this table, so a new column is
 // one line there. The row's keys (estimator, quantity, status, reason, regime, kernel, params, the per-set means)
 // are written by each of them directly.
