@@ -25,12 +25,6 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& x : items) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
   t.push_back(option<O>(
@@ -81,7 +75,7 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.estimators.push_back(one_of(where, item, estimator_names()));
         require_distinct(where, o.estimators);
       },
-      [](const O& o) { return o.estimators.empty() ? std::string("all") : joined(o.estimators); }, {.list = true}));
+      [](const O& o) { return o.estimators.empty() ? std::string("all") : comma_list(o.estimators); }, {.list = true}));
   t.push_back(option<O>(
       "samplers",
       "Projections: iid, orthogonal, simplex (comma-separated; coupled ones are exact for kernel entries "
@@ -97,9 +91,9 @@ std::vector<AdviseOption> make_table() {
         require_distinct(where, names);
       },
       [](const O& o) {
-        std::string s;
-        for (Sampler x : o.samplers) s += (s.empty() ? "" : ",") + to_string(x);
-        return s;
+        std::vector<std::string> names;
+        for (Sampler x : o.samplers) names.push_back(to_string(x));
+        return comma_list(names);
       },
       {.list = true}));
   t.push_back(count_option<O>("rows", "Query rows sampled for the error quantiles (all when fewer)", &O::rows, 2));
@@ -138,7 +132,7 @@ std::vector<AdviseOption> make_table() {
         for (const auto& item : split_list(where, text)) o.sums.push_back(one_of(where, item, float_format_names()));
         require_distinct(where, o.sums);
       },
-      [](const O& o) { return joined(o.sums); }, {.list = true}));
+      [](const O& o) { return comma_list(o.sums); }, {.list = true}));
   t.push_back(
       count_option<O>("chunk",
                       "With --sums: keys per chunk, summed in fp32 before each chunk's total is added in the format, "

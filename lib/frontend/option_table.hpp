@@ -67,6 +67,15 @@ Option<Options> option(std::string name, std::string help, OptionKind kind, Opti
           std::move(show), traits.integer_text};
 }
 
+// A list option's values as its show() text: comma-separated, each as fmt writes it (a real: the shortest text that
+// reads back to the same double). record_options splits it again.
+template <typename T>
+std::string comma_list(const std::vector<T>& items) {
+  std::string s;
+  for (const auto& x : items) s += (s.empty() ? "" : ",") + fmt::format("{}", x);
+  return s;
+}
+
 // A whole number lo <= n <= hi stored in `field`.
 template <typename Options, typename T>
 Option<Options> count_option(std::string name, std::string help, T Options::*field, std::uint64_t lo = 0,

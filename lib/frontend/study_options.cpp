@@ -21,13 +21,6 @@ namespace kestrel {
 
 namespace {
 
-template <typename T>
-std::string join(const std::vector<T>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + fmt::format("{}", x);
-  return s;
-}
-
 // Re-throws a library error with the source of the value in front (and the nearest name when given).
 template <typename F>
 auto named(const std::string& where, F&& f, const std::string& item = "", const std::vector<std::string>& names = {}) {
@@ -74,7 +67,7 @@ std::vector<StudyOption> make_table() {
   t.push_back(option<O>(
       "sigma", "Scale(s) sigma > 0, comma-separated", OptionKind::Real,
       [](O& x, W where, W text) { x.sigmas = parse_positive_reals(where, text); },
-      [](const O& x) { return join(x.sigmas); }, {.list = true}));
+      [](const O& x) { return comma_list(x.sigmas); }, {.list = true}));
   t.push_back(
       count_option<O>("dim", "Dimension d (file regime: from the file)", &O::dim, 1, UINT64_MAX, {.sweep_axis = true}));
   t.push_back(count_option<O>("points", "Points per set L (file regime: all the file allows)", &O::points, 1,
@@ -91,7 +84,7 @@ std::vector<StudyOption> make_table() {
               where, [&] { find_estimator_family(e); }, e, family_names());
         x.estimators = items;
       },
-      [](const O& x) { return join(x.estimators); }, {.list = true}));
+      [](const O& x) { return comma_list(x.estimators); }, {.list = true}));
   t.push_back(option<O>(
       "kernel", "softmax, gaussian or scaled:<alpha>", OptionKind::Text,
       [](O& x, W where, W text) { x.kernel = named(where, [&] { return Kernel::parse(text); }); },
