@@ -76,7 +76,7 @@ class PyEstimator final : public Estimator {
       throw NumericalError(fmt::format("estimator '{}': features() returned an infinite value", info_.name));
     require(!info_.positive || F.min() >= 0,
             "estimator '{}': features() returned {} but the estimator says positive = True", info_.name, F.min());
-    return apply_row_scale(F / std::sqrt(static_cast<double>(w.count())), log_row_scale, log);
+    return apply_row_scale(std::move(F), log_row_scale, log);
   }
 
   arma::mat log_var_hook(const PairGram& g) const override {

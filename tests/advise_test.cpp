@@ -276,7 +276,7 @@ TEST(Advise, KeyRangeInSinglePrecisionMatchesTheDoubleLogFeatures) {
     Rng rng(o.seed, Stream::Features, 0);
     const arma::uword M = r.m_p95 ? r.m_p95 : o.budget;
     const Draw w = e->draw(M, rng, Sampler::Iid);
-    const arma::mat L = e->log_features(w, Kk, Side::Key) + 0.5 * std::log(static_cast<double>(M));
+    const arma::mat L = e->raw_log_features(w, Kk, Side::Key);
     double sum_max = -std::numeric_limits<double>::infinity();
     for (arma::uword m = 0; m < L.n_cols; ++m) {
       const double top = L.col(m).max();

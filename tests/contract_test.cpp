@@ -131,6 +131,11 @@ TEST_P(Contract, FeatureVariantsAgree) {
     EXPECT_TRUE(F.is_finite());
     const arma::mat S0 = e->features(w, X, side, arma::zeros(kPoints));
     EXPECT_LT(arma::abs(S0 - F).max(), 1e-12 * (1 + arma::abs(F).max())) << GetParam();
+    // The 1/sqrt(M) of the average is applied once, by the base: raw_features is f itself (a deterministic map, whose
+    // draw has no random objects, has no average).
+    const double root_m = w.count() > 0 ? std::sqrt(static_cast<double>(w.count())) : 1.0;
+    const arma::mat R = e->raw_features(w, X, side);
+    EXPECT_LT(arma::abs(R - root_m * F).max(), 1e-12 * (1 + arma::abs(R).max())) << GetParam();
     const arma::mat S = e->features(w, X, side, scale);
     const arma::mat expected = F.each_col() % arma::exp(scale);
     EXPECT_LT(arma::abs(S - expected).max(), 1e-12 * (1 + arma::abs(expected).max())) << GetParam();
@@ -164,7 +169,7 @@ TEST_P(Contract, ExponentFormGivesTheFeatures) {
     arma::mat E = points.Z.t() * form->P;
     E.each_row() += form->col;
     E.each_col() += points.row;
-    arma::mat L = e->log_features(w, X, side);
+    arma::mat L = e->raw_log_features(w, X, side);
     ASSERT_EQ(E.n_cols, L.n_cols) << GetParam();
     // With groups: a point's features outside its group's columns are 0 (log -inf), and only those.
     const arma::uvec& g = points.group;

@@ -35,13 +35,6 @@ struct RowErrors {
   arma::vec c;  // D-hat_i / D_i - 1: the control variate (mean exactly 0)
 };
 
-// log f(w_m, x_i) without features()'s 1/sqrt(count): a block's features are those of the whole draw.
-arma::mat raw_log_features(const FeatureMap& e, const Draw& w, const arma::mat& X, Side side) {
-  arma::mat L = e.log_features(w, X, side);
-  L += 0.5 * std::log(static_cast<double>(w.count()));
-  return L;
-}
-
 // Feature columns per chunk of the batched key sums (the columns of all draws at one grid point side by side), and
 // key tiles per group: a (chunk, group) pair is one task, so the key sums of one grid point are in parallel across
 // columns and keys alike, and every matrix product is one tile by up to 128 columns. Fixed sizes: the sums do not
@@ -125,7 +118,7 @@ KeySums chunk_sums(const Problem& p, const Chunk& c, std::size_t t0, std::size_t
     if (p.form)
       E = kt.Y.t() * c.P;
     else {
-      L = raw_log_features(p.e, *c.block, p.Y.cols(kt.j0, kt.j1), Side::Key);
+      L = p.e.raw_log_features(*c.block, p.Y.cols(kt.j0, kt.j1), Side::Key);
       E.set_size(n, c.width);
     }
     for (arma::uword m = 0; m < c.width; ++m) {
@@ -172,8 +165,7 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
     arma::uvec group(total, arma::fill::value(kAllGroups));
     for (std::size_t r = 0, c0 = 0; r < blocks.size(); c0 += width[r], ++r) {
       P.cols(c0, c0 + width[r] - 1) = forms[r].P;
-      // raw features: the whole draw's scale
-      col.subvec(c0, c0 + width[r] - 1) = forms[r].col + 0.5 * std::log(static_cast<double>(blocks[r].count()));
+      col.subvec(c0, c0 + width[r] - 1) = forms[r].col;
       if (!forms[r].group.is_empty()) group.subvec(c0, c0 + width[r] - 1) = forms[r].group;
     }
     // Chunks of one group each (a chunk's columns then skip the other groups' tiles), groups in ascending order.
@@ -188,7 +180,7 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
     }
   } else {
     for (std::size_t r = 0; r < blocks.size(); ++r) {
-      width[r] = raw_log_features(p.e, blocks[r], p.Y.cols(0, 0), Side::Key).n_cols;
+      width[r] = p.e.raw_log_features(blocks[r], p.Y.cols(0, 0), Side::Key).n_cols;
       chunks.push_back({{}, {}, &blocks[r], width[r], arma::regspace<arma::uvec>(total, total + width[r] - 1)});
       total += width[r];
     }
@@ -213,13 +205,13 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
   return out;
 }
 
-// The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count): from the exponent form when the
-// map has one (points and rows computed once), else asked of the family.
+// The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count) (raw_log_features): from the
+// exponent form when the map has one (points and rows computed once), else asked of the family.
 arma::mat query_log_features(const Problem& p, const Draw& b) {
-  if (!p.form) return raw_log_features(p.e, b, p.X, Side::Query);
+  if (!p.form) return p.e.raw_log_features(b, p.X, Side::Query);
   const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Query);
   arma::mat T = p.Zq.t() * f->P;
-  T.each_row() += f->col + 0.5 * std::log(static_cast<double>(b.count()));
+  T.each_row() += f->col;
   T.each_col() += p.row_q;
   if (!f->group.is_empty())  // a query's features outside its group are 0
     for (arma::uword m = 0; m < T.n_cols; ++m)
@@ -243,14 +235,14 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
   std::vector<arma::mat> T;     // per draw: its block's query log-features, B x Lx
   std::vector<arma::uword> at;  // per draw: its first column in the chunk
   arma::mat P;                  // d' x W
-  arma::vec col;                // W: each column's constant exponent, with the whole draw's scale
+  arma::vec col;                // W: each column's constant exponent
   arma::uvec group;             // W: each column's group (a form with groups)
   for (std::size_t r = r0; r < r1; ++r) {
     const Draw b = state[r].w.columns(state[r].m0, m1);
     const ExponentForm f = *p.e.exponent_form(b, Side::Key);
     at.push_back(P.n_cols);
     P = arma::join_rows(P, f.P);
-    col = arma::join_cols(col, f.col.t() + 0.5 * std::log(static_cast<double>(b.count())));
+    col = arma::join_cols(col, f.col.t());
     if (!p.group_k.is_empty()) group = arma::join_cols(group, f.group);
     T.push_back(query_log_features(p, b).t());
   }
@@ -344,7 +336,7 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
 void advance_causal(const Problem& p, DrawState& s, const Draw& b) {
   // Keys as columns (B x keys), so that a segment of keys is one contiguous block (keys beyond the last position are
   // formed and not used: cheaper than copying Y's first columns).
-  const arma::mat Ft = raw_log_features(p.e, b, p.Y, Side::Key).t();
+  const arma::mat Ft = p.e.raw_log_features(b, p.Y, Side::Key).t();
   const arma::mat Tt = query_log_features(p, b).t();  // B x Lx
   const arma::uword B = Ft.n_rows, n = p.C.n_cols;
   arma::vec a(B, arma::fill::value(-kInf));  // the prefix's scale per column
@@ -387,8 +379,8 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
     arma::rowvec a;
     arma::mat S;  // B x n: S~^T C, or Ly x B features when the total variation needs them
     if (p.tv) {
-      S = raw_log_features(p.e, b, p.Y, Side::Key);  // Ly x B
-      a = arma::max(S, 0);                           // each key feature's own scale
+      S = p.e.raw_log_features(b, p.Y, Side::Key);  // Ly x B
+      a = arma::max(S, 0);                          // each key feature's own scale
       S.each_row() -= a;
       simd::exp_libm(S);
     } else {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -61,14 +62,34 @@ void validate_feature_input(const FeatureMap& e, const Draw& w, const arma::mat&
           log_row_scale.n_elem, X.n_cols);
 }
 
+// The rows' log scales with features()' 1/sqrt(M) added: the estimate is the average of M features. A deterministic
+// map's draw has no random objects (M = 0) and no average.
+arma::vec with_average(const arma::vec& log_row_scale, arma::uword L, arma::uword M) {
+  if (M == 0) return log_row_scale;
+  const double h = -0.5 * std::log(static_cast<double>(M));
+  return log_row_scale.is_empty() ? arma::vec(L, arma::fill::value(h)) : arma::vec(log_row_scale + h);
+}
+
 }  // namespace
 
 arma::mat FeatureMap::features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
   validate_feature_input(*this, w, X, log_row_scale);
-  return features_hook(w, X, side, log_row_scale, false);
+  return features_hook(w, X, side, with_average(log_row_scale, X.n_cols, w.count()), false);
 }
 
 arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
+  require(info().positive, "estimator '{}' has no log-features: its features are not all positive", info().name);
+  validate_feature_input(*this, w, X, log_row_scale);
+  return features_hook(w, X, side, with_average(log_row_scale, X.n_cols, w.count()), true);
+}
+
+arma::mat FeatureMap::raw_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
+  validate_feature_input(*this, w, X, log_row_scale);
+  return features_hook(w, X, side, log_row_scale, false);
+}
+
+arma::mat FeatureMap::raw_log_features(const Draw& w, const arma::mat& X, Side side,
+                                       const arma::vec& log_row_scale) const {
   require(info().positive, "estimator '{}' has no log-features: its features are not all positive", info().name);
   validate_feature_input(*this, w, X, log_row_scale);
   return features_hook(w, X, side, log_row_scale, true);
@@ -97,11 +118,14 @@ arma::mat FeatureMap::from_exponent(arma::mat E, const arma::vec& log_row_scale,
 }
 
 arma::mat FeatureMap::apply_row_scale(arma::mat F, const arma::vec& log_row_scale, bool log) const {
-  if (log || (info_.positive && !log_row_scale.is_empty())) {
+  if (log_row_scale.is_empty() && !log) return F;
+  const arma::vec factor = arma::exp(log_row_scale);
+  const bool normal = factor.is_empty() || (factor.is_finite() && factor.min() >= std::numeric_limits<double>::min());
+  if (log || (info_.positive && !normal)) {
     F = arma::log(F);
     return from_exponent(std::move(F), log_row_scale, log);
   }
-  if (!log_row_scale.is_empty()) F.each_col() %= arma::exp(log_row_scale);
+  F.each_col() %= factor;
   return F;
 }
 

@@ -43,7 +43,8 @@ struct Draw {
 // antithetic and hyperbolic PosRF; PoisRF+ and GeomRF+ in the log of the shifted point):
 // log f(w_m, x_i) = (Z^T P)_im + col_m + row_i, with P and col of the draw (ExponentForm) and Z, row of the points
 // (ExponentPoints), neither depending on the other. Callers use it to tile and choose the precision of the projection
-// themselves (analysis/nested_attention.hpp's long-context path). col includes features()'s -log(M)/2.
+// themselves (analysis/nested_attention.hpp's long-context path). The form is of f itself (raw_features): features()
+// adds the -log(M)/2 of its 1/sqrt(M).
 // Block-sparse maps (the clustered HRF: a point has features only in the blocks of its cluster) also give each column
 // the group of points it belongs to: a point of another group (ExponentPoints::group) has feature 0 there (log -inf).
 struct ExponentForm {
@@ -85,15 +86,22 @@ class FeatureMap {
   // ones L x 2M holding [Re f, Im f] (Query) and [Re f, -Im f] (Key), so that P S^T = Re sum f1 f2 / M.
   // Row i is also multiplied by exp(log_row_scale(i)) if given (one per point), the scale added inside the
   // exponent, so that e^+800 * e^-800 (the Gaussian kernel's exp(-|x|^2/2) at large sigma) stays 1.
+  // The 1/sqrt(M) is applied here, once for every family, as -log(M)/2 added to each row's log scale (a deterministic
+  // map, whose draw has no random objects, has no average to take).
   arma::mat features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
   // log of features() for positive maps (same layout and scale), so that callers can subtract a scale
   // before exponentiating (the attention stabiliser, lib/tasks/attention.hpp). InvalidArgument otherwise.
   arma::mat log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
 
-  // The exponent form of log_features (ExponentForm above), or nullopt for maps without one; exponent_points is its
-  // per-point part, asked only of maps with a form (Undefined otherwise). exp(Z^T P + col + row) equals features() up
-  // to rounding (tested for every family in tests/contract_test.cpp).
+  // The same without the 1/sqrt(M): f^(side)(w_m, x_i) itself (times the row scale), and its log. The nested
+  // simulation takes the first columns of a draw at the whole draw's scale (analysis/nested_attention.hpp).
+  arma::mat raw_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
+  arma::mat raw_log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale = {}) const;
+
+  // The exponent form of raw_log_features (ExponentForm above), or nullopt for maps without one; exponent_points is
+  // its per-point part, asked only of maps with a form (Undefined otherwise). exp(Z^T P + col + row) equals
+  // raw_features() up to rounding (tested for every family in tests/contract_test.cpp).
   std::optional<ExponentForm> exponent_form(const Draw& w, Side side) const;
   ExponentPoints exponent_points(const arma::mat& X, Side side) const;
 
@@ -107,12 +115,14 @@ class FeatureMap {
   // the first columns of the last block (sampling/omega.hpp), and discrete counts are iid.
   virtual Draw nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler) const;
   // The one feature hook, called with valid finite points of dimension dim() and log_row_scale empty or one
-  // per point: the features with the row scale applied, or their logs when `log` (asked of positive maps only).
+  // per point: the features f (without 1/sqrt(M), which the row scale carries) with the row scale applied, or their
+  // logs when `log` (asked of positive maps only).
   // Families whose features are exp(E) return from_exponent(E, ...); others apply_row_scale(F, ...).
   virtual arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                                   bool log) const = 0;
   // The one exponent-form hook: nullopt for maps without a form (the default); otherwise the draw's part when w is
-  // given and the points' part when X is (each may be null; the other part is then left empty).
+  // given and the points' part when X is (each may be null; the other part is then left empty). The form is of f
+  // itself, without 1/sqrt(M), as features_hook.
   struct Exponent {
     ExponentForm form;
     ExponentPoints points;
@@ -120,7 +130,8 @@ class FeatureMap {
   virtual std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const;
   // exp(E + scale), or E + scale when log.
   static arma::mat from_exponent(arma::mat E, const arma::vec& log_row_scale, bool log);
-  // F with rows times exp(scale) (through the log for positive maps, so that huge * tiny stays finite), or log F.
+  // F with rows times exp(scale) (through the log for positive maps whose exp(scale) leaves the normal range, so
+  // that huge * tiny stays finite), or log F.
   arma::mat apply_row_scale(arma::mat F, const arma::vec& log_row_scale, bool log) const;
 
   EstimatorInfo info_;              // set by the family's constructor

@@ -79,21 +79,19 @@ Draw PosAntiEstimator::nested_draw_hook(arma::uword M, Rng& rng, Sampler sampler
   return w;
 }
 
-// features_hook's pieces: P = w (the draw holds the negatives), col = -log(M)/2, row = -|x|^2 / 2.
+// features_hook's pieces: P = w (the draw holds the negatives), col = 0, row = -|x|^2 / 2.
 std::optional<FeatureMap::Exponent> PosAntiEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
   Exponent e;
-  if (w)
-    e.form = {w->omega, arma::rowvec(w->count(), arma::fill::value(-0.5 * std::log(static_cast<double>(w->count()))))};
+  if (w) e.form = {w->omega, arma::rowvec(w->count(), arma::fill::zeros)};
   if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
   return e;
 }
 
 arma::mat PosAntiEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                           bool log) const {
-  // exp(w_m^T x - |x|^2/2) / sqrt(M) for every stored omega: the draw already holds the negatives.
+  // exp(w_m^T x - |x|^2/2) for every stored omega: the draw already holds the negatives.
   arma::mat E = X.t() * w.omega;
   arma::colvec row = -0.5 * arma::sum(arma::square(X), 0).t();
-  row -= 0.5 * std::log(static_cast<double>(w.count()));
   E.each_col() += row;
   return from_exponent(std::move(E), log_row_scale, log);
 }

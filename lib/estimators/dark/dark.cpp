@@ -77,13 +77,13 @@ Draw DarkEstimator::draw_hook(arma::uword M, Rng& rng, Sampler sampler) const {
   return w;
 }
 
-// features_hook's pieces: P = w, col = -(|w|^2 - |Sigma^-1/2 w|^2) / 4 + log det(Sigma) / 4 - log(M)/2,
+// features_hook's pieces: P = w, col = -(|w|^2 - |Sigma^-1/2 w|^2) / 4 + log det(Sigma) / 4,
 // row = -|x|^2 / 2.
 std::optional<FeatureMap::Exponent> DarkEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
   Exponent e;
   if (w) {
     e.form.col = -0.25 * (arma::sum(arma::square(w->omega), 0) - arma::sum(arma::square(inv_sqrt_ * w->omega), 0));
-    e.form.col += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(w->count()));
+    e.form.col += 0.25 * log_det_;
     e.form.P = w->omega;
   }
   if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
@@ -92,7 +92,6 @@ std::optional<FeatureMap::Exponent> DarkEstimator::exponent_hook(const Draw* w, 
 
 arma::mat DarkEstimator::features_hook(const Draw& w, const arma::mat& X, Side, const arma::vec& log_row_scale,
                                        bool log) const {
-  const arma::uword M = w.count();
   // -w^T (I - Sigma^-1) w / 4 = -(|w|^2 - |Sigma^-1/2 w|^2) / 4: the log of the square root of p_I/psi
   // without its normalising constant, which is det(Sigma)^(1/4).
   const arma::rowvec quad =
@@ -100,7 +99,7 @@ arma::mat DarkEstimator::features_hook(const Draw& w, const arma::mat& X, Side, 
   arma::mat F = X.t() * w.omega;
   F.each_row() += quad;
   F.each_col() -= 0.5 * arma::sum(arma::square(X), 0).t();
-  F += 0.25 * log_det_ - 0.5 * std::log(static_cast<double>(M));
+  F += 0.25 * log_det_;
   return from_exponent(std::move(F), log_row_scale, log);
 }
 

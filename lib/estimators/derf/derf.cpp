@@ -131,13 +131,13 @@ arma::mat DerfEstimator::log_var_hook(const PairGram& g) const {
   return simd::log_expm1(r, 1.0, form_.c0);  // -inf where c0 + s <= 0
 }
 
-// features_hook's pieces: P = B^T w, col = w^T A w + log D - log(M)/2, row = x^T C x (B, C of the side).
+// features_hook's pieces: P = B^T w, col = w^T A w + log D, row = x^T C x (B, C of the side).
 std::optional<FeatureMap::Exponent> DerfEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side side) const {
   Exponent e;
   if (w) {
     const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
     e.form.col = arma::sum((p_.A * w->omega) % w->omega, 0);
-    e.form.col += p_.log_D - 0.5 * std::log(static_cast<double>(w->count()));
+    e.form.col += p_.log_D;
     e.form.P = B.t() * w->omega;
   }
   if (X) {
@@ -151,11 +151,10 @@ arma::mat DerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
                                        bool log) const {
   const arma::mat& B = side == Side::Query ? p_.B1 : p_.B2;
   const arma::mat& C = side == Side::Query ? p_.C1 : p_.C2;
-  const arma::uword M = w.count();
   arma::mat F = X.t() * (B.t() * w.omega);                   // w^T B x: O(M d^2 + L M d)
   F.each_row() += arma::sum((p_.A * w.omega) % w.omega, 0);  // w^T A w: O(M d^2)
   F.each_col() += arma::sum((C * X) % X, 0).t();             // x^T C x: O(L d^2)
-  F += p_.log_D - 0.5 * std::log(static_cast<double>(M));
+  F += p_.log_D;
   return from_exponent(std::move(F), log_row_scale, log);
 }
 

@@ -228,7 +228,6 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   require(w.count() > 0 && !w.counts.is_empty() && w.counts.is_finite() && w.counts.min() >= 0 &&
               arma::all(arma::vectorise(w.counts) == arma::floor(arma::vectorise(w.counts))),
           "discrete draws must hold non-negative integer counts");
-  const arma::uword M = w.count();
   const arma::mat Xh = shift_ ? shift_points(*shift_, X) : X;
   // log|f| = base_m + pre_i + sum_l k_l log|x_l|, the sign is (-1)^(sum_l [x_l < 0] [k_l odd]), and f = 0 when some
   // x_l = 0 has k_l > 0 (x^0 = 1, also for x = 0): up to three matrix products, so BLAS does the O(L M d) work. The
@@ -238,9 +237,8 @@ arma::mat DiscreteEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   const bool has_zero = arma::any(arma::vectorise(Xh) == 0.0), has_negative = arma::any(arma::vectorise(Xh) < 0.0);
   arma::mat logabs = arma::log(arma::abs(Xh));
   if (has_zero) logabs.elem(arma::find(Xh == 0.0)).zeros();  // those entries are handled by `zeros`
-  // Per-point log prefactor: the row scale, 1/sqrt(M), and for the shifted variants (|x|^2 - |x_hat|^2)/2.
-  arma::vec pre(X.n_cols);
-  pre.fill(-0.5 * std::log(static_cast<double>(M)));
+  // Per-point log prefactor: the row scale and for the shifted variants (|x|^2 - |x_hat|^2)/2.
+  arma::vec pre(X.n_cols, arma::fill::zeros);
   if (!log_row_scale.is_empty()) pre += log_row_scale;
   if (shift_) pre += 0.5 * (arma::sum(arma::square(X), 0) - arma::sum(arma::square(Xh), 0)).t();
   arma::mat F = logabs.t() * w.counts;
@@ -279,7 +277,7 @@ arma::rowvec DiscreteEstimator::log_base(const Draw& w) const {
 std::optional<FeatureMap::Exponent> DiscreteEstimator::exponent_hook(const Draw* w, const arma::mat* X, Side) const {
   if (!shift_) return std::nullopt;  // signs and zeros: no exponent form
   Exponent e;
-  if (w) e.form = {w->counts, log_base(*w) - 0.5 * std::log(static_cast<double>(w->count()))};
+  if (w) e.form = {w->counts, log_base(*w)};
   if (X)
     e.points = {arma::log(shift_points(*shift_, *X)),  // x_hat >= epsilon > 0
                 0.5 * (arma::sum(arma::square(*X), 0) - arma::sum(arma::square(shift_points(*shift_, *X)), 0)).t()};

@@ -111,8 +111,7 @@ class DiscreteEstimator final : public Estimator {
   Draw draw_hook(arma::uword M, Rng& rng, Sampler sampler) const override;  // per-coordinate counts
   arma::mat features_hook(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale,
                           bool log) const override;
-  // PoisRF+ / GeomRF+ only (all features positive): log f = (log x_hat)^T w + base_m - log(M)/2 + (|x|^2 -
-  // |x_hat|^2)/2.
+  // PoisRF+ / GeomRF+ only (all features positive): log f = (log x_hat)^T w + base_m + (|x|^2 - |x_hat|^2)/2.
   std::optional<Exponent> exponent_hook(const Draw* w, const arma::mat* X, Side side) const override;
 
  private:

@@ -151,19 +151,17 @@ arma::mat GerfEstimator::features_hook(const Draw& w, const arma::mat& X, Side s
   arma::colvec row = -0.5 * s * x2;  // per-point part of the exponent
   if (!log_row_scale.is_empty()) row += log_row_scale;
   const arma::mat proj = X.t() * w.omega;  // L x M
-  const double log_scale = -0.5 * std::log(static_cast<double>(M));
-
   arma::mat F(X.n_cols, 2 * M);
   const double sign_im = side == Side::Query ? 1.0 : -1.0;
   const arma::uword L = X.n_cols;
   for_each_block(M, [&](std::size_t m) {  // each feature writes its own two columns: any thread count
-    // f = exp(lf), lf = log_d + A |w|^2 + b w^T x + row + log_scale, as e^{Re lf} (cos Im lf, sin Im lf) with the
+    // f = exp(lf), lf = log_d + A |w|^2 + b w^T x + row, as e^{Re lf} (cos Im lf, sin Im lf) with the
     // array exp/cos/sin of core/vecmath.hpp.
     const cplx c = log_d + p_.A * w2(m);
     double *re = F.colptr(m), *im = F.colptr(M + m);
     std::vector<double> phase(L);
     for (arma::uword i = 0; i < L; ++i) {
-      re[i] = c.real() + b_side.real() * proj(i, m) + row(i) + log_scale;
+      re[i] = c.real() + b_side.real() * proj(i, m) + row(i);
       phase[i] = im[i] = c.imag() + b_side.imag() * proj(i, m);
     }
     simd::exp(re, L);
@@ -183,8 +181,7 @@ std::optional<FeatureMap::Exponent> GerfEstimator::exponent_hook(const Draw* w, 
   Exponent e;
   if (w) {
     const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
-    const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
-                     0.5 * std::log(static_cast<double>(w->count()));
+    const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real());
     e.form = {B * w->omega, p_.A.real() * arma::sum(arma::square(w->omega), 0) + c};
   }
   if (X) e.points = {*X, -0.5 * arma::sum(arma::square(*X), 0).t()};
@@ -192,10 +189,9 @@ std::optional<FeatureMap::Exponent> GerfEstimator::exponent_hook(const Draw* w, 
 }
 
 arma::mat GerfEstimator::real_exponent(const Draw& w, const arma::mat& X) const {
-  // Real A and s = +1: both sides are D exp(A|w|^2 + B w^T x - |x|^2/2) / sqrt(M) with real B.
+  // Real A and s = +1: both sides are D exp(A|w|^2 + B w^T x - |x|^2/2) with real B.
   const double B = std::sqrt(1.0 - 4.0 * p_.A.real());
-  const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real()) -
-                   0.5 * std::log(static_cast<double>(w.count()));
+  const double c = 0.25 * static_cast<double>(d_) * std::log(1.0 - 4.0 * p_.A.real());
   const arma::rowvec col = p_.A.real() * arma::sum(arma::square(w.omega), 0) + c;
   const arma::vec row = -0.5 * arma::sum(arma::square(X), 0).t();
   arma::mat F = X.t() * w.omega;

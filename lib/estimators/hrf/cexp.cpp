@@ -40,7 +40,6 @@ arma::cx_mat cexp_complex_features(const arma::cx_mat& TX, const arma::mat& omeg
   arma::cx_mat F = TX.st() * W;                               // L x M: w_m^T t_i
   const arma::cx_rowvec sq = arma::sum(arma::square(TX), 0);  // complex squares t^2
   F.each_col() -= 0.5 * sq.st();
-  F -= cplx(0.5 * std::log(static_cast<double>(omega.n_cols)), 0.0);
   return arma::exp(F);
 }
 

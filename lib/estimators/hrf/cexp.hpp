@@ -41,7 +41,7 @@ class CexpEstimator final : public Estimator {
 };
 
 // Shared kernels of the CE family for already transformed points TX = A X (or B Y), d x L complex:
-// features exp(-(t)^2/2 + w^T t) / sqrt(M) of every column t, L x M complex.
+// features exp(-(t)^2/2 + w^T t) of every column t, L x M complex (FeatureMap::features applies the 1/sqrt(M)).
 arma::cx_mat cexp_complex_features(const arma::cx_mat& TX, const arma::mat& omega);
 // log(Var/K^2) of one feature for all pairs u_ij = AX_i + BY_j (Lx x Ly), summed coordinate-wise
 // directly (no cancellation at u = 0, where the estimator is exact).

@@ -56,7 +56,7 @@ arma::mat TrigRealEstimator::features_hook(const Draw& w, const arma::mat& X, Si
   simd::cos(F.memptr(), F.n_elem);
   arma::colvec row = 0.5 * arma::sum(arma::square(X), 0).t();
   if (!log_row_scale.is_empty()) row += log_row_scale;
-  const arma::colvec scale = arma::exp(row) * std::sqrt(2.0 / w.count());
+  const arma::colvec scale = arma::exp(row) * M_SQRT2;
   F.each_col() %= scale;
   return F;
 }

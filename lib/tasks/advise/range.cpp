@@ -64,7 +64,7 @@ KeyRange key_range(const Estimator& e, const Draw& w, const arma::mat& K, const 
     keys =
         key_tiles(e, K, {}, true, k.alpha != 0 ? arma::vec(k.alpha * arma::sum(arma::square(K), 0).t()) : arma::vec());
     P32 = arma::conv_to<arma::fmat>::from(form->P);
-    col = form->col + 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
+    col = form->col;
   }
   const arma::uword n_tiles = (K.n_cols + tile - 1) / tile;
   std::vector<KeyRange> tiles(n_tiles);
@@ -124,11 +124,9 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
     return k.alpha == 0 ? arma::vec() : arma::vec(k.alpha * arma::sum(arma::square(X), 0).t());
   };
   // Features of the sampled rows; the keys' extremes and log column sums over tiles (key_range).
-  const double half_log_m = 0.5 * std::log(static_cast<double>(w.count()));  // undo features()' 1/sqrt(M)
   auto log_abs = [&](const arma::mat& X, Side side) {
-    arma::mat F = r.stabilisable ? e.log_features(w, X, side, scale(X))
-                                 : arma::mat(arma::log(arma::abs(e.features(w, X, side, scale(X)))));
-    return arma::mat(F + half_log_m);
+    return r.stabilisable ? e.raw_log_features(w, X, side, scale(X))
+                          : arma::mat(arma::log(arma::abs(e.raw_features(w, X, side, scale(X)))));
   };
   const arma::mat P = log_abs(Qr, Side::Query);
   // Minima over the features that are not exactly 0 (TrigRF's cos can be).
