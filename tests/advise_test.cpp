@@ -18,6 +18,7 @@
 #include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/advise.hpp"
+#include "tasks/advise/steps.hpp"
 #include "test_util.hpp"
 
 namespace kestrel {
@@ -416,3 +417,21 @@ TEST(Advise, BadInputIsRefused) {
 
 }  // namespace
 }  // namespace kestrel
+
+// The SE reported at a quantile over rows is the nearer bracketing row's, and at the median of an even count (midway
+// between two rows) the mean of the two: a change of one ulp in a row's error does not move it there. (The nearest
+// row by value, used before, flipped at the midpoint between the two rows' SEs by rounding: 0.01 or 0.05 here.)
+TEST(AdviseCurves, TheSeAtAQuantileIsTheNearerBracketingRowsAndTheirMeanMidway) {
+  using kestrel::advise_steps::quantile, kestrel::advise_steps::quantile_se;
+  arma::vec v{0.1, 0.3, 0.2, 0.4};
+  const arma::vec s{0.02, 0.05, 0.01, 0.03};
+  EXPECT_DOUBLE_EQ(quantile_se(v, s, 0.5), 0.03);
+  for (double toward : {0.0, 1.0}) {
+    v(2) = std::nextafter(0.2, toward);
+    EXPECT_DOUBLE_EQ(quantile_se(v, s, 0.5), 0.03);
+  }
+  // The 95th percentile of 4 rows sits at 2.85 of the order, nearer the row of 0.4 (SE 0.03) than that of 0.3.
+  EXPECT_NEAR(quantile(v, 0.95), 0.15 * 0.3 + 0.85 * 0.4, 1e-15);
+  EXPECT_DOUBLE_EQ(quantile_se(v, s, 0.95), 0.03);
+  EXPECT_DOUBLE_EQ(quantile_se(v, s, 0.6), 0.05);  // 1.8 of the order: the row of 0.3
+}

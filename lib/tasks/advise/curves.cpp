@@ -35,6 +35,18 @@ double quantile(arma::vec v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+// The SE at the q-quantile of v: the SE (of s) of the nearer of the two rows that bracket it, and their mean at the
+// midpoint (a median of an even count), where the nearer row used to be picked by rounding.
+double quantile_se(const arma::vec& v, const arma::vec& s, double q) {
+  const arma::uvec order = arma::stable_sort_index(v);
+  const double pos = q * static_cast<double>(v.n_elem - 1);
+  const auto lo = static_cast<arma::uword>(std::floor(pos));
+  const arma::uword hi = std::min<arma::uword>(lo + 1, v.n_elem - 1);
+  const double t = pos - static_cast<double>(lo);
+  if (t == 0.5) return 0.5 * (s[order[lo]] + s[order[hi]]);
+  return s[order[t < 0.5 ? lo : hi]];
+}
+
 // What a metric averages over draws for each row: the squared error (then the error is its square root) or an
 // absolute one.
 bool squared(AdviseMetric m) { return m != AdviseMetric::MeanAbs && m != AdviseMetric::Tv; }
@@ -109,8 +121,8 @@ arma::uword whole_blocks(arma::uword M, arma::uword block) {
 }
 
 // A simulated prediction: per row and grid M the error and its SE (rows x grid); the curve of the median and 95th
-// percentile over rows (each with the SE of the row at that quantile), M for the target (in whole blocks) and its
-// interval, and the decision (AdviceRow::decision).
+// percentile over rows (each with the SE at that quantile, quantile_se), M for the target (in whole blocks)
+// and its interval, and the decision (AdviceRow::decision).
 void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
                           const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
                           arma::uword block, const AdviseOptions& opt) {
@@ -120,8 +132,8 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
     row.curve_m.push_back(static_cast<double>(grid[k]));
     row.curve_median.push_back(med);
     row.curve_p95.push_back(p95);
-    row.curve_median_se.push_back(s[arma::index_min(arma::abs(e - med))]);
-    row.curve_p95_se.push_back(s[arma::index_min(arma::abs(e - p95))]);
+    row.curve_median_se.push_back(quantile_se(e, s, 0.5));
+    row.curve_p95_se.push_back(quantile_se(e, s, 0.95));
     row.curve_draws.push_back(static_cast<double>(draws[k]));
   }
   row.err1_each = err.col(0);

@@ -158,7 +158,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     const std::size_t k = ne.sq.n_cols - 1;
     const ColumnErrors c = errors_of(column_of(ne, k, opt.metric), in, opt.metric, control_variate);
     auto ends = [&](const arma::vec& err, const arma::vec& se) {  // p95 -+ 2 SE
-      const double p95 = quantile(err, 0.95), s = se[arma::index_min(arma::abs(err - p95))];
+      const double p95 = quantile(err, 0.95), s = quantile_se(err, se, 0.95);
       return std::pair{p95 - 2 * s, p95 + 2 * s};
     };
     auto [low, up] = ends(c.err, c.se);

@@ -64,6 +64,8 @@ FeatureRange feature_range(const Estimator& e, const Draw& w, const Inputs& in, 
 // ----- curves.cpp -----
 // The q-quantile of v (linear interpolation between order statistics).
 double quantile(arma::vec v, double q);
+// The SE at that quantile: the SE (of s) of the nearer row of the two that bracket it; their mean midway.
+double quantile_se(const arma::vec& v, const arma::vec& s, double q);
 // Whether a metric averages squared errors over draws (then the error is the root) or absolute ones.
 bool squared(AdviseMetric m);
 // Per row: the error and its standard error from the mean over draws of the metric's per-draw quantity and its SE.

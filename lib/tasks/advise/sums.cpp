@@ -43,7 +43,7 @@ struct Acc {
     sum.col(k) += e2;
     sum2.col(k) += arma::square(e2);
   }
-  // The 95th percentile over rows of sqrt(mean) / norm and the standard error of the row nearest it.
+  // The 95th percentile over rows of sqrt(mean) / norm and its standard error (quantile_se).
   std::pair<double, double> p95(arma::uword k, std::size_t draws, double norm) const {
     const double R = static_cast<double>(draws);
     const arma::vec mean = sum.col(k) / R;
@@ -51,7 +51,7 @@ struct Acc {
     const auto [err, err_se] =
         row_errors(mean, se, arma::vec(mean.n_elem, arma::fill::value(norm)), AdviseMetric::Rmse);
     const double q = quantile(err, 0.95);
-    return {q, err_se(arma::index_min(arma::abs(err - q)))};
+    return {q, quantile_se(err, err_se, 0.95)};
   }
 };
 

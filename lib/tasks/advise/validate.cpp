@@ -55,11 +55,11 @@ std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& i
   return {mean, se};
 }
 
-// Median and 95th percentile over rows of the measured errors, and the SE of the row at the 95th percentile.
+// Median and 95th percentile over rows of the measured errors, and the SE at the 95th percentile (quantile_se).
 void summarise_measured(AdviceRow& row, const arma::vec& err, const arma::vec& se) {
   row.measured_median = quantile(err, 0.5);
   row.measured_p95 = quantile(err, 0.95);
-  row.measured_p95_se = se[arma::index_min(arma::abs(err - row.measured_p95))];
+  row.measured_p95_se = quantile_se(err, se, 0.95);
 }
 
 }  // namespace
