@@ -2,7 +2,7 @@
 """Are two kestrel builds' outputs the same, bit for bit? (A refactor proves itself here: issue 45 item 5.)
 
 usage: /usr/bin/python3 bench/same_outputs.py BEFORE_KESTREL AFTER_KESTREL WORKDIR [--skip-reproduce] [--compare-only]
-       [--except-records]
+       [--except-records] [--rounding TOL]
 
 Runs the same commands with both executables into WORKDIR/before and WORKDIR/after: every reproduction with --quick
 (`reproduce all --quick`), advise's --json and --out on three inputs (isotropic, anisotropic token-like with heavy
@@ -12,7 +12,12 @@ times: the group timing/ and claims on a wall time, as attribute or dataset) and
 left out), and the printed tables. Prints one line per output and exits 1 if any differs.
 
 --except-records also leaves out the records of the options (the attributes options and inputs, a report's options
-block, a sweep's resume options): for a change of how options are recorded, which must change nothing else."""
+block, a sweep's resume options): for a change of how options are recorded, which must change nothing else.
+
+--rounding TOL is for a change that regroups floating-point operations (it cannot be bit for bit, and is not called
+so): every floating-point number may differ by TOL relative to the largest magnitude of its dataset or JSON list (a
+JSON scalar: to itself); everything else (integers, text, the named M, decisions, claims' verdicts, the same infinities
+and NaNs) must be identical. Each output says its largest relative difference."""
 import json
 import os
 import subprocess
@@ -25,6 +30,7 @@ import numpy as np
 # Root attributes that say how and when a run was made, not what it computed.
 RUN_ATTRS = {"provenance", "created_utc", "mpi_ranks", "command", "git_revision"}
 RECORDS = "--except-records" in sys.argv
+ROUNDING = float(sys.argv[sys.argv.index("--rounding") + 1]) if "--rounding" in sys.argv else None
 if RECORDS:
     RUN_ATTRS |= {"options", "inputs"}
 
@@ -36,6 +42,31 @@ def without_records(j):
         for v in j.values():
             without_records(v)
     return j
+
+
+def difference(x, y):
+    """0 when x and y are identical; with --rounding, the largest relative difference of their floating-point numbers
+    (scaled by the largest magnitude of their array or list); inf when anything else differs."""
+    numbers = (int, float)
+    if (isinstance(x, list) and isinstance(y, list) and len(x) == len(y) and any(isinstance(v, float) for v in x + y)
+            and all(isinstance(v, numbers) and not isinstance(v, bool) for v in x + y)):
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)  # a list of reals: scaled as an array
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return np.inf
+        if x.dtype.kind != "f":
+            return 0.0 if np.array_equal(x, y) else np.inf
+        fx, fy = np.isfinite(x), np.isfinite(y)
+        if not np.array_equal(fx, fy) or not np.array_equal(x[~fx], y[~fy], equal_nan=True):
+            return np.inf
+        return float(np.abs(x[fx] - y[fx]).max() / max(np.abs(x[fx]).max(), 1e-300)) if fx.any() else 0.0
+    if isinstance(x, float) and isinstance(y, numbers) and not isinstance(y, bool):
+        return 0.0 if x == y else abs(x - y) / max(abs(x), abs(y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return max((difference(x[k], y[k]) for k in x), default=0.0) if x.keys() == y.keys() else np.inf
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return max((difference(a, b) for a, b in zip(x, y)), default=0.0) if len(x) == len(y) else np.inf
+    return 0.0 if x == y else np.inf
 
 
 def inputs(work):
@@ -107,8 +138,10 @@ def h5_contents(path, places):
             data = obj[()] if isinstance(obj, h5py.Dataset) else None
             if name == "claims":  # the claims as a dataset (JSON text): as the attribute
                 data = attr("claims", data)
-            elif RECORDS and name.rsplit("/", 1)[-1] in ("report.json", "resume"):
+            elif (RECORDS or ROUNDING) and name.rsplit("/", 1)[-1] in ("report.json", "resume"):
                 data = without_records(json.loads(plain(data)))
+            elif isinstance(data, np.ndarray) and ROUNDING is not None and data.dtype.names is None:
+                pass  # compared by difference()
             elif isinstance(data, np.ndarray):
                 data = (data.dtype.str, data.shape, data.tobytes())
             else:
@@ -120,12 +153,21 @@ def h5_contents(path, places):
     return objs
 
 
+def rounding(rel):
+    """With --rounding: None when bit for bit, else how far within the tolerance."""
+    return None if rel == 0 else f"within rounding: largest relative difference {rel:.1e}"
+
+
 def same(a, b, places):
     """None when the two outputs are the same, else what differs."""
     if a.suffix == ".h5":
         ca, cb = h5_contents(a, places["before"]), h5_contents(b, places["after"])
         if ca.keys() != cb.keys():
             return f"objects differ: {sorted(ca.keys() ^ cb.keys())[:5]}"
+        if ROUNDING is not None:
+            rel = {k: difference(ca[k], cb[k]) for k in ca}
+            bad = [k for k in ca if rel[k] > ROUNDING]
+            return f"differ in {bad[:5]}" if bad else rounding(max(rel.values(), default=0.0))
         bad = [k for k in ca if ca[k] != cb[k]]
         return f"differ in {bad[:5]}" if bad else None
     if a.suffix == ".json":
@@ -133,12 +175,15 @@ def same(a, b, places):
         for j in (ja, jb):
             j.pop("provenance", None)
             without_records(j)
+        if ROUNDING is not None:
+            rel = difference(ja, jb)
+            return "JSON differs" if rel > ROUNDING else rounding(rel)
         return None if ja == jb else "JSON differs"
     return None if a.read_bytes() == b.read_bytes() else "text differs"
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and sys.argv[i - 1] != "--rounding"]
     if len(args) != 3:
         sys.exit(__doc__.strip().splitlines()[2])
     exes = {"before": str(Path(args[0]).resolve()), "after": str(Path(args[1]).resolve())}
@@ -160,9 +205,10 @@ def main():
     for rel in before:
         a, b = work / "before" / rel, work / "after" / rel
         why = "missing after" if not b.exists() else same(a, b, places)
-        print(f"{'same   ' if why is None else 'DIFFERS'} {rel}{'' if why is None else ': ' + why}")
-        bad += why is not None
-    print(f"{len(before) - bad} of {len(before)} outputs identical")
+        close = why is not None and why.startswith("within rounding")
+        print(f"{'same   ' if why is None else 'close  ' if close else 'DIFFERS'} {rel}{'' if why is None else ': ' + why}")
+        bad += why is not None and not close
+    print(f"{len(before) - bad} of {len(before)} outputs identical" + (f" (within {ROUNDING:g} relative)" if ROUNDING else ""))
     sys.exit(1 if bad else 0)
 
 
