@@ -206,17 +206,29 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
 }
 
 // The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count) (raw_log_features): from the
-// exponent form when the map has one (points and rows computed once), else asked of the family.
-arma::mat query_log_features(const Problem& p, const Draw& b) {
+// exponent form when the map has one (points and rows computed once), else asked of the family. A form with groups
+// (the clustered HRF) gives a query features only in its group's columns: those are computed, group by group, and
+// the rest are 0 (log -inf); `groups`, if given, receives each group's (query rows, columns).
+using GroupBlocks = std::vector<std::pair<arma::uvec, arma::uvec>>;
+arma::mat query_log_features(const Problem& p, const Draw& b, GroupBlocks* groups = nullptr) {
   if (!p.form) return p.e.raw_log_features(b, p.X, Side::Query);
   const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Query);
-  arma::mat T = p.Zq.t() * f->P;
-  T.each_row() += f->col;
-  T.each_col() += p.row_q;
-  if (!f->group.is_empty())  // a query's features outside its group are 0
-    for (arma::uword m = 0; m < T.n_cols; ++m)
-      for (arma::uword i = 0; i < T.n_rows; ++i)
-        if (p.group_q(i) != f->group(m)) T(i, m) = -kInf;
+  if (f->group.is_empty()) {
+    arma::mat T = p.Zq.t() * f->P;
+    T.each_row() += f->col;
+    T.each_col() += p.row_q;
+    return T;
+  }
+  arma::mat T(p.X.n_cols, f->P.n_cols, arma::fill::value(-kInf));
+  for (arma::uword g : arma::unique(f->group).eval()) {
+    const arma::uvec rows = arma::find(p.group_q == g), cols = arma::find(f->group == g);
+    if (rows.is_empty()) continue;
+    arma::mat Tg = p.Zq.cols(rows).t() * f->P.cols(cols);
+    Tg.each_row() += f->col.cols(cols);
+    Tg.each_col() += p.row_q.elem(rows);
+    T.submat(rows, cols) = Tg;
+    if (groups) groups->emplace_back(rows, cols);
+  }
   return T;
 }
 
@@ -387,7 +399,8 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
       a = ks->a;
       S = ks->S;
     }
-    arma::mat T = query_log_features(p, b);  // Lx x B
+    GroupBlocks groups;
+    arma::mat T = query_log_features(p, b, &groups);  // Lx x B
     T.each_row() += a;
     const arma::vec new_max = arma::max(s.run_max, arma::max(T, 1));
     const arma::vec shrink = arma::exp(s.run_max - new_max);  // 0 at the first block
@@ -398,8 +411,10 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
       s.acc += T * (S.t() * p.C);
       s.Ahat.each_col() %= shrink;
       s.Ahat += T * S.t();
-    } else {
+    } else if (groups.empty()) {
       s.acc += T * S;
+    } else {  // T is 0 outside its groups' blocks
+      for (const auto& [rows, cols] : groups) s.acc.rows(rows) += T.submat(rows, cols) * S.rows(cols);
     }
     s.run_max = new_max;
     s.m0 = m1;
