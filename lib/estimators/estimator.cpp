@@ -63,7 +63,8 @@ void validate_feature_input(const FeatureMap& e, const Draw& w, const arma::mat&
 }
 
 // The rows' log scales with features()' 1/sqrt(M) added: the estimate is the average of M features. A deterministic
-// map's draw has no random objects (M = 0) and no average.
+// map's draw has no random objects (M = 0) and no average. A scale of the wrong length stays wrong, for the raw
+// functions' check to name.
 arma::vec with_average(const arma::vec& log_row_scale, arma::uword L, arma::uword M) {
   if (M == 0) return log_row_scale;
   const double h = -0.5 * std::log(static_cast<double>(M));
@@ -73,14 +74,11 @@ arma::vec with_average(const arma::vec& log_row_scale, arma::uword L, arma::uwor
 }  // namespace
 
 arma::mat FeatureMap::features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
-  validate_feature_input(*this, w, X, log_row_scale);
-  return features_hook(w, X, side, with_average(log_row_scale, X.n_cols, w.count()), false);
+  return raw_features(w, X, side, with_average(log_row_scale, X.n_cols, w.count()));
 }
 
 arma::mat FeatureMap::log_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
-  require(info().positive, "estimator '{}' has no log-features: its features are not all positive", info().name);
-  validate_feature_input(*this, w, X, log_row_scale);
-  return features_hook(w, X, side, with_average(log_row_scale, X.n_cols, w.count()), true);
+  return raw_log_features(w, X, side, with_average(log_row_scale, X.n_cols, w.count()));
 }
 
 arma::mat FeatureMap::raw_features(const Draw& w, const arma::mat& X, Side side, const arma::vec& log_row_scale) const {
