@@ -208,9 +208,8 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
 // The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count) (raw_log_features): from the
 // exponent form when the map has one (points and rows computed once), else asked of the family. A form with groups
 // (the clustered HRF) gives a query features only in its group's columns: those are computed, group by group, and
-// the rest are 0 (log -inf); `groups`, if given, receives each group's (query rows, columns).
-using GroupBlocks = std::vector<std::pair<arma::uvec, arma::uvec>>;
-arma::mat query_log_features(const Problem& p, const Draw& b, GroupBlocks* groups = nullptr) {
+// the rest are 0 (log -inf).
+arma::mat query_log_features(const Problem& p, const Draw& b) {
   if (!p.form) return p.e.raw_log_features(b, p.X, Side::Query);
   const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Query);
   if (f->group.is_empty()) {
@@ -227,9 +226,30 @@ arma::mat query_log_features(const Problem& p, const Draw& b, GroupBlocks* group
     Tg.each_row() += f->col.cols(cols);
     Tg.each_col() += p.row_q.elem(rows);
     T.submat(rows, cols) = Tg;
-    if (groups) groups->emplace_back(rows, cols);
   }
   return T;
+}
+
+// A form with groups: adds a block b of the draw's columns, with their key sums (a, S), to its sums group by group,
+// each group's queries with its own columns only (their features in the other columns are 0), so that no entry
+// outside the groups' blocks is formed, exponentiated or multiplied.
+void advance_groups(const Problem& p, DrawState& s, const Draw& b, const KeySums& ks) {
+  const ExponentForm f = *p.e.exponent_form(b, Side::Query);
+  for (arma::uword g : arma::unique(f.group).eval()) {
+    const arma::uvec rows = arma::find(p.group_q == g), cols = arma::find(f.group == g);
+    if (rows.is_empty()) continue;
+    arma::mat T = p.Zq.cols(rows).t() * f.P.cols(cols);
+    T.each_row() += f.col.cols(cols);
+    T.each_col() += p.row_q.elem(rows);
+    T.each_row() += ks.a.cols(cols);
+    const arma::vec old = s.run_max.elem(rows), top = arma::max(old, arma::max(T, 1));
+    T.each_col() -= top;
+    simd::exp_libm(T);
+    arma::mat acc = s.acc.rows(rows);
+    acc.each_col() %= arma::exp(old - top);  // 0 at the first block
+    s.acc.rows(rows) = acc + T * ks.S.rows(cols);
+    s.run_max.elem(rows) = top;
+  }
 }
 
 // Causal in single precision: the new columns of the draws [r0, r1) side by side (one chunk), walked over the keys in
@@ -386,6 +406,9 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
   if (m1 > s.m0 && !p.positions.is_empty()) {
     advance_causal(p, s, s.w.columns(s.m0, m1));
     s.m0 = m1;
+  } else if (m1 > s.m0 && !p.tv && !p.group_q.is_empty()) {
+    advance_groups(p, s, s.w.columns(s.m0, m1), *ks);
+    s.m0 = m1;
   } else if (m1 > s.m0) {
     const Draw b = s.w.columns(s.m0, m1);
     arma::rowvec a;
@@ -399,8 +422,7 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
       a = ks->a;
       S = ks->S;
     }
-    GroupBlocks groups;
-    arma::mat T = query_log_features(p, b, &groups);  // Lx x B
+    arma::mat T = query_log_features(p, b);  // Lx x B
     T.each_row() += a;
     const arma::vec new_max = arma::max(s.run_max, arma::max(T, 1));
     const arma::vec shrink = arma::exp(s.run_max - new_max);  // 0 at the first block
@@ -411,10 +433,8 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
       s.acc += T * (S.t() * p.C);
       s.Ahat.each_col() %= shrink;
       s.Ahat += T * S.t();
-    } else if (groups.empty()) {
+    } else {
       s.acc += T * S;
-    } else {  // T is 0 outside its groups' blocks
-      for (const auto& [rows, cols] : groups) s.acc.rows(rows) += T.submat(rows, cols) * S.rows(cols);
     }
     s.run_max = new_max;
     s.m0 = m1;
