@@ -19,6 +19,7 @@
 #include "io/hdf5.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/steps.hpp"
+#include "tasks/attention.hpp"
 #include "test_util.hpp"
 
 namespace kestrel {
@@ -382,6 +383,44 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
     EXPECT_EQ(header.substr(0, header.find('\n')).find(std::string(" ") + c.header) != std::string::npos, shown)
         << c.header;
   }
+}
+
+// Causal with fewer sampled rows than positions: the pooled norm (RMS_i |Y_i|) is the mean over every position. The
+// early rows see few keys and have the largest |Y_i| (V zero-mean: |Y_i|^2 ~ dv / (i + 1)), so one row per stratum
+// made the norm hinge on which early row was drawn; now the positions before 1024 are exact and each sampled row beyond
+// stands for its stratum. Checked against the RMS over all 4096 positions from exact_causal_attention (tasks/
+// attention, its own path), for four seeds: the error is the stratified part's sampling error, whose SE the test
+// computes from every row (the within-stratum variances); 4.5 SE: false-failure rate about 7e-6 per seed (normal
+// approximation of a sum of 48 independent strata).
+TEST(Advise, CausalNormIsTheMeanOverEveryPosition) {
+  Rng rng(47, Stream::User, 3);
+  const arma::uword d = 16, L = 4096, dv = 8, n = 64;
+  const arma::mat Q = 0.5 * rng.normal_matrix(d, L), K = 0.5 * rng.normal_matrix(d, L), V = rng.normal_matrix(L, dv);
+  const arma::uvec all = arma::regspace<arma::uvec>(0, L - 1);
+  const arma::vec y2 = arma::sum(arma::square(exact_causal_attention(Q, all, K, V).Y), 1);
+  const double population = arma::mean(y2);
+  double var = 0;  // of the stratified estimate: strata of L / n positions from 1024 on, one row each
+  for (arma::uword s = 1024 / (L / n); s < n; ++s) {
+    const arma::vec st = y2.subvec(s * L / n, (s + 1) * L / n - 1);
+    var += std::pow(static_cast<double>(st.n_elem) / L, 2) * arma::var(st, 1);
+  }
+  ASSERT_GT(y2(0), 20 * population) << "the first row should dominate, as in a decoder with zero-mean values";
+  for (const std::uint64_t seed : {1, 2, 3, 4}) {
+    AdviseOptions opt;
+    opt.causal = true, opt.rows = n, opt.seed = seed;
+    Advice a;
+    const advise_steps::Inputs in = advise_steps::prepare(a, Q, K, V, opt);
+    double share = 0;
+    const arma::vec norm = advise_steps::metric_norms(advise_steps::exact_rows(in).Y, in, V, AdviseMetric::Rmse, share);
+    EXPECT_NEAR(norm(0) * norm(0), population, 4.5 * std::sqrt(var) + 1e-12 * population) << "seed " << seed;
+  }
+  AdviseOptions every;  // every position sampled: the norm is exact
+  every.causal = true, every.rows = L;
+  Advice a;
+  const advise_steps::Inputs in = advise_steps::prepare(a, Q, K, V, every);
+  double share = 0;
+  const arma::vec norm = advise_steps::metric_norms(advise_steps::exact_rows(in).Y, in, V, AdviseMetric::Rmse, share);
+  EXPECT_NEAR(norm(0) * norm(0), population, 1e-12 * population);
 }
 
 TEST(Advise, BadInputIsRefused) {

@@ -259,13 +259,13 @@ int AdviseCheck::failed() const {
 
 AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
                                   const ExactAttention& exact, arma::uword m, Sampler sampler, std::size_t cap,
-                                  std::uint64_t seed, double slope, const arma::uvec& positions) {
+                                  std::uint64_t seed, double slope, const arma::uvec& positions, double rms) {
   require(m > 0 && m < (arma::uword{1} << 40) && cap >= kMinDraws && cap < (std::size_t{1} << 20),
           "measure_powered: m = {} and cap = {} must be in [1, 2^40) and [{}, 2^20)", m, cap, kMinDraws);
   AdviseMeasurement out;
   out.m = m;
   out.slope = slope;
-  const double rms = std::sqrt(arma::accu(arma::square(exact.Y)) / static_cast<double>(Qr.n_cols));
+  if (rms == 0) rms = std::sqrt(arma::accu(arma::square(exact.Y)) / static_cast<double>(Qr.n_cols));
   arma::vec s1(Qr.n_cols, arma::fill::zeros), s2(Qr.n_cols, arma::fill::zeros);
   std::vector<arma::vec> sq(kBatch);
   // Draw r has its own stream (seed, m, r); a batch's draws run in parallel and are summed in draw order, and the stop
@@ -306,8 +306,16 @@ AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma
   }
   const auto e = fit_attention_estimator(r.estimator, c.Q, c.K);
   const Sampler sampler = parse_sampler(r.sampler);
+  // The errors are relative to the RMS output row over every row of the input: causal, over every position (the
+  // early ones, which see few keys, have the largest rows), from exact attention at each; else over the rows sampled.
+  double rms = 0;
+  if (c.causal) {
+    const arma::uword L = c.K.n_cols;
+    const arma::mat Y = exact_causal_attention(c.Q.cols(0, L - 1), arma::regspace<arma::uvec>(0, L - 1), c.K, c.V).Y;
+    rms = std::sqrt(arma::accu(arma::square(Y)) / static_cast<double>(L));
+  }
   for (AdviseMeasurement* x : {&ch.missed, &ch.met})
-    if (x->m) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, 0.5, positions);
+    if (x->m) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, 0.5, positions, rms);
   // Where the two checks measure a curve flatter than M^(-1/2), an M 1.25x off moves the error less: the power is for
   // the slope measured (at least kMinSlope), and a check without it draws on (the same draws first) to its cap.
   if (ch.missed.m && ch.met.m && ch.missed.p95 > 0 && ch.met.p95 > 0) {
@@ -316,7 +324,8 @@ AdviseCheck check_advice_row(const AdviceRow& r, const AdviseCase& c, const arma
     if (!(s >= 0.5))
       for (AdviseMeasurement* x : {&ch.missed, &ch.met}) {
         x->slope = std::max(kMinSlope, s);
-        if (!x->powered()) *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, x->slope, positions);
+        if (!x->powered())
+          *x = measure_powered(*e, Qr, c.K, c.V, exact, x->m, sampler, cap, seed, x->slope, positions, rms);
       }
   }
   std::vector<double> ms, ps;

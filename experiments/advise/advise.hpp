@@ -38,7 +38,8 @@ std::vector<AdviseStack> advise_stacks(const Options& opt);
 
 // The 95th percentile over rows of sqrt(mean |Y-hat_i - Y_i|^2) / RMS |Y| at m features from fresh draws, drawn in
 // batches until it has its power (powered()) or `cap` draws (m = 0: not measured). Causal (positions given, one per
-// row of Qr): row r attends to keys 0..positions(r), through approximate_causal_attention.
+// row of Qr): row r attends to keys 0..positions(r), through approximate_causal_attention. rms: what the errors are
+// relative to (0: the RMS of exact's rows; check_advice_row gives a causal input's RMS over every position).
 struct AdviseMeasurement {
   arma::uword m = 0;
   double p95 = 0, se = 0;
@@ -57,7 +58,8 @@ double advise_needed_se();  // (1 - 1.25^(-1/2)) target / z_0.95 = 0.00642 for t
 
 AdviseMeasurement measure_powered(const Estimator& e, const arma::mat& Qr, const arma::mat& K, const arma::mat& V,
                                   const ExactAttention& exact, arma::uword m, Sampler sampler, std::size_t cap,
-                                  std::uint64_t seed, double slope = 0.5, const arma::uvec& positions = {});
+                                  std::uint64_t seed, double slope = 0.5, const arma::uvec& positions = {},
+                                  double rms = 0);
 
 // One advise row checked by independent measurements: where the target must be missed (`missed`) and met (`met`).
 struct AdviseCheck {

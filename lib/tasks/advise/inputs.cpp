@@ -142,19 +142,76 @@ Inputs prepare(Advice& a, const arma::mat& Q, const arma::mat& K, const arma::ma
   return in;
 }
 
-// Per sampled row, what the metric divides by; and the share of mean |Y_i|^2 that V's mean row makes up.
+namespace {
+
+// Causal: exact attention of the queries at the given positions, each over keys 0..position (the stable log-sum-exp).
+ExactAttention causal_rows(const Inputs& in, const arma::uvec& positions) {
+  const arma::uword n = positions.n_elem;
+  ExactAttention out{arma::mat(n, in.V.n_cols), arma::vec(n)};
+  for_each_block(n, [&](std::size_t r) {
+    const arma::uword p = positions(r);
+    arma::vec logit = in.Kk.cols(0, p).t() * in.Qk.col(p);
+    const double top = logit.max();
+    const arma::vec w = arma::exp(logit - top);
+    const double sum = arma::accu(w);
+    out.log_normaliser(r) = top + std::log(sum);
+    out.Y.row(r) = (w.t() * in.V.rows(0, p)) / sum;
+  });
+  return out;
+}
+
+// Causal, rows sampled one per stratum of positions: the positions before this one (rounded up to a stratum's end)
+// enter the pooled norms exactly, every one of them.
+constexpr arma::uword kExactNormPositions = 1024;
+
+// The rows a pooled norm averages over, with weights (none: the sampled rows, each once). Causal with fewer sampled
+// rows than positions: early rows see few keys, so |Y_i| is largest there and decides the mean over positions, and one
+// sampled row per stratum would make the norm hinge on which early row was drawn (at L = 32768 with 512 rows the
+// reported errors moved 2x between seeds). So the positions before kExactNormPositions are all taken exactly, and
+// each sampled row beyond stands for its stratum (weight: the stratum's size): the mean over every position.
+struct NormRows {
+  arma::mat Y;
+  arma::vec w;
+};
+NormRows norm_rows(const arma::mat& Y, const Inputs& in) {
+  const arma::uword L = in.Kk.n_cols, n = in.rows.n_elem;
+  if (in.positions.is_empty() || n >= L) return {Y, {}};
+  arma::uword s0 = 0;  // the first stratum [s L / n, (s + 1) L / n) beyond the exact positions
+  while (s0 < n && s0 * L / n < kExactNormPositions) ++s0;
+  const arma::uword e = s0 * L / n;
+  NormRows out{causal_rows(in, arma::regspace<arma::uvec>(0, e - 1)).Y, arma::ones(e)};
+  if (s0 < n) {
+    out.Y = arma::join_cols(out.Y, Y.rows(s0, n - 1));
+    arma::vec w(n - s0);
+    for (arma::uword s = s0; s < n; ++s) w(s - s0) = static_cast<double>((s + 1) * L / n - s * L / n);
+    out.w = arma::join_cols(out.w, w);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Per sampled row, what the metric divides by; and the share of mean |Y_i|^2 that V's mean row makes up. The pooled
+// norms are means over the rows of norm_rows.
 arma::vec metric_norms(const arma::mat& Y, const Inputs& in, const arma::mat& V, AdviseMetric metric,
                        double& offset_share) {
   const arma::uword n = Y.n_rows;
   const arma::vec one(n, arma::fill::ones);
   if (in.normaliser || metric == AdviseMetric::Tv) return one;
+  const NormRows nr = norm_rows(Y, in);
+  // The mean over those rows of a per-entry quantity's row sums.
+  auto mean_of = [&](const arma::mat& Z) {
+    return nr.w.is_empty() ? arma::accu(Z) / static_cast<double>(Z.n_rows)
+                           : arma::dot(nr.w, arma::sum(Z, 1)) / arma::accu(nr.w);
+  };
   const arma::rowvec v = arma::mean(V, 0);
-  const double mean_sq = arma::accu(arma::square(Y)) / static_cast<double>(n);
+  const double mean_sq = mean_of(arma::square(nr.Y));
   offset_share = mean_sq > 0 ? std::min(1.0, arma::dot(v, v) / mean_sq) : 0.0;
   require(mean_sq > 0, "every sampled output row is 0: relative errors are undefined (values V are 0?)");
   switch (metric) {
     case AdviseMetric::MeanAbs:
-      return one * (arma::accu(arma::abs(Y)) / static_cast<double>(Y.n_elem));
+      return one * (nr.w.is_empty() ? arma::accu(arma::abs(Y)) / static_cast<double>(Y.n_elem)
+                                    : mean_of(arma::abs(nr.Y)) / static_cast<double>(Y.n_cols));
     case AdviseMetric::RowRelative: {
       const arma::vec r = arma::sqrt(arma::sum(arma::square(Y), 1));
       require(r.min() > 0, "metric row-relative: output row {} is 0 (its relative error is undefined; use rmse)",
@@ -162,9 +219,9 @@ arma::vec metric_norms(const arma::mat& Y, const Inputs& in, const arma::mat& V,
       return r;
     }
     case AdviseMetric::Centred: {
-      arma::mat C = Y;
+      arma::mat C = nr.Y;
       C.each_row() -= v;
-      const double rms = std::sqrt(arma::accu(arma::square(C)) / static_cast<double>(n));
+      const double rms = std::sqrt(mean_of(arma::square(C)));
       require(rms > 0, "metric centred: every sampled output row equals V's mean row (nothing varies to measure)");
       return one * rms;
     }
@@ -175,18 +232,7 @@ arma::vec metric_norms(const arma::mat& Y, const Inputs& in, const arma::mat& V,
 
 ExactAttention exact_rows(const Inputs& in) {
   if (in.positions.is_empty()) return exact_attention(in.Qa.cols(in.rows), in.Ka, in.V);
-  const arma::uword n = in.rows.n_elem;
-  ExactAttention out{arma::mat(n, in.V.n_cols), arma::vec(n)};
-  for_each_block(n, [&](std::size_t r) {
-    const arma::uword p = in.positions(r);
-    arma::vec logit = in.Kk.cols(0, p).t() * in.Qk.col(in.rows(r));
-    const double top = logit.max();
-    const arma::vec w = arma::exp(logit - top);
-    const double sum = arma::accu(w);
-    out.log_normaliser(r) = top + std::log(sum);
-    out.Y.row(r) = (w.t() * in.V.rows(0, p)) / sum;
-  });
-  return out;
+  return causal_rows(in, in.positions);
 }
 
 std::vector<std::pair<arma::uword, arma::uword>> position_bands(arma::uword L) {
