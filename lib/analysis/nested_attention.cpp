@@ -205,10 +205,28 @@ std::vector<KeySums> key_sums(const Problem& p, const std::vector<Draw>& blocks)
   return out;
 }
 
+// A form with groups (the clustered HRF) gives a query features only in its group's columns. One group's block: its
+// query rows, its columns, and the queries' log-features there (without the 1/sqrt(count)).
+struct GroupBlock {
+  arma::uvec rows, cols;
+  arma::mat T;
+};
+std::vector<GroupBlock> group_blocks(const Problem& p, const ExponentForm& f) {
+  std::vector<GroupBlock> out;
+  for (arma::uword g : arma::unique(f.group).eval()) {
+    GroupBlock b{arma::find(p.group_q == g), arma::find(f.group == g), {}};
+    if (b.rows.is_empty()) continue;
+    b.T = p.Zq.cols(b.rows).t() * f.P.cols(b.cols);
+    b.T.each_row() += f.col.cols(b.cols);
+    b.T.each_col() += p.row_q.elem(b.rows);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 // The queries' log-features of a block (Lx x F), without features()'s 1/sqrt(count) (raw_log_features): from the
-// exponent form when the map has one (points and rows computed once), else asked of the family. A form with groups
-// (the clustered HRF) gives a query features only in its group's columns: those are computed, group by group, and
-// the rest are 0 (log -inf).
+// exponent form when the map has one (points and rows computed once), else asked of the family. A form with groups:
+// its groups' blocks, and 0 (log -inf) elsewhere.
 arma::mat query_log_features(const Problem& p, const Draw& b) {
   if (!p.form) return p.e.raw_log_features(b, p.X, Side::Query);
   const std::optional<ExponentForm> f = p.e.exponent_form(b, Side::Query);
@@ -219,14 +237,7 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
     return T;
   }
   arma::mat T(p.X.n_cols, f->P.n_cols, arma::fill::value(-kInf));
-  for (arma::uword g : arma::unique(f->group).eval()) {
-    const arma::uvec rows = arma::find(p.group_q == g), cols = arma::find(f->group == g);
-    if (rows.is_empty()) continue;
-    arma::mat Tg = p.Zq.cols(rows).t() * f->P.cols(cols);
-    Tg.each_row() += f->col.cols(cols);
-    Tg.each_col() += p.row_q.elem(rows);
-    T.submat(rows, cols) = Tg;
-  }
+  for (const GroupBlock& g : group_blocks(p, *f)) T.submat(g.rows, g.cols) = g.T;
   return T;
 }
 
@@ -234,21 +245,16 @@ arma::mat query_log_features(const Problem& p, const Draw& b) {
 // each group's queries with its own columns only (their features in the other columns are 0), so that no entry
 // outside the groups' blocks is formed, exponentiated or multiplied.
 void advance_groups(const Problem& p, DrawState& s, const Draw& b, const KeySums& ks) {
-  const ExponentForm f = *p.e.exponent_form(b, Side::Query);
-  for (arma::uword g : arma::unique(f.group).eval()) {
-    const arma::uvec rows = arma::find(p.group_q == g), cols = arma::find(f.group == g);
-    if (rows.is_empty()) continue;
-    arma::mat T = p.Zq.cols(rows).t() * f.P.cols(cols);
-    T.each_row() += f.col.cols(cols);
-    T.each_col() += p.row_q.elem(rows);
-    T.each_row() += ks.a.cols(cols);
-    const arma::vec old = s.run_max.elem(rows), top = arma::max(old, arma::max(T, 1));
+  for (GroupBlock& g : group_blocks(p, *p.e.exponent_form(b, Side::Query))) {
+    arma::mat& T = g.T;
+    T.each_row() += ks.a.cols(g.cols);
+    const arma::vec old = s.run_max.elem(g.rows), top = arma::max(old, arma::max(T, 1));
     T.each_col() -= top;
     simd::exp_libm(T);
-    arma::mat acc = s.acc.rows(rows);
+    arma::mat acc = s.acc.rows(g.rows);
     acc.each_col() %= arma::exp(old - top);  // 0 at the first block
-    s.acc.rows(rows) = acc + T * ks.S.rows(cols);
-    s.run_max.elem(rows) = top;
+    s.acc.rows(g.rows) = acc + T * ks.S.rows(g.cols);
+    s.run_max.elem(g.rows) = top;
   }
 }
 
