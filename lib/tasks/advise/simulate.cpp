@@ -141,6 +141,10 @@ void add_draws(std::vector<Column>& cols, const Estimator& e, const Inputs& in, 
 
 }  // namespace
 
+double heading_p95(double n_before, double p_before, double n, double p) {
+  return n_before >= 16 && n >= 1.5 * n_before ? p + (p - p_before) / (n / n_before - 1) : p;
+}
+
 // Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
 // First pass: the grid up to kCurveBeyond times the first M whose p95 + 2 SE is at or below the target (to the budget
 // where none is, or with --full-curve). Then, until the decision is settled (AdviceRow::decision), fresh draws are
@@ -188,6 +192,10 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
   std::vector<Column> cols;
   for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
   std::uint64_t next = first.draws.front();
+  struct AtBudget {
+    double n, p;
+  };
+  std::optional<AtBudget> before;  // the last round's draws and p95 at the budget
   for (;;) {
     const std::vector<arma::uword> g(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(cols.size()));
     arma::mat err(in.rows.n_elem, cols.size()), se(in.rows.n_elem, cols.size()), red(in.rows.n_elem, cols.size());
@@ -244,18 +252,22 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
       }
     }
     // The draws that would settle it, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M to
-    // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to its distance from the
-    // target. A row whose projection is beyond --max-draws is not drawn further: the allowance would not settle it.
+    // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to the distance from the
+    // target of the value it is heading for (heading_p95). A row whose projection is beyond --max-draws is not drawn
+    // further: the allowance would not settle it.
+    const bool at_budget = g.back() == opt.budget;
+    const double p = row.curve_p95.back(), s = row.curve_p95_se.back(), n_now = static_cast<double>(draws.back());
     std::size_t need = 0;
     if (!settled) {
       const auto [rlo, rhi] = ends(row);
       const double w = std::log(rhi / std::max(1.0, rlo)), goal = std::log(kSettledWidth);
       double n = static_cast<double>(have) * std::pow(w / goal, 2);
-      const double p = row.curve_p95.back(), s = row.curve_p95_se.back();
-      if (g.back() == opt.budget && p > opt.target)
-        n = std::min(n, static_cast<double>(draws.back()) * std::pow(2 * s / (p - opt.target), 2));
+      const double heading = before ? heading_p95(before->n, before->p, n_now, p) : p;
+      if (at_budget && p > opt.target && heading > opt.target)
+        n = std::min(n, n_now * std::pow(2 * s / (heading - opt.target), 2));
       need = static_cast<std::size_t>(std::ceil(std::min(n, 1e15)));
     }
+    if (at_budget) before = {n_now, p};
     if (settled || have >= opt.max_draws || need > opt.max_draws) {
       if (row.decision == "not settled") row.draws_to_settle = std::max(need, have + 1);
       break;

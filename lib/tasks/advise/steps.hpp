@@ -86,6 +86,11 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
                           arma::uword block, const AdviseOptions& opt);
 
 // ----- simulate.cpp -----
+// Where the 95th percentile at the budget is heading, from the last settle round's draws and p95 and this round's: the
+// change since then carried on as if it were a bias shrinking as 1/draws, p + (p - p_before) / (n / n_before - 1)
+// (the 95th percentile over rows of noisy per-row errors lies above theirs, by less as draws come; heavy draws not
+// yet seen pull it the other way); p itself after fewer than 16 draws or where the draws grew less than 1.5x.
+double heading_p95(double n_before, double p_before, double n, double p);
 // Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
 void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
                        Sampler sampler, bool control_variate, const AdviseOptions& opt);
