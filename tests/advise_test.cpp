@@ -172,6 +172,20 @@ TEST(Advise, OutOfReachOnlyWhereTheBudgetSaysSo) {
   std::size_t far = 0;
   for (const auto& r : a.rows) far += r.decision == "out of reach";
   EXPECT_GE(far, a.rows.size() / 2) << "most rows must be decided out of reach on this input";
+  // Heading out of reach: from M = 32, a curve whose p95 - 2 SE shrunk as 1/sqrt(M) to the budget stays 1.5x above the
+  // target goes on with --draws / 16 draws (here the floor of 2); one that does not keeps its draws up to M = 128.
+  std::size_t cut = 0;
+  for (const auto& r : a.rows) {
+    std::size_t k = 0;
+    while (r.curve_m[k] < 32) ++k;
+    const double low = r.curve_p95[k] - 2 * r.curve_p95_se[k];
+    const bool heading_out = low * std::sqrt(r.curve_m[k] / static_cast<double>(o.budget)) > 1.5 * o.target;
+    cut += heading_out;
+    EXPECT_EQ(r.curve_draws[k + 1] == 2, heading_out)
+        << r.estimator << " " << r.sampler << " at M = " << r.curve_m[k + 1] << ": " << r.curve_draws[k + 1]
+        << " draws";
+  }
+  EXPECT_GE(cut, 1u) << "some curve must head out of reach from M = 32 on this input";
   EXPECT_FALSE(a.best.has_value());
   EXPECT_NE(a.recommendation.find("No estimator reaches"), std::string::npos);
 }

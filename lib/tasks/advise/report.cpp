@@ -206,10 +206,11 @@ void write_table(std::ostream& out, const Advice& a) {
     if (r.status == "ok" && r.method.rfind("simulated", 0) == 0)
       ++simulated, fewest = std::min(fewest, r.settle_draws), most = std::max(most, r.settle_draws);
   if (simulated)
-    out << wrapped(
-        fmt::format("simulated rows: {} nested draws up to M = 128, then {}..{} draws at the M around each decision "
-                    "(control variate D-hat/D - 1; seed {})",
-                    o.draws, fewest, most, o.seed));
+    out << wrapped(fmt::format(
+        "simulated rows: {} nested draws up to M = 128 (32 on curves heading out of reach), then {}..{} draws at "
+        "the M around each decision "
+        "(control variate D-hat/D - 1; seed {})",
+        o.draws, fewest, most, o.seed));
   out << wrapped("recommendation: " + a.recommendation);
   if (a.sums) advise_steps::write_sums_table(out, *a.sums);
 }

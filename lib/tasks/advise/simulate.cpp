@@ -35,10 +35,12 @@ constexpr double kCurveBeyond = 2;
 constexpr double kDrawSeGoal = 0.05;
 constexpr arma::uword kDrawsKeptUpTo = 128;
 
-// A first pass whose p95 - 2 SE, shrunk as 1/sqrt(M) to the budget, is still kHeadingOut times the target goes on
-// with the fewest draws (--draws / 16, as the SE rule's floor): the curve is drawn, and the decision at the budget adds
-// the draws it needs (settle). At L = 32768 this is a third of the time (bench/results/long_context.md).
+// A first pass whose p95 - 2 SE at some M >= kHeadingFrom, shrunk as 1/sqrt(M) to the budget, is still kHeadingOut
+// times the target goes on with the fewest draws (--draws / 16, as the SE rule's floor): the curve is drawn, and the
+// decision at the budget adds the draws it needs (settle). At L = 32768 this is most of the time
+// (bench/results/advise.md).
 constexpr double kHeadingOut = 1.5;
+constexpr arma::uword kHeadingFrom = 32;
 
 // The draws of one settling run held at once: at most about this many bytes of draw state.
 constexpr double kSettleBytes = 1e9;
@@ -176,7 +178,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     // Heading out of reach: even shrinking as 1/sqrt(M) from here, p95 - 2 SE would stay kHeadingOut times the target
     // at the budget. The draws go on at the floor; the decision at the budget then adds what it needs (settle).
     const double at_budget = low * std::sqrt(static_cast<double>(grid[k]) / static_cast<double>(opt.budget));
-    return grid[k] >= kDrawsKeptUpTo && at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
+    return grid[k] >= kHeadingFrom && at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
   };
   const NestedOptions first{.grid = grid,
                             .draws = prediction_draws(grid, opt.draws),
@@ -278,8 +280,10 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
     next += more;
   }
-  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})",
-                           first.draws.front(), kDrawsKeptUpTo, row.settle_draws, opt.seed);
+  std::size_t kept = 0;  // the last grid point the first pass's draws all reached (before any cut)
+  while (kept + 1 < ne.draws.size() && ne.draws[kept + 1] == ne.draws.front()) ++kept;
+  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})", ne.draws.front(),
+                           grid[kept], row.settle_draws, opt.seed);
 }
 
 }  // namespace kestrel::advise_steps
