@@ -423,7 +423,7 @@ TEST(BadInputs, SigintDuringASweepSaysHowToResume) {
   TempDir dir("kestrel_sweep_sigint");
   const std::string out = dir / "s.h5", err = dir / "err";
   const std::vector<std::string> args = {KESTREL_CLI, "sweep", "--sigma", "0.5,1,1.5,2", "--dim",        "16,32",
-                                         "--points",  "4096",  "--pairs", "2",           "--estimators", "oprf,geom",
+                                         "--points",  "2048",  "--pairs", "2",           "--estimators", "oprf,geom",
                                          "--out",     out};
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
