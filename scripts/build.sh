@@ -2,5 +2,8 @@
 # Configures and builds kestrel (Release) into build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# A new build/ uses Ninja (a build/ made with another generator keeps it).
+gen=()
+[ -f build/CMakeCache.txt ] || gen=(-G Ninja)
+cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"

@@ -1,10 +1,54 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite (the README's test command; .ci/run calls it).
-set -euo pipefail
+# The README's test command (.ci/run calls it): installs what is missing, builds once and runs every test in at least
+# one tier. The tiers are ctest labels (tests/tiers.cmake, docs/testing.md):
+#   Release build (build/): every test except the `python` label, whose tests run once, against the installed package;
+#   sanitize build (build-asan/, ASan + UBSan): the `sanitize` label, building only what those tests need.
+# Every stage's time goes to build/ci/stages.tsv and every test's to build/ci/*.xml; scripts/ci_report.py prints them.
+# Usage: scripts/test.sh            the whole suite (CI)
+#        scripts/test.sh --quick    a developer's loop: the `unit` and `cli` labels, not `slow`, on the Release build
+#                                   (builds first if needed; no setup, no data install, no sanitizers)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/install-data.sh
-bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
-bash scripts/test-python-package.sh  # the Python tests again, against `pip install .` in a fresh venv
-bash scripts/test-sanitize.sh        # the whole suite again under ASan + UBSan (build-asan/): a memory error fails
+mode=${1:-all}
+case "$mode" in
+  all | --quick) ;;
+  *) echo "scripts/test.sh: unknown argument '$mode' (expected nothing or --quick)" >&2; exit 2 ;;
+esac
+jobs=$(nproc)
+ci=$PWD/build/ci
+mkdir -p "$ci"
+: > "$ci/stages.tsv"
+rm -f "$ci"/*.xml
+failed=()
+stage() {  # stage NAME COMMAND...: runs it, records its seconds and exit code, goes on after a failure
+  local name=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  echo "[test] $name" >&2
+  "$@" || rc=$?
+  printf '%s\t%s\t%s\n' "$name" $(($(date +%s) - t0)) "$rc" >> "$ci/stages.tsv"
+  ((rc == 0)) || failed+=("$name")
+  return "$rc"
+}
+release_tests() { ctest --test-dir build --output-on-failure -j"$jobs" --output-junit "$ci/ctest-release.xml" "$@"; }
+
+if [ "$mode" = --quick ]; then
+  if stage "build release" bash scripts/build.sh; then
+    stage "ctest release (unit, cli; not slow)" release_tests -L '^(unit|cli)$' -LE '^slow$'
+  fi
+else
+  stage setup bash scripts/setup.sh && stage data bash scripts/install-data.sh
+  if stage "build release" bash scripts/build.sh; then
+    stage "ctest release (all but python)" release_tests -LE '^python$'
+    stage "python tests (installed package)" bash scripts/test-python-package.sh "$ci/python-installed.xml"
+  fi
+  if stage "build sanitize" bash scripts/test-sanitize.sh --build-only; then
+    stage "ctest sanitize (label sanitize)" bash scripts/test-sanitize.sh --test-only "$ci/ctest-sanitize.xml"
+  fi
+fi
+# The stage table, the slowest tests, and last the counts over every run as one "N passed, N failed" line.
+/usr/bin/python3 scripts/ci_report.py "$ci" --slowest 10 || true
+if ((${#failed[@]})); then
+  echo "scripts/test.sh: failed stages: ${failed[*]} (the tests' output is above)" >&2
+  exit 1
+fi

@@ -70,6 +70,28 @@ herr_t visit(hid_t obj, const char* name, const H5O_info_t* info, void* data) {
   return 0;
 }
 
+// One reproduction's outputs in a folder (stem = DIR/NAME): finite, self-describing HDF5, a PNG, finite claims.
+void check_outputs_of(const fs::path& stem, const std::string& name) {
+  const hid_t f = H5Fopen((stem.string() + ".h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << name;
+  Walk w;
+  H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
+  H5Fclose(f);
+  EXPECT_GT(w.datasets, 0u) << name;
+  EXPECT_EQ(w.non_finite, 0u) << name << ": first non-finite dataset " << w.first_bad;
+  EXPECT_TRUE(w.undescribed.empty()) << name << ": " << w.undescribed.size() << " missing, first "
+                                     << w.undescribed.front();
+  std::ifstream png(stem.string() + ".png", std::ios::binary);
+  char magic[8] = {};
+  png.read(magic, 8);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG") << name;
+  std::ifstream cj(stem.string() + ".claims.json");
+  const auto j = nlohmann::json::parse(cj);
+  EXPECT_FALSE(j["claims"].empty()) << name;
+  for (const auto& c : j["claims"]) EXPECT_TRUE(std::isfinite(c["measured"].get<double>())) << name;
+  EXPECT_TRUE(fs::exists(stem.string() + ".claims.md")) << name;
+}
+
 }  // namespace
 
 // Under ctest the outputs are those of the reproduce_all_quick fixture ($KESTREL_QUICK_RESULTS, the same command, run
@@ -90,31 +112,32 @@ TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << "see " << out.string() << ".log";
   }
   EXPECT_TRUE(fs::exists(out / "index.html"));
-  for (const auto& e : kestrel::experiments::all_experiments()) {
-    const fs::path stem = out / e.name;
-    const hid_t f = H5Fopen((stem.string() + ".h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    ASSERT_GE(f, 0) << e.name;
-    Walk w;
-    H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &w, H5O_INFO_BASIC);
-    H5Fclose(f);
-    EXPECT_GT(w.datasets, 0u) << e.name;
-    EXPECT_EQ(w.non_finite, 0u) << e.name << ": first non-finite dataset " << w.first_bad;
-    EXPECT_TRUE(w.undescribed.empty()) << e.name << ": " << w.undescribed.size() << " missing, first "
-                                       << w.undescribed.front();
-    std::ifstream png(stem.string() + ".png", std::ios::binary);
-    char magic[8] = {};
-    png.read(magic, 8);
-    EXPECT_EQ(std::string(magic + 1, 3), "PNG") << e.name;
-    std::ifstream cj(stem.string() + ".claims.json");
-    const auto j = nlohmann::json::parse(cj);
-    EXPECT_FALSE(j["claims"].empty()) << e.name;
-    for (const auto& c : j["claims"]) EXPECT_TRUE(std::isfinite(c["measured"].get<double>())) << e.name;
-    EXPECT_TRUE(fs::exists(stem.string() + ".claims.md")) << e.name;
-  }
+  for (const auto& e : kestrel::experiments::all_experiments()) check_outputs_of(out / e.name, e.name);
   if (own) {
     fs::remove_all(out);
     fs::remove(out.string() + ".log");
   }
+}
+
+// The sanitize tier (scripts/test-sanitize.sh) runs every reproduction but advise at --quick sizes under ASan + UBSan,
+// one process each. advise's reproduction (about 170 s at --quick in Release, several times that sanitized) is
+// exercised there by AdviseReproduction's smaller in-process checks and the command line's advise tests. In Release
+// the reproduce_all_quick fixture runs every reproduction, and this test is skipped.
+TEST(Reproduce, EveryReproductionButAdviseQuickUnderTheSanitizers) {
+#if !defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "Release build: Reproduce.AllQuickWriteFiniteHdf5PngAndClaims checks every reproduction";
+#endif
+  const fs::path out = fs::temp_directory_path() / ("kestrel_sanitized_" + std::to_string(::getpid()));
+  for (const auto& e : kestrel::experiments::all_experiments()) {
+    if (e.name == "advise") continue;
+    const std::string log = out.string() + "." + e.name + ".log";
+    const std::string cmd = std::string(KESTREL_CLI) + " reproduce " + e.name + " --quick --quiet --out " +
+                            out.string() + " > " + log + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << e.name << ": see " << log;
+    check_outputs_of(out / e.name, e.name);
+    fs::remove(log);
+  }
+  fs::remove_all(out);
 }
 
 // The second protocol of crt-fig2 and derf-fig2 (the image pipeline most consistent with both papers,

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Prints where the test suite's time goes: each stage of scripts/test.sh and the slowest tests of each run.
+
+Reads what scripts/test.sh leaves in build/ci/: stages.tsv (stage, seconds, exit code) and one JUnit XML per test run
+(ctest --output-junit, pytest --junitxml). Writes a Markdown report to stdout (the table committed in
+bench/results/ci.md comes from here). Usage: scripts/ci_report.py [build/ci] [--slowest 25]
+"""
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def stages(folder):
+    rows = []
+    path = folder / "stages.tsv"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        name, seconds, status = line.split("\t")
+        rows.append((name, int(seconds), int(status)))
+    return rows
+
+
+def cases(xml_path):
+    """(name, seconds, outcome) of every test case in one JUnit file."""
+    out = []
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        name = case.get("name", "?")
+        if case.get("classname") and not xml_path.stem.startswith("ctest"):
+            name = f"{case.get('classname')}::{name}"
+        outcome = "passed"
+        for tag, meaning in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+            if case.find(tag) is not None:
+                outcome = meaning
+        if case.get("status") in ("fail", "failed", "notrun", "disabled"):
+            outcome = case.get("status")
+        out.append((name, float(case.get("time", 0)), outcome))
+    return out
+
+
+def closing_line(folder):
+    """Every run's tests counted as one plain 'N passed, N failed, N skipped' line."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for xml_path in folder.glob("*.xml"):
+        for _, _, outcome in cases(xml_path):
+            key = outcome if outcome in counts else "skipped" if outcome in ("notrun", "disabled") else "failed"
+            counts[key] += 1
+    return f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+
+
+def report(folder, slowest):
+    lines = ["| stage | seconds | minutes | exit |", "|---|---:|---:|---:|"]
+    total = 0
+    for name, seconds, status in stages(folder):
+        total += seconds
+        lines.append(f"| {name} | {seconds} | {seconds / 60:.1f} | {status} |")
+    lines.append(f"| **total** | **{total}** | **{total / 60:.1f}** | |")
+    for xml_path in sorted(folder.glob("*.xml")):
+        found = cases(xml_path)
+        counts = {}
+        for _, _, outcome in found:
+            counts[outcome] = counts.get(outcome, 0) + 1
+        summed = sum(t for _, t, _ in found)
+        lines += ["", f"### {xml_path.stem}: {len(found)} tests, "
+                  + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+                  + f", {summed:.0f} s summed over tests", "",
+                  f"| {slowest} slowest | seconds |", "|---|---:|"]
+        for name, seconds, _ in sorted(found, key=lambda c: -c[1])[:slowest]:
+            lines.append(f"| {name} | {seconds:.1f} |")
+    return "\n".join(lines + ["", closing_line(folder)])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default="build/ci", type=Path)
+    parser.add_argument("--slowest", type=int, default=25)
+    args = parser.parse_args()
+    if not args.folder.is_dir():
+        sys.exit(f"ci_report: {args.folder} is not a folder; run scripts/test.sh first (it writes build/ci/)")
+    print(report(args.folder, args.slowest))
+
+
+if __name__ == "__main__":
+    main()
