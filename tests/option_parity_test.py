@@ -14,9 +14,11 @@ import tempfile
 
 kestrel_bin, pydir = sys.argv[1:3]
 sys.path.insert(0, pydir)
-import numpy as np  # noqa: E402
-
+# kestrel first: it sets OPENBLAS_CORETYPE before NumPy loads OpenBLAS, so that Python and the command line use the same
+# BLAS kernels (with NumPy first, a CPU that OpenBLAS cannot identify gets other kernels, and results differ in the last
+# digits from the command line's).
 import kestrel  # noqa: E402
+import numpy as np  # noqa: E402, I001
 
 # Offered on one side only, on purpose.
 CLI_ONLY = {"config": "the TOML file itself", "json": "Python returns the dict", "queries": "Python takes arrays Q",
