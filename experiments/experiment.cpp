@@ -14,6 +14,7 @@
 #include "estimators/registry.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
+#include "kestrel_paths.hpp"
 #include "reproduce_options.hpp"
 
 namespace kestrel::experiments {

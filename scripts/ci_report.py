@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints where the test suite's time goes: each stage of scripts/test.sh and the slowest tests of each run.
 
-Reads what scripts/test.sh leaves in build/ci/: stages.tsv (stage, seconds, exit code) and one JUnit XML per test run
+Reads what scripts/test.sh leaves in build/ci/: stages.tsv (stage, wall seconds, exit code, CPU seconds) and one JUnit XML per test run
 (ctest --output-junit, pytest --junitxml). Writes a Markdown report to stdout (the table committed in
 bench/results/ci.md comes from here). Usage: scripts/ci_report.py [build/ci] [--slowest 25]
 """
@@ -15,8 +15,8 @@ def stages(folder):
     rows = []
     path = folder / "stages.tsv"
     for line in path.read_text().splitlines() if path.exists() else []:
-        name, seconds, status = line.split("\t")
-        rows.append((name, int(seconds), int(status)))
+        name, seconds, status, *cpu = line.split("\t")
+        rows.append((name, int(seconds), int(status), int(cpu[0]) if cpu else None))
     return rows
 
 
@@ -48,12 +48,14 @@ def closing_line(folder):
 
 
 def report(folder, slowest):
-    lines = ["| stage | seconds | minutes | exit |", "|---|---:|---:|---:|"]
-    total = 0
-    for name, seconds, status in stages(folder):
+    lines = ["| stage | seconds | minutes | CPU seconds (cores busy) | exit |", "|---|---:|---:|---:|---:|"]
+    total = total_cpu = 0
+    for name, seconds, status, cpu in stages(folder):
         total += seconds
-        lines.append(f"| {name} | {seconds} | {seconds / 60:.1f} | {status} |")
-    lines.append(f"| **total** | **{total}** | **{total / 60:.1f}** | |")
+        total_cpu += cpu or 0
+        busy = f"{cpu} ({cpu / seconds:.2f})" if cpu is not None and seconds else "" if cpu is None else str(cpu)
+        lines.append(f"| {name} | {seconds} | {seconds / 60:.1f} | {busy} | {status} |")
+    lines.append(f"| **total** | **{total}** | **{total / 60:.1f}** | {total_cpu} | |")
     for xml_path in sorted(folder.glob("*.xml")):
         found = cases(xml_path)
         counts = {}

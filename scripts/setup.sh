@@ -2,7 +2,7 @@
 # Installs kestrel's dependencies from Debian packages when they are missing (idempotent).
 # Runs apt-get directly as root (CI), through sudo otherwise.
 set -euo pipefail
-PKGS=(g++ cmake make ninja-build pkg-config git
+PKGS=(g++ cmake make ninja-build ccache pkg-config git
       libarmadillo-dev libopenblas-dev liblapack-dev libboost-dev libgsl-dev libhdf5-dev libtbb-dev
       libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-scipy python3-h5py python3-matplotlib python3-pil python3-nbclient python3-nbformat

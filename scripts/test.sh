@@ -6,7 +6,7 @@
 # Every stage's time goes to build/ci/stages.tsv and every test's to build/ci/*.xml; scripts/ci_report.py prints them.
 # Usage: scripts/test.sh            the whole suite (CI)
 #        scripts/test.sh --quick    a developer's loop: the `unit` and `cli` labels, not `slow`, on the Release build
-#                                   (builds first if needed; no setup, no data install, no sanitizers)
+#                                   (brought up to date first; no setup, no data install, no sanitizers)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -20,13 +20,20 @@ mkdir -p "$ci"
 : > "$ci/stages.tsv"
 rm -f "$ci"/*.xml
 failed=()
-stage() {  # stage NAME COMMAND...: runs it, records its seconds and exit code, goes on after a failure
-  local name=$1 t0 rc=0
+cpu_now() {  # sets cpu: the CPU seconds (user + system) of every finished child process of this script so far
+  times > "$ci/.times"  # the builtin in this very shell: in a pipe or $(...) it would count a subshell's children
+  cpu=$(tail -n 1 "$ci/.times" | sed 's/[ms]/ /g' | awk '{printf "%d", 60 * ($1 + $3) + $2 + $4}')
+}
+stage() {  # stage NAME COMMAND...: runs it, records its wall and CPU seconds and exit code, goes on after a failure
+  local name=$1 t0 c0 rc=0
   shift
   t0=$(date +%s)
+  cpu_now
+  c0=$cpu
   echo "[test] $name" >&2
   "$@" || rc=$?
-  printf '%s\t%s\t%s\n' "$name" $(($(date +%s) - t0)) "$rc" >> "$ci/stages.tsv"
+  cpu_now
+  printf '%s\t%s\t%s\t%s\n' "$name" $(($(date +%s) - t0)) "$rc" $((cpu - c0)) >> "$ci/stages.tsv"
   ((rc == 0)) || failed+=("$name")
   return "$rc"
 }

@@ -26,6 +26,7 @@
 #include "cli_run.hpp"
 #include "core/error.hpp"
 #include "io/output.hpp"
+#include "kestrel_paths.hpp"
 
 extern char** environ;
 

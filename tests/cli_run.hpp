@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "kestrel_paths.hpp"
 
 namespace kestrel::test {
 

@@ -18,6 +18,7 @@
 #include "core/blas_core.hpp"
 #include "core/error.hpp"
 #include "io/hdf5.hpp"
+#include "kestrel_paths.hpp"
 
 namespace fs = std::filesystem;
 

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "estimators/gerf/gerf.hpp"
 #include "estimators/registry.hpp"
+#include "kestrel_paths.hpp"
 #include "test_util.hpp"
 
 using namespace kestrel;

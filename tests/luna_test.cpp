@@ -16,6 +16,7 @@
 #include "estimators/luna/luna.hpp"
 #include "io/hdf5.hpp"
 #include "io/luna_file.hpp"
+#include "kestrel_paths.hpp"
 #include "tasks/classification.hpp"
 #include "test_util.hpp"
 

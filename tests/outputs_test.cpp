@@ -22,6 +22,7 @@
 #include "cli_run.hpp"
 #include "core/error.hpp"
 #include "io/output.hpp"
+#include "kestrel_paths.hpp"
 
 namespace fs = std::filesystem;
 using kestrel::test::CliRun;

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 # Lines not run, with why (matched as prefixes of the joined command line).
 SKIP = {
@@ -111,13 +112,15 @@ def main(source, kestrel, pydir):
             elif lang == "python":
                 runs.append(["/usr/bin/python3", "-c", text])
             for argv in runs:
+                t0 = time.monotonic()
                 with tempfile.TemporaryDirectory() as cwd:
                     p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+                seconds = time.monotonic() - t0
                 ran += 1
                 shown = argv[-1] if argv[0] == "bash" else "python block: " + text.splitlines()[0]
                 if p.returncode != 0:
                     failed.append(f"{doc}: {shown}\n  exit {p.returncode}: {p.stderr.strip()[-600:]}")
-                print(f"[{'ok' if p.returncode == 0 else 'FAILED'}] {shown[:140]}")
+                print(f"[{'ok' if p.returncode == 0 else 'FAILED'} {seconds:.1f} s] {shown[:140]}")
     for s in skipped:
         print(f"[skipped] {s}")
     if failed:

@@ -27,6 +27,7 @@
 #include "experiment.hpp"
 #include "io/hdf5.hpp"
 #include "io/luna_file.hpp"
+#include "kestrel_paths.hpp"
 
 namespace fs = std::filesystem;
 

@@ -16,8 +16,8 @@ set(kestrel_tiers
   # that refuse bad names, protocols and rows before any file is written.
   "^Reproduce\\.(AllQuick|ImagePipeline)"          "reproduce,slow"                 0
   "^Reproduce\\.(AttentionQuick|LunaQuick)"         "reproduce"                      0
-  "^Reproduce\\."                                  "reproduce,sanitize"             0
   "^Reproduce\\.NonDefaultProtocols"               "reproduce,slow"                 66
+  "^Reproduce\\."                                  "reproduce,sanitize"             0
   # the library's slowest unit tests: sanitized too, but not in the developer's --quick loop.
   "^RowSample\\.SampledRowsEqualTheFullComputations" "unit,sanitize,slow"           25
   "^(CoupledVariance\\.MatchesMonteCarloAtD2D8D64|Orthogonal\\.CrtTheorem41)" "unit,sanitize" 17

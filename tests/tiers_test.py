@@ -19,6 +19,26 @@ def tests_and_labels(build):
     return found
 
 
+def tier_rows(source):
+    """The rows of tests/tiers.cmake's table: (regular expression, labels), in order."""
+    text = (Path(source) / "tests" / "tiers.cmake").read_text()
+    table = text[text.index("set(kestrel_tiers"):text.index("\n)\n")]
+    rows = re.findall(r'^\s*"([^"]+)"\s+"([^"]+)"\s+\d+\s*$', table, flags=re.M)
+    return [(pattern.replace("\\\\", "\\"), labels.split(",")) for pattern, labels in rows]
+
+
+def shadowed_rows(source, names):
+    """Rows of the table that take no test (every test they match, an earlier row takes): a row placed too late."""
+    rows = tier_rows(source)
+    taken = [0] * len(rows)
+    for name in names:
+        first = next((i for i, (pattern, _) in enumerate(rows) if re.search(pattern, name)), None)
+        if first is not None:
+            taken[first] += 1
+    return [f"tests/tiers.cmake: the row {rows[i][0]!r} takes no test (an earlier row takes them, or none matches)"
+            for i in range(len(rows)) if not taken[i]]
+
+
 def documented_labels(source):
     """The labels in docs/testing.md's table: rows that start with | `label` |."""
     text = (Path(source) / "docs" / "testing.md").read_text()
@@ -31,6 +51,7 @@ def main(source, build):
     errors = [f"{name}: no labels" for name, labels in found.items() if not labels]
     errors += [f"{name}: label '{lab}' is not in docs/testing.md's table ({sorted(documented)})"
                for name, labels in found.items() for lab in sorted(labels - documented)]
+    errors += shadowed_rows(source, found)
     # scripts/test.sh: Release runs every test but `python`; the `python` tests run against the installed package.
     python_tests = [n for n, labels in found.items() if "python" in labels]
     if any(not n.startswith("python") for n in python_tests):

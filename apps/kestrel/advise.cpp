@@ -15,6 +15,7 @@
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
+#include "kestrel_paths.hpp"
 #include "option_cli.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"

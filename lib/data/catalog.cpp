@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "core/error.hpp"
+#include "kestrel_paths.hpp"
 
 namespace kestrel {
 
