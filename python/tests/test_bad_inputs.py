@@ -347,3 +347,35 @@ def test_the_python_package_takes_the_fast_openblas_kernels():
         assert f"set OPENBLAS_CORETYPE={better} before starting Python" in said
     kept, said = run_python(CORE.format("import numpy"), OPENBLAS_CORETYPE="Prescott")
     assert kept == "Prescott" and "RuntimeWarning" not in said
+
+
+# Round four (issue 68). --------------------------------------------------------------------------------------------
+
+def test_a_finished_sweep_is_never_dropped_without_force(tmp_path):
+    """Item 1: a grid that leaves out grid points of a finished sweep is refused without force=True, naming them and the
+    grid that keeps them; the file is untouched; force=True replaces it; a superset extends it."""
+    out = tmp_path / "s.h5"
+    grid = dict(dim=4, points=16, pairs=1, estimators=["oprf"])
+    kestrel.sweep(str(out), sigma=[0.5, 1.0], **grid)
+    before = out.read_bytes()
+    for sigma in ([0.5], [0.5, 2.0]):
+        with pytest.raises(ValueError, match=r"1 grid points that this grid leaves out \(d=4 L=16 M=1 sigma=1\).*"
+                                             r"rerun with sigma .*,1 to extend it, or pass force=True"):
+            kestrel.sweep(str(out), sigma=sigma, **grid)
+        assert out.read_bytes() == before
+    assert len(kestrel.sweep(str(out), sigma=[0.5, 1.0, 2.0], **grid)) == 3
+    assert len(kestrel.sweep(str(out), sigma=[0.5], force=True, **grid)) == 1
+
+
+def test_a_broken_sweep_part_is_named_with_the_fix(tmp_path):
+    """Item 2: a truncated grid point file is an InputFileError naming it and what to do, before anything is
+    computed."""
+    out = tmp_path / "s.h5"
+    grid = dict(sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf"])
+    kestrel.sweep(str(out), shard="0/2", **grid)
+    part = next(p for p in (tmp_path / "s.h5.parts").iterdir() if p.name.startswith("d4_"))
+    part.write_bytes(part.read_bytes()[:20])
+    with pytest.raises(kestrel.InputFileError, match=rf"grid point file '{part}' is not valid JSON .*delete it and "
+                                                     r"rerun shard 0/2"):
+        kestrel.sweep(str(out), shard="0/2", **grid)
+
