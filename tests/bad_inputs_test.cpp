@@ -627,6 +627,13 @@ TEST(BadInputs, AdviseFromPositionNeedsCausalAndAPositionInTheSequence) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(out)) << bad;
   }
+  // Issue 68 item 4: beyond the last two sampled rows (16 rows, one per stratum of 3 positions) is an option error
+  // naming the range, not "no estimator could be evaluated" (exit 1).
+  expect_refused(
+      run(base + " --causal --from-position 47 --out " + out), "beyond the sampled rows",
+      {"--from-position 47: only", "of the 16 sampled rows are at or beyond it", "give --from-position 1..4"},
+      {"no estimator"});
+  EXPECT_FALSE(fs::exists(out));
   const CliRun ok = run(base + " --causal --from-position 8 --json");
   ASSERT_EQ(ok.code, 0) << ok.err;
   const auto row = nlohmann::json::parse(ok.out)["advice"]["rows"][0];
@@ -663,6 +670,16 @@ TEST(BadInputs, AdviseHeadsThatDoNotFitAreRefusedAndGroupedQueryIsSaid) {
   refused("--queries " + q3 + " --keys " + k1 + " --values " + v1,
           "--values has L = 23 tokens per head but --keys has L = 24");
   refused("--queries " + q3 + " --keys " + k4d, "--keys has the shape [1, 1, 24, 4] but --queries has [3, 24, 4]");
+  // Issue 68 item 4: a stack of values beside 2-D queries and keys names --values (not --keys against --queries,
+  // whose shapes agree); a 5-D file says the shapes advise takes (not "points need a 2-D array").
+  const std::string q2 = npy("q2.npy", {24, 4}, 8), v3 = npy("v3.npy", {1, 24, 2}, 9),
+                    q5 = npy("q5.npy", {1, 1, 1, 24, 4}, 10);
+  refused("--queries " + q2 + " --keys " + q2 + " --values " + v3,
+          "--values has the shape [1, 24, 2] but --queries has [24, 4] and --keys has [24, 4]: give all of them as "
+          "[heads, L, d], or --values with 2 axes as they are");
+  refused("--queries " + q5 + " --keys " + q5,
+          "the array has 5 dimensions; tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, d] or "
+          "[layers, heads, L, d]");
   // The 2-D commands that read points files still refuse stacks.
   expect_refused(run("variance --regime file --sigma 0.5 --estimators oprf --quiet --x-file " + q3), "variance",
                  {"the array has 3 dimensions; points need a 2-D array"});
