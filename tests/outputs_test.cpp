@@ -253,6 +253,48 @@ TEST(Outputs, HeavyTailedMonteCarloIsFlagged) {
   EXPECT_NE(table.out.find("MC UNTRUSTED"), std::string::npos) << table.out;
 }
 
+// Issue 68 item 4: with --sampler orthogonal the verdict compares the simulation with the exact variance of orthogonal
+// blocks (coupled_variance.hpp), which it matches, not with the iid column it falls below (the issue's case: pos and
+// oprf at sigma 0.25, d = M = 16, here on 16 points so that the exact and Monte Carlo entries are the same 256).
+TEST(Outputs, MonteCarloIsJudgedAgainstTheSamplerItSimulated) {
+  const std::string cmd =
+      "variance --sigma 0.25 --dim 16 --features 16 --points 16 --pairs 1 --estimators pos,oprf --mc 2000 --quiet";
+  const CliRun ort = run(cmd + " --sampler orthogonal --json"), iid = run(cmd + " --json");
+  ASSERT_EQ(ort.code, 0) << ort.err;
+  ASSERT_EQ(iid.code, 0) << iid.err;
+  EXPECT_EQ(ort.err, "");  // no warning: every simulation agrees with its sampler's exact variance
+  const auto o = nlohmann::json::parse(ort.out)["results"], i = nlohmann::json::parse(iid.out)["results"];
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_TRUE(o[k]["mc"]["trusted"].get<bool>()) << o[k]["mc"];
+    // The iid reference is the exact column; the orthogonal one is below it (positive features, CRT Thm 4.1).
+    EXPECT_DOUBLE_EQ(i[k]["mc"]["exact_mean_log_var"].get<double>(), i[k]["mean_log_var"].get<double>());
+    EXPECT_LT(o[k]["mc"]["exact_mean_log_var"].get<double>(), o[k]["mean_log_var"].get<double>() - 0.2) << o[k];
+  }
+  EXPECT_EQ(run(cmd + " --sampler orthogonal").out.find("MC UNTRUSTED"), std::string::npos);
+  using kestrel::Sampler;
+  EXPECT_FALSE(kestrel::mc_reference_is_iid("oprf", Sampler::Orthogonal));
+  EXPECT_FALSE(kestrel::mc_reference_is_iid("pos", Sampler::Simplex));
+  EXPECT_FALSE(kestrel::mc_reference_is_iid("sderf", Sampler::Iid));
+  EXPECT_TRUE(kestrel::mc_reference_is_iid("sderf", Sampler::Orthogonal));
+  EXPECT_TRUE(kestrel::mc_reference_is_iid("oprf", Sampler::Structured));
+}
+
+// Issue 68 item 4: `kestrel sweep --mc` prints the simulation and its verdict as `kestrel variance` does (the
+// heavy-tailed case of HeavyTailedMonteCarloIsFlagged).
+TEST(Outputs, SweepReportsUntrustedSimulations) {
+  TempDir dir("kestrel_sweep_mc");
+  const CliRun r =
+      run("sweep --sigma 1 --dim 16 --points 64 --pairs 1 --estimators oprf --mc 2000 --mc-points 16 "
+          "--quiet --out " +
+          (dir / "s.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("MC log Var"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MC UNTRUSTED"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("Monte Carlo variance untrusted for oprf sigma=1: fewer than 90% of entries"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 namespace {
 // H5Ovisit with the info struct of the installed HDF5 (Debian bookworm has 1.10: H5O_info_t, H5Ovisit2).
 #if H5_VERSION_GE(1, 12, 0)
