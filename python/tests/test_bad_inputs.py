@@ -379,3 +379,40 @@ def test_a_broken_sweep_part_is_named_with_the_fix(tmp_path):
                                                      r"rerun shard 0/2"):
         kestrel.sweep(str(out), shard="0/2", **grid)
 
+
+def test_advise_takes_stacks_as_lists_and_tensors_and_refuses_complex(tmp_path):
+    """Item 3: [heads, L, d] as nested lists (and torch tensors, where PyTorch is installed) give the report of the
+    array; complex stacks are refused as the 2-D path and the command line refuse them; an out= that is a directory is
+    refused before computing, with force=True too."""
+    r = np.random.default_rng(8)
+    Q, K, V = (0.3 * r.normal(size=(2, 24, 4)), 0.3 * r.normal(size=(2, 24, 4)), r.normal(size=(2, 24, 2)))
+    opts = dict(ADVISE, budget=16, draws=4, rows=4)
+    want = kestrel.advise(Q, K, V, **opts)
+    del want["provenance"]
+    got = kestrel.advise(Q.tolist(), K.tolist(), V.tolist(), **opts)
+    del got["provenance"]
+    assert got == want
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        got = kestrel.advise(*(torch.from_numpy(a) for a in (Q, K, V)), **opts)
+        del got["provenance"]
+        assert got == want
+    with pytest.raises(ValueError, match=r"^Q holds complex numbers \(dtype complex128\): kestrel takes real tokens; "
+                                         r"pass Q\.real"):
+        kestrel.advise(Q + 1j, K, V, **opts)
+    for force in (False, True):
+        with pytest.raises(ValueError, match=r"output '.*' is a directory; give a file name"):
+            kestrel.advise(Q, K, V, out=str(tmp_path), force=force, **opts)
+        with pytest.raises(ValueError, match=r"output '.*' is a directory; give a file name"):
+            kestrel.advise(Q[0], K[0], V[0], out=str(tmp_path), force=force, **opts)
+
+
+def test_advise_on_all_zero_queries_and_keys_is_exact():
+    """Item 4: every key the same makes every estimated attention row exact: M = 1, error 0 (not 'inputs too large')."""
+    Z = np.zeros((48, 4))
+    V = np.random.default_rng(9).normal(size=(48, 2)) + 1
+    rep = kestrel.advise(Z, Z, V, **dict(ADVISE, estimators=["pos", "oprf"], samplers=["iid", "orthogonal"]))
+    assert {(row["status"], row["decision"], row["m_for_target_p95"]) for row in rep["rows"]} == {("ok", "M", 1)}
