@@ -254,23 +254,35 @@ TEST(Outputs, HeavyTailedMonteCarloIsFlagged) {
 }
 
 // Issue 68 item 4: with --sampler orthogonal the verdict compares the simulation with the exact variance of orthogonal
-// blocks (coupled_variance.hpp), which it matches, not with the iid column it falls below (the issue's case: pos and
-// oprf at sigma 0.25, d = M = 16, here on 16 points so that the exact and Monte Carlo entries are the same 256).
+// blocks (coupled_variance.hpp), not with the iid column it falls below (the issue's case: pos and oprf at sigma 0.25,
+// d = M = 16, here on 16 points so that the exact and Monte Carlo entries are the same 256). The simulated means agree
+// with that reference (within 0.1 in mean log Var; the iid column is 0.25 or more above); OPRF passes the 3-SE rule.
+// PosRF's orthogonal estimate is heavier-tailed at 2000 repetitions (86.7% within 3 SE; 98.4% with 50000, mean -1.5592
+// against the exact -1.5594), so it is flagged, and the warning names the orthogonal reference, not the iid column.
 TEST(Outputs, MonteCarloIsJudgedAgainstTheSamplerItSimulated) {
   const std::string cmd =
       "variance --sigma 0.25 --dim 16 --features 16 --points 16 --pairs 1 --estimators pos,oprf --mc 2000 --quiet";
   const CliRun ort = run(cmd + " --sampler orthogonal --json"), iid = run(cmd + " --json");
   ASSERT_EQ(ort.code, 0) << ort.err;
   ASSERT_EQ(iid.code, 0) << iid.err;
-  EXPECT_EQ(ort.err, "");  // no warning: every simulation agrees with its sampler's exact variance
   const auto o = nlohmann::json::parse(ort.out)["results"], i = nlohmann::json::parse(iid.out)["results"];
   for (std::size_t k = 0; k < 2; ++k) {
-    EXPECT_TRUE(o[k]["mc"]["trusted"].get<bool>()) << o[k]["mc"];
-    // The iid reference is the exact column; the orthogonal one is below it (positive features, CRT Thm 4.1).
+    const double mc = o[k]["mc"]["mean_log_var"], exact = o[k]["mc"]["exact_mean_log_var"];
+    EXPECT_LT(std::abs(mc - exact), 0.1) << o[k];
+    EXPECT_LT(exact, o[k]["mean_log_var"].get<double>() - 0.2) << o[k];  // below the iid column (CRT Thm 4.1)
     EXPECT_DOUBLE_EQ(i[k]["mc"]["exact_mean_log_var"].get<double>(), i[k]["mean_log_var"].get<double>());
-    EXPECT_LT(o[k]["mc"]["exact_mean_log_var"].get<double>(), o[k]["mean_log_var"].get<double>() - 0.2) << o[k];
   }
-  EXPECT_EQ(run(cmd + " --sampler orthogonal").out.find("MC UNTRUSTED"), std::string::npos);
+  EXPECT_TRUE(o[1]["mc"]["trusted"].get<bool>()) << o[1]["mc"];
+  EXPECT_EQ(ort.err.find("oprf"), std::string::npos) << ort.err;
+  if (!ort.err.empty()) {
+    EXPECT_NE(ort.err.find("within 3 SE of the exact variance of the orthogonal projections simulated"),
+              std::string::npos)
+        << ort.err;
+    EXPECT_NE(ort.err.find("trust the exact variance of the orthogonal projections (the exact(sub) column"),
+              std::string::npos)
+        << ort.err;
+  }
+  EXPECT_EQ(run(cmd + " --sampler orthogonal --estimators oprf").out.find("MC UNTRUSTED"), std::string::npos);
   using kestrel::Sampler;
   EXPECT_FALSE(kestrel::mc_reference_is_iid("oprf", Sampler::Orthogonal));
   EXPECT_FALSE(kestrel::mc_reference_is_iid("pos", Sampler::Simplex));

@@ -404,8 +404,12 @@ std::string mc_verdict(const std::vector<ResultRow>& rows, Sampler sampler) {
     out += fmt::format(
         "[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries lie within 3 SE of the "
         "exact variance{}. The estimate is heavy-tailed there, so its sample variance (and its SE, which needs the "
-        "fourth moment) is dominated by rare huge values; trust the exact column.\n",
-        row_names(off), 100 * McSummary::kMcTrustedShare, of);
+        "fourth moment) is dominated by rare huge values; trust the exact {}.\n",
+        row_names(off), 100 * McSummary::kMcTrustedShare, of,
+        sampler == Sampler::Iid ? std::string("column")
+                                : fmt::format("variance of the {} projections (the exact(sub) column; the log Var "
+                                              "column is that of iid projections)",
+                                              to_string(sampler)));
   if (!vs_iid.empty())
     out += fmt::format(
         "[kestrel] warning: Monte Carlo with --sampler {} differs from the iid exact variance for {}: kestrel has no "
