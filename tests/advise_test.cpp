@@ -270,6 +270,7 @@ TEST(Advise, AllZeroQueriesAndKeysGetTheExactAnswer) {
     EXPECT_EQ(r.at_m_p95, 0.0);
   }
   EXPECT_EQ(find(a, "pos").log_rel_var_p95, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(a.recommendation.find("V's mean row"), std::string::npos) << a.recommendation;  // no error to judge
 }
 
 TEST(Advise, KernelEntriesWithOrthogonalFeaturesNeedNoMoreThanIid) {

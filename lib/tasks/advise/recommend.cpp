@@ -90,6 +90,8 @@ std::string offset_note(const Advice& a, const Inputs& in) {
       !(opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::MeanAbs ||
         opt.metric == AdviseMetric::RowRelative))
     return "";
+  if (std::all_of(a.rows.begin(), a.rows.end(), [](const AdviceRow& r) { return r.err1_p95 == 0; }))
+    return "";  // exact rows (every key the same): no error to look small or large
   const arma::rowvec v = arma::mean(in.V, 0);
   const double rms_y = arma::norm(v) / std::sqrt(a.offset_share),
                spread = std::sqrt(arma::accu(arma::square(in.V.each_row() - v)) / static_cast<double>(in.V.n_rows));
