@@ -29,7 +29,9 @@ def sh_block(text, marker):
 
 def run_block(block, where):
     """Runs the block's `python3 -c` line in `where` and its `kestrel advise` line as kestrel.advise; the report."""
-    make, advise = (part.strip() for part in block.split("&&", 1))
+    parts = [part.strip() for part in block.split("&&")]
+    make = parts[0]
+    advise = next(part for part in parts if part.startswith("build/bin/kestrel advise"))
     args = shlex.split(make)
     assert args[:2] == ["/usr/bin/python3", "-c"], make
     cwd = os.getcwd()
