@@ -19,6 +19,7 @@
 #include "frontend/advise_options.hpp"
 #include "frontend/study_options.hpp"
 #include "io/hdf5.hpp"
+#include "io/output.hpp"
 #include "io/provenance.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"
@@ -83,6 +84,15 @@ std::string advice_row_doc() {
 // A NumPy array of 2 to 4 axes as stored in C order (tasks/advise/heads.hpp TokenArray): copied once.
 TokenArray token_array(const py::object& obj, const char* name) {
   using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+  if (const py::array probe = py::array::ensure(obj)) {  // refused as mat_in refuses them (the 2-D path)
+    const char kind = probe.dtype().kind();
+    require(kind != 'c',
+            "{} holds complex numbers (dtype {}): kestrel takes real tokens; pass {}.real, or the real and imaginary "
+            "parts as separate coordinates",
+            name, py::str(probe.dtype()).cast<std::string>(), name);
+    require(kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b', "{} must be an array of numbers, got dtype {}",
+            name, py::str(probe.dtype()).cast<std::string>());
+  }
   const CArray a = CArray::ensure(obj);
   if (!a) throw py::type_error(fmt::format("{}: expected an array of numbers", name));
   require(a.ndim() >= 2 && a.ndim() <= 4, "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d], got {} axes",
@@ -95,7 +105,12 @@ TokenArray token_array(const py::object& obj, const char* name) {
   return t;
 }
 
-bool stacked(const py::object& obj) { return py::isinstance<py::array>(obj) && py::cast<py::array>(obj).ndim() > 2; }
+// Arrays, nested lists and tensors (anything NumPy converts) of 3 or 4 axes, as the 2-D path takes them.
+bool stacked(const py::object& obj) {
+  if (obj.is_none() || py::isinstance<py::str>(obj)) return false;
+  const py::array a = py::isinstance<py::array>(obj) ? py::reinterpret_borrow<py::array>(obj) : py::array::ensure(obj);
+  return a && a.ndim() > 2;
+}
 
 // out=PATH of kestrel.advise (None or absent: ""), taken out of kwargs.
 std::string pop_out(py::kwargs& kw) {
@@ -193,6 +208,7 @@ void kestrel::python::bind_study(py::module_& m) {
         const bool show = pop_progress(kw), force = pop_flag(kw, "force");
         const std::string path = pop_out(kw);
         const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
+        if (!path.empty()) check_output(path, force);  // a directory or unwritable path: refused before computing
         if (stacked(Q) || stacked(K) || stacked(V)) return advise_stacked(Q, K, V, o, show, kw, path, force);
         const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
         arma::mat v;

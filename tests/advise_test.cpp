@@ -237,6 +237,42 @@ TEST(Advise, MetricsMatchTheirDefinitionsInValidation) {
   EXPECT_NE(d.recommendation.find("--metric centred"), std::string::npos) << d.recommendation;
 }
 
+// Issue 68 item 4: zero-mean V and attention close to uniform (tiny queries and keys): each output row is close to
+// mean(V), which is small against the values, so errors relative to |Y| look large: the note says so and does not send
+// the user to --metric centred as the fix. (V with a common offset keeps that advice: the test above.)
+TEST(Advise, TheOffsetNoteSaysWhatTheOffsetDoesToThisInput) {
+  const arma::mat Q = test::points(8, 40, 0.02, 71), K = test::points(8, 50, 0.02, 72);
+  const arma::mat V = 2.0 * test::points(3, 50, 1.0, 73).t();
+  AdviseOptions o = quick({"pos"});
+  o.samplers = {Sampler::Iid};
+  o.budget = 256;
+  const Advice a = advise(Q, K, V, o);
+  EXPECT_GT(a.offset_share, 0.5);
+  EXPECT_NE(a.recommendation.find("attention is close to uniform on these inputs"), std::string::npos)
+      << a.recommendation;
+  EXPECT_NE(a.recommendation.find("look large for any M"), std::string::npos) << a.recommendation;
+  EXPECT_EQ(a.recommendation.find("look small"), std::string::npos) << a.recommendation;
+}
+
+// Issue 68 item 4: queries and keys all zero (every key the same) are not "too large": every estimated attention row is
+// exact, so every row names M = 1 with error 0, for every sampler; and PosRF's exact pairs (log Var = -inf) are a
+// result, not an overflow.
+TEST(Advise, AllZeroQueriesAndKeysGetTheExactAnswer) {
+  const arma::mat Z(8, 48, arma::fill::zeros), V = test::points(3, 48, 1.0, 74).t() + 1.0;
+  AdviseOptions o = quick({"pos", "oprf"});
+  o.budget = 256;
+  const Advice a = advise(Z, Z, V, o);
+  ASSERT_FALSE(a.rows.empty());
+  for (const auto& r : a.rows) {
+    ASSERT_EQ(r.status, "ok") << r.estimator << " " << r.sampler << ": " << r.reason;
+    EXPECT_EQ(r.decision, "M");
+    EXPECT_EQ(r.m_p95, 1u);
+    EXPECT_EQ(r.at_m_p95, 0.0);
+  }
+  EXPECT_EQ(find(a, "pos").log_rel_var_p95, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(a.recommendation.find("V's mean row"), std::string::npos) << a.recommendation;  // no error to judge
+}
+
 TEST(Advise, KernelEntriesWithOrthogonalFeaturesNeedNoMoreThanIid) {
   // Positive features: orthogonal projections never increase the variance (CRT Thm 4.1, exact in kestrel's
   // coupled_variance), so the M for the target is at most the iid one; TrigRF is not positive and may differ.

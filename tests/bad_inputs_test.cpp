@@ -628,6 +628,13 @@ TEST(BadInputs, AdviseFromPositionNeedsCausalAndAPositionInTheSequence) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(out)) << bad;
   }
+  // Issue 68 item 4: beyond the last two sampled rows (16 rows, one per stratum of 3 positions) is an option error
+  // naming the range, not "no estimator could be evaluated" (exit 1).
+  expect_refused(
+      run(base + " --causal --from-position 47 --out " + out), "beyond the sampled rows",
+      {"--from-position 47: only", "of the 16 sampled rows are at or beyond it", "give --from-position 1..4"},
+      {"no estimator"});
+  EXPECT_FALSE(fs::exists(out));
   const CliRun ok = run(base + " --causal --from-position 8 --json");
   ASSERT_EQ(ok.code, 0) << ok.err;
   const auto row = nlohmann::json::parse(ok.out)["advice"]["rows"][0];
@@ -664,6 +671,16 @@ TEST(BadInputs, AdviseHeadsThatDoNotFitAreRefusedAndGroupedQueryIsSaid) {
   refused("--queries " + q3 + " --keys " + k1 + " --values " + v1,
           "--values has L = 23 tokens per head but --keys has L = 24");
   refused("--queries " + q3 + " --keys " + k4d, "--keys has the shape [1, 1, 24, 4] but --queries has [3, 24, 4]");
+  // Issue 68 item 4: a stack of values beside 2-D queries and keys names --values (not --keys against --queries,
+  // whose shapes agree); a 5-D file says the shapes advise takes (not "points need a 2-D array").
+  const std::string q2 = npy("q2.npy", {24, 4}, 8), v3 = npy("v3.npy", {1, 24, 2}, 9),
+                    q5 = npy("q5.npy", {1, 1, 1, 24, 4}, 10);
+  refused("--queries " + q2 + " --keys " + q2 + " --values " + v3,
+          "--values has the shape [1, 24, 2] but --queries has [24, 4] and --keys has [24, 4]: give all of them as "
+          "[heads, L, d], or --values with 2 axes as they are");
+  refused("--queries " + q5 + " --keys " + q5,
+          "the array has 5 dimensions; tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, d] or "
+          "[layers, heads, L, d]");
   // The 2-D commands that read points files still refuse stacks.
   expect_refused(run("variance --regime file --sigma 0.5 --estimators oprf --quiet --x-file " + q3), "variance",
                  {"the array has 3 dimensions; points need a 2-D array"});
@@ -689,4 +706,117 @@ TEST(BadInputs, AdviseHeadsThatDoNotFitAreRefusedAndGroupedQueryIsSaid) {
       << table.out;
   EXPECT_TRUE(fs::exists(out));
   EXPECT_GT(fs::file_size(dir / "r.png"), 1000u);
+}
+
+// Round four (issue 68). ------------------------------------------------------------------------------------------
+
+namespace {
+
+// The grid point files of a sweep's parts directory (not options.json, a shard's record or a lock), sorted.
+std::vector<std::string> point_files(const std::string& parts) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(parts)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".json" && name != "options.json" && name.rfind("shard-", 0) != 0)
+      out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The broken forms of a file kestrel reads back: truncated, empty, binary (with a newline and NULs) and foreign JSON.
+std::vector<std::pair<std::string, std::string>> broken_forms(const std::string& text) {
+  return {{"truncated", text.substr(0, text.size() / 2)},
+          {"empty", ""},
+          {"binary", std::string("\x89HDF\r\n\x1a\n\0\0\xff\xfe", 12)},
+          {"foreign", "{\"name\": \"not kestrel's\"}"}};
+}
+
+}  // namespace
+
+// Item 1: a grid that leaves out grid points of a finished sweep is refused without --force, naming them and the grid
+// that keeps them, through one process and `sweep merge`; nothing is written; --force replaces; a superset extends.
+TEST(BadInputs, AFinishedSweepIsNeverDroppedWithoutForce) {
+  TempDir dir("kestrel_sweep_keeps");
+  const std::string out = dir / "s.h5";
+  const std::string base = "sweep --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " + out;
+  ASSERT_EQ(run(base + " --sigma 0.5,1").code, 0);
+  const std::string before = slurp(out);
+  for (const std::string sigma : {"0.5", "0.5,2"}) {
+    expect_refused(run(base + " --sigma " + sigma), sigma,
+                   {"holds a finished sweep with 1 grid points that this grid leaves out (d=4 L=32 M=1 sigma=1)",
+                    "rerun with --sigma " + sigma + ",1 to extend it", "pass --force to replace it"});
+    EXPECT_EQ(slurp(out), before) << sigma;
+    EXPECT_FALSE(fs::exists(out + ".parts")) << sigma;
+  }
+  ASSERT_EQ(run(base + " --sigma 0.5 --shard 0/1").code, 0);  // a shard writes parts only
+  EXPECT_EQ(slurp(out), before);
+  expect_refused(run("sweep merge " + out + " --quiet"), "merge",
+                 {"1 grid points that this grid leaves out (d=4 L=32 M=1 sigma=1)",
+                  "nothing was written; move '" + out + "' away to keep it and merge again", "pass --force"});
+  EXPECT_EQ(slurp(out), before);
+  EXPECT_TRUE(fs::exists(out + ".parts"));
+  const CliRun forced = run("sweep merge " + out + " --force --quiet --json");
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_EQ(nlohmann::json::parse(forced.out)["results"].size(), 1u);
+  const CliRun wider = run(base + " --sigma 1,0.5 --json");  // a superset extends without --force
+  ASSERT_EQ(wider.code, 0) << wider.err;
+  EXPECT_EQ(nlohmann::json::parse(wider.out)["results"].size(), 2u);
+}
+
+// Item 2: a broken grid point file, options.json or shard record is named with what to do (exit 2, one line, none
+// of its bytes or the JSON library's text), before anything is computed or written; the rerun then resumes.
+TEST(BadInputs, BrokenSweepPartsAreNamedWithTheFix) {
+  TempDir dir("kestrel_sweep_broken");
+  const std::string out = dir / "s.h5", parts = out + ".parts";
+  const std::string sweep =
+      "sweep --sigma 0.5,1,2 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " + out;
+  ASSERT_NE(run(sweep + " --stop-after 1").code, 0);  // interrupted after one grid point
+  ASSERT_EQ(point_files(parts).size(), 1u);
+  const std::string part = point_files(parts)[0], good = slurp(part), opt = parts + "/options.json",
+                    good_opt = slurp(opt);
+  const std::vector<std::string> absent = {"json.exception", "HDF", "not kestrel's"};
+  for (const auto& [form, text] : broken_forms(good)) {
+    write(part, text);
+    expect_refused(run(sweep), form,
+                   {"grid point file '" + part + "' is ", "delete it and rerun the same command (only that grid point"},
+                   absent);
+    EXPECT_EQ(point_files(parts).size(), 1u) << form;  // nothing computed
+    EXPECT_FALSE(fs::exists(out)) << form;
+  }
+  write(part, good);
+  for (const auto& [form, text] : broken_forms(good_opt)) {
+    write(opt, text);
+    expect_refused(run(sweep), "options.json " + form,
+                   {"'" + opt + "' is ", "if they are this sweep's, delete it and rerun the same command",
+                    "otherwise remove '" + parts + "'"},
+                   absent);
+    EXPECT_EQ(point_files(parts).size(), 1u) << form;
+  }
+  write(opt, good_opt);
+  ASSERT_EQ(run(sweep).code, 0);
+
+  // Shards: a broken record or part stops the merge naming the shard to rerun; nothing is written.
+  const std::string out2 = dir / "t.h5", parts2 = out2 + ".parts";
+  const std::string shard = std::regex_replace(sweep, std::regex(" --out \\S+"), " --out " + out2);
+  ASSERT_EQ(run(shard + " --shard 0/2").code, 0);
+  ASSERT_EQ(run(shard + " --shard 1/2").code, 0);
+  const std::string record = parts2 + "/shard-1-of-2.json", good_record = slurp(record);
+  for (const auto& [form, text] : broken_forms(good_record)) {
+    write(record, text);
+    expect_refused(run("sweep merge " + out2 + " --quiet"), "record " + form,
+                   {"shard record '" + record + "' is ", "delete it and rerun shard 1/2"}, absent);
+    EXPECT_FALSE(fs::exists(out2)) << form;
+  }
+  write(record, good_record);
+  const std::string part2 = point_files(parts2)[0];  // d4_L32_M1_s0.5: grid point #0, shard 0/2
+  write(part2, "[1, 2]");
+  expect_refused(run("sweep merge " + out2 + " --quiet"), "merged part",
+                 {"grid point file '" + part2 + "' is JSON that is not a grid point's results",
+                  "delete it and rerun shard 0/2 (only that grid point is computed again), then merge again"});
+  EXPECT_FALSE(fs::exists(out2));
+  fs::remove(part2);
+  ASSERT_EQ(run(shard + " --shard 0/2").code, 0);
+  const CliRun merged = run("sweep merge " + out2 + " --quiet");
+  EXPECT_EQ(merged.code, 0) << merged.err;
 }

@@ -238,6 +238,11 @@ TEST(SweepShards, BadShardsAndMergesAreRefused) {
             std::string::npos);
   EXPECT_NE(error_of([&] { merge_sweep(o.out, false); }).find("nothing to merge"), std::string::npos);
   EXPECT_THROW(merge_sweep(o.out, false), InvalidArgument);
+  // Issue 68 item 4: an OUT.parts that is a file is named as one (was "does not exist").
+  const std::string file_parts = (dir / "f.h5").string();
+  { std::ofstream(file_parts + ".parts") << "not a directory"; }
+  EXPECT_NE(error_of([&] { merge_sweep(file_parts, false); }).find("f.h5.parts' is not a directory"),
+            std::string::npos);
   run_shard(o, 0, 2);
   // A shard of another sweep into the same OUT is refused, naming the difference.
   SweepOptions other = o;
@@ -290,4 +295,22 @@ TEST(SweepShards, SlurmArrayTaskDefaultsTheShard) {
   EXPECT_NE(error_of([&] { shard_in({{"SLURM_ARRAY_TASK_ID", "1"}}); }).find("pass --shard K/N"), std::string::npos);
   for (const char* bad : {"1", "2/2", "a/2", "0/0", "-1/2"})
     EXPECT_THROW(shard_in({}, {{"shard", {bad, "--shard"}}}), InvalidArgument) << bad;
+  // Issue 68 item 4: malformed forms are named whole, with the K/N form (not "expected an integer, got '2/3'").
+  for (const std::string bad : {"1/2/3", "1/", "/2", "1/99999999999"})
+    EXPECT_NE(error_of([&] {
+                shard_in({}, {{"shard", {bad, "--shard"}}});
+              }).find("--shard: expected K/N (shard K of N: two integers, 0 <= K < N), got '" + bad + "'"),
+              std::string::npos)
+        << bad;
+  // A count near 2^63 (step x (count - 1) wraps around to MAX - MIN) is refused naming it, not taken as 2^63 shards.
+  Env wraps = {{"SLURM_ARRAY_TASK_ID", "0"},
+               {"SLURM_ARRAY_TASK_MIN", "0"},
+               {"SLURM_ARRAY_TASK_MAX", "0"},
+               {"SLURM_ARRAY_TASK_STEP", "2"},
+               {"SLURM_ARRAY_TASK_COUNT", "9223372036854775809"}};
+  EXPECT_NE(error_of([&] { shard_in(wraps); }).find("SLURM_ARRAY_TASK_COUNT: expected an integer in [0, 4294967296]"),
+            std::string::npos);
+  wraps["SLURM_ARRAY_TASK_COUNT"] = "2147483649";  // 2^31 + 1: within the range, but 2^33 x 2^31 wraps to 0 = MAX - MIN
+  wraps["SLURM_ARRAY_TASK_STEP"] = "8589934592";
+  EXPECT_NE(error_of([&] { shard_in(wraps); }).find("not evenly spaced"), std::string::npos);
 }

@@ -20,8 +20,16 @@ namespace kestrel::cli {
 
 namespace {
 
-// The summary on stdout: one line per row, or the JSON document of --json.
-void print_rows(const SweepReport& rep, const nlohmann::json& prov, bool json) {
+// "  MC log Var -1.3970" and the row's verdict (as `kestrel variance` marks it), or "" without --mc.
+std::string mc_text(const ResultRow& r, Sampler sampler) {
+  if (!r.mc) return "";
+  return fmt::format("  MC log Var {:10.4f}{}", r.mc->mean_log_var, mc_mark(r, sampler));
+}
+
+// The summary on stdout: one line per row (with the Monte Carlo column and verdict of --mc, as `kestrel variance`), or
+// the JSON document of --json; the verdicts' warning on stderr either way.
+void print_rows(const SweepReport& rep, const nlohmann::json& prov, bool json, Sampler sampler) {
+  std::cerr << mc_verdict(rep.rows, sampler);
   if (json) {
     nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
     for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
@@ -34,8 +42,8 @@ void print_rows(const SweepReport& rep, const nlohmann::json& prov, bool json) {
     if (r.status != Status::Ok)
       std::cout << fmt::format("{} {}: {}\n", at, to_string(r.status), r.reason);
     else
-      std::cout << fmt::format("{} mean log Var {:10.4f}  mean log(Var/K) {:10.4f}\n", at, r.mean_log_var,
-                               r.mean_log_rel_var);
+      std::cout << fmt::format("{} mean log Var {:10.4f}  mean log(Var/K) {:10.4f}{}\n", at, r.mean_log_var,
+                               r.mean_log_rel_var, mc_text(r, sampler));
   }
 }
 
@@ -61,7 +69,8 @@ Action add_merge(CLI::App& sweep, const Global& g) {
     progress(g, fmt::format("wrote {} ({} grid points from the shards {})", *out, rep.total,
                             fmt::join(rep.provenance.at("shards").get<std::vector<std::string>>(), ", ")));
     if (!rep.undefined.empty()) progress(g, rep.undefined);
-    print_rows(rep, rep.provenance, io->json);
+    print_rows(rep, rep.provenance, io->json,
+               parse_sampler(rep.provenance.at("options").value("sampler", std::string("iid"))));
   };
 }
 
@@ -123,7 +132,7 @@ Action add_sweep(CLI::App& app, const Global& g) {
       progress(g, fmt::format("wrote {} ({} grid points computed, {} resumed{})", a->opt.out, rep.computed, rep.resumed,
                               ranks));
     if (!rep.undefined.empty()) progress(g, rep.undefined);
-    print_rows(rep, prov, io->json);
+    print_rows(rep, prov, io->json, a->opt.base.sampler);
   };
 }
 

@@ -96,7 +96,7 @@ void print_table(const std::vector<ResultRow>& rows, const VarianceStudyOptions&
       else if (c.cli == CliFormat::Percent)
         std::cout << fmt::format(" {:>7.1f}%", 100 * c.real(r));
     }
-    if (r.mc && !r.mc->trusted) std::cout << (att ? " PREDICTION OFF" : " MC UNTRUSTED");
+    std::cout << mc_mark(r, opt.sampler);
     if (r.n_exact)
       std::cout << fmt::format("  ({} exact {} left out)", r.n_exact, att ? "rows" : kc ? "entries" : "pairs");
     if (r.n_flagged) std::cout << fmt::format("  ({} rows outside the delta method's range)", r.n_flagged);
@@ -140,29 +140,12 @@ std::string degenerate_features(const std::vector<VarianceResult>& results, cons
       rows);
 }
 
-// One stderr line per study: how many results are undefined, and whether Monte Carlo can be trusted.
+// One stderr line per study: how many results are undefined, and whether Monte Carlo can be trusted (mc_verdict).
 void warn(const Global& g, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt) {
   std::vector<ResultRow> rows;
-  std::string untrusted;
-  for (const auto& r : results) {
-    rows.push_back(result_row(r, opt));
-    if (r.mc && !r.mc->trusted())
-      untrusted += fmt::format("{}{} sigma={:g}", untrusted.empty() ? "" : ", ", r.estimator, r.sigma);
-  }
+  for (const auto& r : results) rows.push_back(result_row(r, opt));
   if (const std::string u = undefined_summary(rows); !u.empty()) progress(g, u);
-  if (!untrusted.empty() && opt.quantity == Quantity::Attention)
-    std::cerr << fmt::format(
-        "[kestrel] warning: the delta method's attention error disagrees with simulation for {}: fewer than {:g}% "
-        "of the rows inside its range lie within 3 SE of the prediction. Heavy-tailed features make its remainder "
-        "shrink slowly with M; read the simulated MSE (MC log Var) there.\n",
-        untrusted, 100 * McSummary::kMcTrustedShare);
-  else if (!untrusted.empty())
-    std::cerr << fmt::format(
-        "[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries "
-        "lie within 3 SE of the exact variance. The estimate is heavy-tailed there, so its "
-        "sample variance (and its SE, which needs the fourth moment) is dominated by rare "
-        "huge values; trust the exact column.\n",
-        untrusted, 100 * McSummary::kMcTrustedShare);
+  std::cerr << mc_verdict(rows, opt.sampler);
 }
 
 }  // namespace

@@ -100,6 +100,55 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
+// Why a JSON file of OUT.parts/ cannot be read back ("" when it can, into j): not a file, empty, or not JSON
+// (truncated, binary or another program's; its bytes are not echoed), or JSON that `fits` refuses (`what` it is not).
+std::string unreadable(const fs::path& p, nlohmann::json& j, const std::function<bool(const nlohmann::json&)>& fits,
+                       const char* what) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return "not a regular file";
+  const std::string text = read_text(p);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "empty";
+  j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    return fmt::format("not valid JSON ({} bytes: truncated, binary or not written by kestrel)", text.size());
+  try {
+    if (fits(j)) return "";
+  } catch (const std::exception&) {
+  }
+  return fmt::format("JSON that is not {}", what);
+}
+
+// A grid point's rows as its part file holds them; a broken file is an InputFileError naming it and `redo` (how to
+// compute it again).
+nlohmann::json read_part(const fs::path& p, const std::string& redo) {
+  nlohmann::json j;
+  const auto rows = [](const nlohmann::json& x) {
+    for (const auto& r : x) row_from_json(r);
+    return x.is_array() && !x.empty();
+  };
+  const std::string why = unreadable(p, j, rows, "a grid point's results");
+  if (!why.empty())
+    throw InputFileError(fmt::format("grid point file '{}' is {}: delete it and {}", p.string(), why, redo));
+  return j;
+}
+
+// A sweep's recorded options (OUT.parts/options.json: an object with the grid axes); a broken file is an
+// InputFileError naming it with what to do (`rerun`: how to record them again).
+nlohmann::json read_options(const fs::path& p, const std::string& rerun) {
+  nlohmann::json j;
+  const auto options = [](const nlohmann::json& x) {
+    return x.is_object() && x.contains("sigma") && x.contains("dim") && x.contains("points") &&
+           x.contains("features") && x.contains("estimators");
+  };
+  const std::string why = unreadable(p, j, options, "a sweep's options");
+  if (!why.empty())
+    throw InputFileError(fmt::format(
+        "'{}' is {}: it records which sweep the finished grid points beside it belong to; if they are this sweep's, "
+        "delete it and {} (they are kept), otherwise remove '{}'",
+        p.string(), why, rerun, p.parent_path().string()));
+  return j;
+}
+
 struct GridPoint {
   double sigma;
   arma::uword dim, points, features;
@@ -173,13 +222,77 @@ nlohmann::json finished_record(const std::string& out) {
   }
 }
 
+// "a; b; c" of the first 20 items, then "; and N more".
+std::string first_names(const std::vector<std::string>& items) {
+  constexpr std::size_t kShown = 20;
+  std::string names;
+  for (std::size_t i = 0; i < items.size() && i < kShown; ++i) names += (i ? "; " : "") + items[i];
+  if (items.size() > kShown) names += fmt::format("; and {} more", items.size() - kShown);
+  return names;
+}
+
+// The finished grid points of a resume record that the grid of `axes` leaves out (their labels), and the grid options
+// that keep every one of them ("--sigma 0.5,1", the axes that grow only).
+struct LeftOut {
+  std::vector<std::string> points;
+  std::string grid;
+};
+
+template <typename T>
+void add_value(std::vector<T>& axis, T v) {
+  if (std::find(axis.begin(), axis.end(), v) == axis.end()) axis.push_back(v);
+}
+
+LeftOut left_out(const nlohmann::json& rec, const SweepOptions& axes) {
+  std::set<std::string> mine;
+  for (const auto& p : grid(axes)) mine.insert(p.file());
+  LeftOut r;
+  SweepOptions all = axes;
+  const nlohmann::json finished = rec.value("points", nlohmann::json::object());  // kept alive for items()
+  for (const auto& [f, rows] : finished.items()) {
+    if (mine.count(f)) continue;
+    unsigned long long d = 0, L = 0, M = 0;
+    double s = 0;
+    if (std::sscanf(f.c_str(), "d%llu_L%llu_M%llu_s%lg.json", &d, &L, &M, &s) != 4) {
+      r.points.push_back(f);
+      continue;
+    }
+    r.points.push_back(GridPoint{s, d, L, M}.label());
+    add_value(all.sigmas, s), add_value<arma::uword>(all.dims, d), add_value<arma::uword>(all.points, L);
+    add_value<arma::uword>(all.features, M);
+  }
+  const auto axis = [&](const char* name, const auto& here, const auto& wider) {
+    if (wider.size() != here.size())
+      r.grid += fmt::format("{}--{} {}", r.grid.empty() ? "" : " ", name, fmt::join(wider, ","));
+  };
+  axis("sigma", axes.sigmas, all.sigmas), axis("dim", axes.dims, all.dims), axis("points", axes.points, all.points);
+  axis("features", axes.features, all.features);
+  return r;
+}
+
+// A finished sweep in `out` whose grid points this grid (`axes`) leaves out is not replaced without --force (only
+// --force discards finished points): the error names them and says how to keep them, the merge (`merging`) by
+// moving the file away (its shards' grid is recorded), a run by the grid that holds both.
+void check_keeps_finished(const nlohmann::json& rec, const SweepOptions& axes, const std::string& out, bool merging) {
+  const LeftOut lost = left_out(rec, axes);
+  if (lost.points.empty()) return;
+  const std::string keep =
+      merging ? fmt::format("nothing was written; move '{}' away to keep it and merge again", out)
+              : fmt::format("rerun with {} to extend it", lost.grid.empty() ? "a grid that holds them" : lost.grid);
+  throw InvalidArgument(
+      fmt::format("output '{}' holds a finished sweep with {} grid points that this grid leaves out ({}), so writing "
+                  "it would drop them: {}, or pass --force to replace it (discarding them)",
+                  out, lost.points.size(), first_names(lost.points), keep));
+}
+
 // A finished sweep in opt.out with other options (but the grid axes) cannot be extended by this run: the error names
-// each option that differs with both values and says what --force discards.
+// each option that differs with both values and says what --force discards. Nor can a grid that leaves out some of
+// its points replace it.
 void check_extension(const SweepOptions& opt) {
   const nlohmann::json rec = finished_record(opt.out);
   if (rec.is_null()) return;
   const nlohmann::json here = resume_key(sweep_record(opt)), there = rec.value("options", nlohmann::json());
-  if (here == there) return;
+  if (here == there) return check_keeps_finished(rec, opt, opt.out, false);
   throw InvalidArgument(fmt::format(
       "output '{}' exists and holds a finished sweep with other options, so this run cannot extend it: {}; rerun "
       "with its options to extend it, or pass --force to replace it (discarding its {} finished grid points)",
@@ -206,10 +319,36 @@ std::string shard_file(const SweepShard& s, const char* ext) {
   return fmt::format("shard-{}-of-{}{}", s.index, s.count, ext);
 }
 
+// A shard's provenance record (OUT.parts/shard-K-of-N.json, an object with the sweep's options) for the merge of
+// `out`; a broken one is an InputFileError naming it and the shard to rerun.
+nlohmann::json read_shard_record(const fs::path& p, const SweepShard& s, const std::string& out) {
+  nlohmann::json j;
+  const auto record = [](const nlohmann::json& x) { return x.is_object() && x.contains("options"); };
+  const std::string why = unreadable(p, j, record, "a shard's record");
+  if (!why.empty())
+    throw InputFileError(fmt::format(
+        "shard record '{}' is {}: delete it and rerun shard {} (its finished grid points are kept), then `kestrel "
+        "sweep merge {}`",
+        p.string(), why, to_string(s), out));
+  return j;
+}
+
 // A grid point's results in OUT.parts/ (not options.json, a shard's record or a temporary file).
 bool is_point_file(const fs::path& p) {
   const std::string name = p.filename().string();
   return p.extension() == ".json" && name != "options.json" && name.rfind("shard-", 0) != 0;
+}
+
+// The options recorded in the parts directory of this run (opt): null when they cannot be read and --force discards
+// them.
+nlohmann::json parts_options(const fs::path& opt_file, const SweepOptions& opt) {
+  const bool sharded = opt.shard.count > 0;
+  try {
+    return read_options(opt_file, sharded ? "rerun this shard" : "rerun the same command");
+  } catch (const InputFileError&) {
+    if (!opt.force || sharded) throw;
+    return nullptr;
+  }
 }
 
 // Rank 0 creates OUT.parts/, locks it (a shard locks its own shard-K-of-N.lock: shards run at once), checks that its
@@ -234,7 +373,7 @@ std::unique_ptr<OutputLock> prepare_parts(const fs::path& parts, const SweepOpti
                                                   : fmt::format("the sweep '{}'", out));
       // Parts from another sweep must not be mixed into this one: refused naming the differences, or with --force
       // discarded (every file but the lock this run holds).
-      const nlohmann::json recorded = fs::exists(opt_file) ? nlohmann::json::parse(read_text(opt_file)) : options;
+      const nlohmann::json recorded = fs::exists(opt_file) ? parts_options(opt_file, opt) : options;
       if (recorded != options) {
         std::size_t finished = 0;
         for (const auto& e : fs::directory_iterator(parts)) finished += is_point_file(e.path());
@@ -283,7 +422,8 @@ nlohmann::json sweep_json(const ResultRow& row) {
 
 bool sweep_extends(const SweepOptions& opt) {
   const nlohmann::json rec = finished_record(opt.out);
-  return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(sweep_record(opt));
+  return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(sweep_record(opt)) &&
+         left_out(rec, opt).points.empty();
 }
 
 SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
@@ -348,15 +488,6 @@ void compute_share(const SweepOptions& opt, const std::vector<GridPoint>& points
   }
 }
 
-// "a; b; c" of the first 20 items, then "; and N more".
-std::string first_names(const std::vector<std::string>& items) {
-  constexpr std::size_t kShown = 20;
-  std::string names;
-  for (std::size_t i = 0; i < items.size() && i < kShown; ++i) names += (i ? "; " : "") + items[i];
-  if (items.size() > kShown) names += fmt::format("; and {} more", items.size() - kShown);
-  return names;
-}
-
 // Rank 0: sums every rank's outcome (JSON {error, computed, resumed}) into `report` and throws naming the failed
 // ranks and the lost grid points when a part of `points` (the run's share: the grid, or a shard's points) is missing.
 void check_complete(const std::vector<std::string>& outcomes, const std::vector<GridPoint>& points,
@@ -404,10 +535,12 @@ void write_sweep_file(const std::string& out, bool replace, const std::vector<st
 }
 
 // The rows of `points` from their parts, in grid order.
-std::vector<ResultRow> read_rows(const std::vector<GridPoint>& points, const fs::path& parts) {
+// A broken part is named with redo(i), how to compute points[i] again.
+std::vector<ResultRow> read_rows(const std::vector<GridPoint>& points, const fs::path& parts,
+                                 const std::function<std::string(std::size_t)>& redo) {
   std::vector<ResultRow> rows;
-  for (const auto& p : points)
-    for (const auto& r : nlohmann::json::parse(read_text(parts / p.file()))) rows.push_back(row_from_json(r));
+  for (std::size_t i = 0; i < points.size(); ++i)
+    for (const auto& r : read_part(parts / points[i].file(), redo(i))) rows.push_back(row_from_json(r));
   return rows;
 }
 
@@ -424,8 +557,15 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   const std::vector<GridPoint> points = grid(opt);
   std::vector<std::string> files;
   for (const auto& p : points) files.push_back(p.file());
+  std::vector<GridPoint> run_points;  // this run's points: the grid, or the shard's points
+  for (std::size_t i = sharded ? opt.shard.index : 0; i < points.size(); i += sharded ? opt.shard.count : 1)
+    run_points.push_back(points[i]);
+  const std::string redo = fmt::format("{} (only that grid point is computed again)",
+                                       sharded ? "rerun shard " + to_string(opt.shard) : "rerun the same command");
   std::size_t reused = 0;
   const auto lock = prepare_parts(parts, opt, options, group, [&] {
+    for (const auto& p : run_points)  // a broken part is named before anything is computed
+      if (fs::exists(parts / p.file())) read_part(parts / p.file(), redo);
     reused = reuse_finished(opt.out, parts, options, files);
     if (sharded) write_atomic(parts / shard_file(opt.shard, ".json"), provenance.dump(2));  // for the merge
   });
@@ -470,11 +610,8 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
     if (failure) std::rethrow_exception(failure);
     return report;
   }
-  std::vector<GridPoint> run_points;  // this run's points: the grid, or the shard's points
-  for (std::size_t i = sharded ? opt.shard.index : 0; i < points.size(); i += sharded ? opt.shard.count : 1)
-    run_points.push_back(points[i]);
   check_complete(outcomes, run_points, parts, report);
-  report.rows = read_rows(run_points, parts);
+  report.rows = read_rows(run_points, parts, [&](std::size_t) { return redo; });
   if (progress && report.resumed) progress(fmt::format("resumed {} finished grid points", report.resumed));
   report.undefined = undefined_summary(report.rows);
   if (sharded) {
@@ -487,43 +624,86 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   return report;
 }
 
-SweepReport merge_sweep(const std::string& out, bool force) {
-  require(!out.empty(), "`kestrel sweep merge` needs the sweep's output file OUT.h5");
-  const fs::path parts = out + ".parts", opt_file = parts / "options.json";
+namespace {
+
+// The parts directory of `out` for the merge, with options.json: refused naming what it is when it is not.
+void check_parts_dir(const fs::path& parts, const fs::path& opt_file, const std::string& out) {
   std::error_code ec;
+  require(fs::is_directory(parts, ec) || !fs::exists(parts, ec),
+          "nothing to merge: '{}' is not a directory; the shards of `kestrel sweep ... --out {} --shard K/N` write "
+          "their grid points into the directory '{}': remove or rename that file, then rerun the shards",
+          parts.string(), out, parts.string());
   require(fs::is_directory(parts, ec),
           "nothing to merge: '{}' does not exist; the shards of `kestrel sweep ... --out {} --shard K/N` (or of a "
           "Slurm job array) write their grid points there{}",
           parts.string(), out, fs::exists(out, ec) ? fmt::format(" ('{}' exists: merged already?)", out) : "");
   require(fs::exists(opt_file, ec), "'{}' has no options.json: it holds no parts of a kestrel sweep", parts.string());
-  const nlohmann::json options = nlohmann::json::parse(read_text(opt_file));
+}
 
-  // The shards that ran: their provenance records (shard-K-of-N.json), in name order, with the same options.
-  std::vector<fs::path> record_files;
+// The shards that ran: their provenance records (shard-K-of-N.json), in name order, with the sweep's options.
+struct ShardRecords {
+  std::vector<nlohmann::json> records;
+  std::vector<std::string> shards;  // "K/N" of each
+  std::set<std::size_t> counts;     // the N that ran
+};
+
+ShardRecords read_shard_records(const fs::path& parts, const fs::path& opt_file, const nlohmann::json& options,
+                                const std::string& out) {
+  std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(parts)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("shard-", 0) == 0 && e.path().extension() == ".json") record_files.push_back(e.path());
+    if (name.rfind("shard-", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path());
   }
-  std::sort(record_files.begin(), record_files.end());
-  require(!record_files.empty(),
+  std::sort(files.begin(), files.end());
+  require(!files.empty(),
           "'{}' holds the parts of an interrupted sweep run without --shard: run that command again to resume and "
           "finish it (`kestrel sweep merge` assembles the parts of shards)",
           parts.string());
-  std::vector<nlohmann::json> records;
-  std::vector<std::string> shards;
-  std::set<std::size_t> counts;
-  for (const auto& f : record_files) {
-    records.push_back(nlohmann::json::parse(read_text(f)));
-    nlohmann::json there = records.back().at("options");  // the shard's provenance holds sweep_record's two parts
-    there["inputs"] = records.back().value("inputs", nlohmann::json::object());
-    require(there == options, "'{}' is a shard of another sweep than '{}': {}; remove the parts of the other sweep",
-            f.string(), opt_file.string(), option_differences(options, there));
+  ShardRecords r;
+  for (const auto& f : files) {
     SweepShard s;
     require(std::sscanf(f.filename().c_str(), "shard-%zu-of-%zu.json", &s.index, &s.count) == 2 && s.count > 0,
             "'{}' is not named shard-K-of-N.json", f.string());
-    shards.push_back(to_string(s));
-    counts.insert(s.count);
+    r.records.push_back(read_shard_record(f, s, out));
+    nlohmann::json there = r.records.back().at("options");  // the shard's provenance holds sweep_record's two parts
+    there["inputs"] = r.records.back().value("inputs", nlohmann::json::object());
+    require(there == options, "'{}' is a shard of another sweep than '{}': {}; remove the parts of the other sweep",
+            f.string(), opt_file.string(), option_differences(options, there));
+    r.shards.push_back(to_string(s));
+    r.counts.insert(s.count);
   }
+  return r;
+}
+
+// The shards that compute grid point i, for every N that ran: "0/2 or 1/3".
+std::string shards_of(std::size_t i, const std::set<std::size_t>& counts) {
+  std::vector<std::string> of;
+  for (const std::size_t n : counts) of.push_back(fmt::format("{}/{}", i % n, n));
+  return fmt::format("{}", fmt::join(of, " or "));
+}
+
+// Incomplete naming every grid point without its part, and its shards.
+void check_all_parts(const std::vector<GridPoint>& points, const fs::path& parts, const std::set<std::size_t>& counts,
+                     const std::string& out) {
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (!fs::exists(parts / points[i].file()))
+      missing.push_back(fmt::format("#{} {} (shard {})", i, points[i].label(), shards_of(i, counts)));
+  if (!missing.empty())
+    throw Incomplete(fmt::format(
+        "cannot merge '{}': {} of {} grid points are missing: {}. Run those shards again (resubmit the tasks; any "
+        "shards of any N will do, finished points are skipped), then merge again; nothing was written",
+        out, missing.size(), points.size(), first_names(missing)));
+}
+
+}  // namespace
+
+SweepReport merge_sweep(const std::string& out, bool force) {
+  require(!out.empty(), "`kestrel sweep merge` needs the sweep's output file OUT.h5");
+  const fs::path parts = out + ".parts", opt_file = parts / "options.json";
+  check_parts_dir(parts, opt_file, out);
+  const nlohmann::json options = read_options(opt_file, "rerun any shard of the sweep (it records them again)");
+  const ShardRecords shards = read_shard_records(parts, opt_file, options, out);
 
   // No sweep into OUT may run meanwhile: the lock of a one-process run and of every shard that left one.
   OutputLock lock((parts / "lock").string(), fmt::format("the sweep '{}'", out));
@@ -533,40 +713,31 @@ SweepReport merge_sweep(const std::string& out, bool force) {
       shard_locks.push_back(std::make_unique<OutputLock>(
           e.path().string(), fmt::format("{} of the sweep '{}'", e.path().stem().string(), out)));
 
-  const nlohmann::json finished = finished_record(out);
-  const bool replace =
-      force || (!finished.is_null() && finished.value("options", nlohmann::json()) == resume_key(options));
-  check_output(out, replace);
-
   SweepOptions axes;
   axes.sigmas = options.at("sigma").get<std::vector<double>>();
   axes.dims = options.at("dim").get<std::vector<arma::uword>>();
   axes.points = options.at("points").get<std::vector<arma::uword>>();
   axes.features = options.at("features").get<std::vector<arma::uword>>();
+  const nlohmann::json finished = finished_record(out);
+  const bool extends = !finished.is_null() && finished.value("options", nlohmann::json()) == resume_key(options);
+  if (extends && !force) check_keeps_finished(finished, axes, out, true);
+  check_output(out, force || extends);
   const std::vector<GridPoint> points = grid(axes);
-  std::vector<std::string> missing;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    if (fs::exists(parts / points[i].file())) continue;
-    std::vector<std::string> of;
-    for (const std::size_t n : counts) of.push_back(fmt::format("{}/{}", i % n, n));
-    missing.push_back(fmt::format("#{} {} (shard {})", i, points[i].label(), fmt::join(of, " or ")));
-  }
-  if (!missing.empty())
-    throw Incomplete(fmt::format(
-        "cannot merge '{}': {} of {} grid points are missing: {}. Run those shards again (resubmit the tasks; any "
-        "shards of any N will do, finished points are skipped), then merge again; nothing was written",
-        out, missing.size(), points.size(), first_names(missing)));
+  check_all_parts(points, parts, shards.counts, out);
 
   SweepReport report;
-  report.rows = read_rows(points, parts);
+  report.rows = read_rows(points, parts, [&](std::size_t i) {
+    return fmt::format("rerun shard {} (only that grid point is computed again), then merge again",
+                       shards_of(i, shards.counts));
+  });
   report.resumed = report.finished = report.total = points.size();
   report.undefined = undefined_summary(report.rows);
-  nlohmann::json prov = records.front();
+  nlohmann::json prov = shards.records.front();
   prov["created_utc"] = provenance("", nlohmann::json::object())["created_utc"];
-  prov["shards"] = shards;
+  prov["shards"] = shards.shards;
   report.provenance = prov;
-  write_sweep_file(out, replace, options.at("estimators").get<std::vector<std::string>>(), prov, options, points, parts,
-                   prov.value("mpi_ranks", 1), report);
+  write_sweep_file(out, force || extends, options.at("estimators").get<std::vector<std::string>>(), prov, options,
+                   points, parts, prov.value("mpi_ranks", 1), report);
   return report;
 }
 

@@ -73,7 +73,8 @@ nlohmann::json sweep_json(const ResultRow& row);
 
 // True when opt.out holds a finished sweep with the same options except the grid axes: running opt then
 // extends it (its rows are reused from the file's /sweep/resume record, only new grid points are computed),
-// so it may replace that file without --force.
+// so it may replace that file without --force. False when the grid leaves out some of the file's grid points: only
+// --force drops finished results (validate refuses without it, naming them and the grid that keeps them).
 bool sweep_extends(const SweepOptions& opt);
 
 // Runs (or resumes, or extends) the sweep and writes opt.out; provenance goes into the file's root attributes.
@@ -92,9 +93,10 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
 // `kestrel sweep merge OUT`: assembles OUT from the parts the shards left in OUT.parts/, the same file as a
 // one-process run of the same command (the provenance of a shard, with `shards` listing those that ran and the
 // time of the merge), and removes the parts. Throws InvalidArgument when there are no shards' parts, when a shard
-// recorded other options, or when OUT exists (without force; extending a finished sweep needs none), IoError when a
-// shard still runs, and Incomplete naming the missing grid points (and their shards) when some are missing:
-// then nothing is written and the parts stay.
+// recorded other options, or when OUT exists (without force; extending a finished sweep needs none, a grid that leaves
+// out its finished points needs it), InputFileError naming a broken part or record and the shard to rerun, IoError when
+// a shard still runs, and Incomplete naming the missing grid points (and their shards) when some are missing: then
+// nothing is written and the parts stay.
 SweepReport merge_sweep(const std::string& out, bool force);
 
 }  // namespace kestrel

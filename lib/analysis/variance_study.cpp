@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "analysis/attention_variance.hpp"
+#include "analysis/coupled_variance.hpp"
 #include "analysis/montecarlo.hpp"
 #include "analysis/operator_variance.hpp"
 #include "core/error.hpp"
@@ -58,13 +59,25 @@ nlohmann::json study_inputs(const VarianceStudyOptions& opt) {
 
 namespace {
 
+// The exact log variance of what the simulation drew: the sampler's (coupled_variance.hpp: orthogonal and simplex
+// blocks for the families with an isotropic form), else the iid one, which acc then says (iid_reference).
+arma::mat reference_log_variance(const Estimator& e, const VarianceStudyOptions& opt, const arma::mat& X,
+                                 const arma::mat& Y, arma::uword M, McSummary& acc) {
+  try {
+    return coupled_log_variance(e, opt.kernel, X, Y, M, opt.sampler);
+  } catch (const InvalidArgument&) {
+    acc.iid_reference = true;
+    return log_variance(e, opt.kernel, X, Y, M);
+  }
+}
+
 McSummary monte_carlo(const Estimator& e, const SetPair& sp, const VarianceStudyOptions& opt, arma::uword M,
                       std::uint64_t set_index, McSummary acc) {
   const arma::uword n = mc_points_used(opt);
   const arma::mat X = sp.X.cols(0, n - 1), Y = sp.Y.cols(0, n - 1);
   MonteCarloOptions mo{opt.mc_reps, M, opt.seed ^ mix64(set_index + 1), opt.sampler};
   const MonteCarloResult r = simulate(e, opt.kernel, X, Y, mo);
-  const arma::mat exact = log_variance(e, opt.kernel, X, Y, M);
+  const arma::mat exact = reference_log_variance(e, opt, X, Y, M, acc);
   double within = acc.frac_var_within_3se * acc.entries;
   for (arma::uword k = 0; k < exact.n_elem; ++k) {
     const double v = r.kernel.variance(k), se_m = r.kernel.se_mean(k);
@@ -327,6 +340,82 @@ std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, 
       out.push_back(std::move(r));
     }
   }
+  return out;
+}
+
+}  // namespace kestrel
+
+namespace kestrel {
+
+bool mc_reference_is_iid(const std::string& estimator, Sampler sampler) {
+  if (sampler == Sampler::Iid) return false;
+  if (sampler != Sampler::Orthogonal && sampler != Sampler::Simplex) return true;
+  try {
+    return !find_family(estimator).has_isotropic_form;
+  } catch (const InvalidArgument&) {
+    return true;
+  }
+}
+
+namespace {
+
+// "oprf sigma=1, pos sigma=1" (with d, L and M when the rows are of several grid points).
+std::string row_names(const std::vector<const ResultRow*>& rows) {
+  std::string out;
+  for (const ResultRow* r : rows) {
+    const bool grid = std::any_of(rows.begin(), rows.end(), [&](const ResultRow* o) {
+      return o->dim != r->dim || o->points != r->points || o->features != r->features;
+    });
+    out += fmt::format("{}{} {}sigma={:g}", out.empty() ? "" : ", ", r->estimator,
+                       grid ? fmt::format("d={} L={} M={} ", r->dim, r->points, r->features) : "", r->sigma);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool mc_compared_with_iid(const ResultRow& r, Sampler sampler) {
+  return sampler != Sampler::Iid && (r.quantity != "pair" || mc_reference_is_iid(r.estimator, sampler));
+}
+
+const char* mc_mark(const ResultRow& r, Sampler sampler) {
+  if (!r.mc || r.mc->trusted) return "";
+  if (mc_compared_with_iid(r, sampler)) return " MC VS IID EXACT";
+  return r.quantity == "attention" ? " PREDICTION OFF" : " MC UNTRUSTED";
+}
+
+std::string mc_verdict(const std::vector<ResultRow>& rows, Sampler sampler) {
+  std::vector<const ResultRow*> off, vs_iid;
+  for (const auto& r : rows) {
+    if (!r.mc || r.mc->trusted) continue;
+    (mc_compared_with_iid(r, sampler) ? vs_iid : off).push_back(&r);
+  }
+  std::string out;
+  const bool attention = !rows.empty() && rows.front().quantity == "attention";
+  const std::string of =
+      sampler == Sampler::Iid ? "" : fmt::format(" of the {} projections simulated", to_string(sampler));
+  if (!off.empty() && attention)
+    out += fmt::format(
+        "[kestrel] warning: the delta method's attention error disagrees with simulation for {}: fewer than {:g}% "
+        "of the rows inside its range lie within 3 SE of the prediction. Heavy-tailed features make its remainder "
+        "shrink slowly with M; read the simulated MSE (MC log Var) there.\n",
+        row_names(off), 100 * McSummary::kMcTrustedShare);
+  else if (!off.empty())
+    out += fmt::format(
+        "[kestrel] warning: Monte Carlo variance untrusted for {}: fewer than {:g}% of entries lie within 3 SE of the "
+        "exact variance{}. The estimate is heavy-tailed there, so its sample variance (and its SE, which needs the "
+        "fourth moment) is dominated by rare huge values; trust the exact {}.\n",
+        row_names(off), 100 * McSummary::kMcTrustedShare, of,
+        sampler == Sampler::Iid ? std::string("column")
+                                : fmt::format("variance of the {} projections (the exact(sub) column; the log Var "
+                                              "column is that of iid projections)",
+                                              to_string(sampler)));
+  if (!vs_iid.empty())
+    out += fmt::format(
+        "[kestrel] warning: Monte Carlo with --sampler {} differs from the iid exact variance for {}: kestrel has no "
+        "exact {} variance of these {} to compare with (only of pair variances of the TrigRF/PosRF/OPRF/GERF family "
+        "with orthogonal or simplex blocks), so the difference may be the sampler's effect, not heavy tails.\n",
+        to_string(sampler), row_names(vs_iid), to_string(sampler), attention ? "rows" : "entries");
   return out;
 }
 

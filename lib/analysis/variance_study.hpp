@@ -82,6 +82,10 @@ struct McSummary {
   double max_abs_z_mean = 0;       // max |mean - K| / se over entries
   double frac_var_within_3se = 0;  // share of entries with |v_mc - v_exact| < 3 se(v_mc)
   std::uint64_t entries = 0;
+  // v_exact is the exact variance of the sampler simulated (--sampler: orthogonal and simplex blocks have theirs,
+  // coupled_variance.hpp). True when kestrel has none for it (structured, halton, or a family without an isotropic
+  // form): v_exact is then the iid variance, which a coupled sampler's may fall below, so the verdict says so.
+  bool iid_reference = false;
   // The sample variance of a heavy-tailed estimate is useless (its standard error rests on a fourth
   // moment the sample cannot estimate): it is trusted only if at least kMcTrustedShare of the entries
   // lie within 3 SE of the exact variance (about 99.7% do for well-behaved tails).
@@ -114,6 +118,10 @@ struct VarianceResult {
   std::optional<McSummary> mc;
   std::size_t empirical_reps = 0;  // > 0: the variance is a Monte Carlo estimate (kEmpiricalReps), not exact
 };
+
+// True when kestrel has no exact variance for Monte Carlo with `sampler` on this family (structured, halton, or a
+// family without an isotropic form drawn in coupled blocks): its verdict then compares with the iid variance.
+bool mc_reference_is_iid(const std::string& estimator, Sampler sampler);
 
 using Progress = std::function<void(const std::string&)>;
 std::vector<VarianceResult> run_variance_study(const VarianceStudyOptions& opt, const Progress& progress = {});
@@ -151,6 +159,18 @@ struct ResultRow {
 };
 
 ResultRow result_row(const VarianceResult& r, const VarianceStudyOptions& opt);
+
+// The warning lines on the Monte Carlo verdicts of `rows` ("" when every simulation agrees with its reference), for
+// `kestrel variance` and `kestrel sweep` alike: the rows whose simulation disagrees with the exact variance of the
+// sampler simulated (heavy tails: trust the exact column; attention: the delta method's prediction is off), and apart
+// from them the rows that could only be compared with the iid variance (mc_reference_is_iid).
+std::string mc_verdict(const std::vector<ResultRow>& rows, Sampler sampler);
+// Whether the row's Monte Carlo block was compared with the iid variance, not the simulated sampler's: a pair row
+// where mc_reference_is_iid, and kc and attention rows with any other sampler (their predictions are for iid features).
+bool mc_compared_with_iid(const ResultRow& r, Sampler sampler);
+// The mark of a row whose simulation disagrees with its reference in the CLI tables: " MC UNTRUSTED", " PREDICTION
+// OFF" (attention), " MC VS IID EXACT" (mc_compared_with_iid), or "" (trusted, or no Monte Carlo).
+const char* mc_mark(const ResultRow& r, Sampler sampler);
 
 // The measured columns of a result row, one line each (result_table.cpp): the HDF5 table writer, the JSON of
 // `--json` and of a sweep's checkpoints, its reader and the CLI table all loop over this table, so a new column is

@@ -220,7 +220,7 @@ void convert(const char* data, std::size_t n, double* out) {
 }
 
 // lead: the leading axes of a 3-D or 4-D C-order array (read as its last two axes, stack after stack).
-arma::mat load_npy(const std::string& path, std::vector<std::size_t>& lead) {
+arma::mat load_npy(const std::string& path, bool stacked, std::vector<std::size_t>& lead) {
   const std::string bytes = read_all(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     throw InputFileError(fmt::format("{}: not a .npy file (no \\x93NUMPY magic)", path));
@@ -253,8 +253,11 @@ arma::mat load_npy(const std::string& path, std::vector<std::size_t>& lead) {
         "(numpy.lib.recfunctions.structured_to_unstructured converts it)",
         path, descr.size() > 60 ? descr.substr(0, 60) + "...]" : descr));
   if (shape.size() < 2 || shape.size() > 4)
-    throw InputFileError(fmt::format("{}: the array has {} dimensions; points need a 2-D array (one point per row)",
-                                     path, shape.size()));
+    throw InputFileError(fmt::format("{}: the array has {} dimensions; {}", path, shape.size(),
+                                     stacked
+                                         ? "tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, "
+                                           "d] or [layers, heads, L, d]"
+                                         : "points need a 2-D array (one point per row)"));
   if (shape.size() > 2 && fortran)
     throw InputFileError(
         fmt::format("{}: a {}-D array in Fortran order is not supported: save it in C order "
@@ -341,8 +344,10 @@ arma::mat load_h5(const std::string& path, const std::string& dataset, bool stac
   }
   const std::size_t rank = s.dims.size();
   if (rank != 2 && !(stacks && (rank == 3 || rank == 4)))
-    throw InputFileError(fmt::format(
-        "{}:{}: the dataset has {} dimensions; points need a 2-D dataset (one point per row)", path, dataset, rank));
+    throw InputFileError(fmt::format("{}:{}: the dataset has {} dimensions; {}", path, dataset, rank,
+                                     stacks ? "tokens need a 2-D dataset [L, d] (one token per row) or a stack [heads, "
+                                              "L, d] or [layers, heads, L, d]"
+                                            : "points need a 2-D dataset (one point per row)"));
   if (!s.numeric()) throw InputFileError(fmt::format("{}:{}: the dataset is not numeric", path, dataset));
   if (rank > 2) {
     const std::vector<std::string> want =
@@ -406,7 +411,7 @@ std::shared_ptr<const PointsFile> load_points(const std::string& spec, bool stac
     return it->second;
   }
   pf->points = !dataset.empty()              ? load_h5(pf->path, dataset, stacks, pf->lead)
-               : ends_with(pf->path, ".npy") ? load_npy(pf->path, pf->lead)
+               : ends_with(pf->path, ".npy") ? load_npy(pf->path, stacks, pf->lead)
                                              : load_text(pf->path);
   refuse_stack(*pf);
   if (pf->points.n_rows == 0 || pf->points.n_cols < 2)

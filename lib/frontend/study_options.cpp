@@ -417,12 +417,22 @@ nlohmann::json record_sweep(const SweepOptions& s) {
 
 namespace {
 
+// More shards than any job array has (Slurm's MaxArraySize is at most 4000001); a larger N is a mistyped number.
+constexpr std::uint64_t kMaxShards = std::uint64_t{1} << 32;
+
+// K/N: two integers around one slash; any other form is named with the whole text and the form (not one half's).
 SweepShard parse_shard(const std::string& where, const std::string& text) {
   const auto slash = text.find('/');
-  require(slash != std::string::npos, "{}: expected K/N (shard K of N, 0 <= K < N), got '{}'", where, text);
+  const std::string form =
+      fmt::format("{}: expected K/N (shard K of N: two integers, 0 <= K < N), got '{}'", where, text);
+  require(slash != std::string::npos && text.find('/', slash + 1) == std::string::npos, "{}", form);
   SweepShard s;
-  s.index = parse_uint(where, text.substr(0, slash));
-  s.count = parse_uint(where, text.substr(slash + 1), 1);
+  try {
+    s.index = parse_uint(where, text.substr(0, slash));
+    s.count = parse_uint(where, text.substr(slash + 1), 1, kMaxShards);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(fmt::format("{} (N at most {})", form, kMaxShards));
+  }
   require(s.index < s.count, "{}: expected K/N with 0 <= K < N, got '{}' (shards are numbered from 0)", where, text);
   return s;
 }
@@ -431,16 +441,18 @@ SweepShard parse_shard(const std::string& where, const std::string& text) {
 SweepShard slurm_shard(const std::function<const char*(const char*)>& env) {
   const char* id = env("SLURM_ARRAY_TASK_ID");
   if (!id) return {};
-  auto number = [&](const char* name, const char* fallback) {
+  auto number = [&](const char* name, const char* fallback, std::uint64_t most = UINT64_MAX) {
     const char* v = env(name);
     require(v || fallback, "{} is set but {} is not: cannot derive this array task's shard; pass --shard K/N",
             "SLURM_ARRAY_TASK_ID", name);
-    return parse_uint(name, v ? v : fallback);
+    return parse_uint(name, v ? v : fallback, 0, most);
   };
   const std::uint64_t task = number("SLURM_ARRAY_TASK_ID", nullptr), lo = number("SLURM_ARRAY_TASK_MIN", nullptr),
                       hi = number("SLURM_ARRAY_TASK_MAX", nullptr), step = number("SLURM_ARRAY_TASK_STEP", "1"),
-                      count = number("SLURM_ARRAY_TASK_COUNT", nullptr);
-  require(step > 0 && count > 0 && task >= lo && task <= hi && (task - lo) % step == 0 && hi - lo == step * (count - 1),
+                      count = number("SLURM_ARRAY_TASK_COUNT", nullptr, kMaxShards);
+  // Without products, which wrap around for counts near 2^64 / step.
+  require(step > 0 && count > 0 && task >= lo && task <= hi && (task - lo) % step == 0 && (hi - lo) % step == 0 &&
+              (hi - lo) / step == count - 1,
           "the Slurm job array's indices are not evenly spaced (SLURM_ARRAY_TASK_ID={}, _MIN={}, _MAX={}, _STEP={}, "
           "_COUNT={}; from --array=1,3, say), so kestrel cannot number this task's shard: submit --array=A-B[:S], "
           "or pass --shard K/N",

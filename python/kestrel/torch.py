@@ -7,6 +7,7 @@ attention logits are exactly q.k; advise is run with scaling="none" (the command
 import dataclasses
 import inspect
 import json
+import math
 import os
 import tempfile
 import time
@@ -142,28 +143,87 @@ def _run(model, batch):
     return model(batch)
 
 
-def _as_capture(name, got, output):
+def _shown(name):
+    """A captured module as errors name it: 'module 'layers.0.self_attn'', the model itself when it is the module."""
+    return f"module '{name}'" if name else "the model (module '')"
+
+
+def _adapter_tensors(name, got):
+    """q, k, v of an adapter's result as float64 tensors, checked: a dict with q, k and v of [batch, heads, L, d] and
+    finite values (NaN from the model, e.g. a NaN in the batch, is named here, not as advise's Q)."""
     torch = _torch()
+    if not isinstance(got, dict):
+        raise ValueError(f"{_shown(name)}: the adapter returned {type(got).__name__}, not a dict: it must return "
+                         "dict(q=..., k=..., v=...) (docs/torch.md)")
     missing = {"q", "k", "v"} - set(got)
     if missing:
-        raise ValueError(f"{name}: the adapter returned no {', '.join(sorted(missing))} (it returns q, k and v)")
+        raise ValueError(f"{_shown(name)}: the adapter returned no {', '.join(sorted(missing))} (it returns q, k and "
+                         "v)")
     q, k, v = (torch.as_tensor(got[n]).detach().double() for n in "qkv")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"{name}: q, k, v must be [batch, heads, L, d], got {list(q.shape)}, {list(k.shape)}, "
-                         f"{list(v.shape)}")
+        raise ValueError(f"{_shown(name)}: q, k, v must be [batch, heads, L, d], got {list(q.shape)}, "
+                         f"{list(k.shape)}, {list(v.shape)}")
+    for n, t in zip("qkv", (q, k, v)):
+        bad = (~torch.isfinite(t)).nonzero()
+        if len(bad):
+            raise ValueError(f"{_shown(name)}: the adapter's {n} has {len(bad)} values that are NaN or infinite "
+                             f"(the first at [batch, head, position, i] = {bad[0].tolist()}): check the batch for NaN "
+                             "or Inf and the module's weights")
+    return q, k, v
+
+
+def _as_capture(name, got, output):
+    torch = _torch()
+    q, k, v = _adapter_tensors(name, got)
     scale = got.get("scale")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    if not scale > 0:
-        raise ValueError(f"{name}: the adapter's scale must be > 0, got {scale}")
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"{_shown(name)}: the adapter's scale must be finite and > 0 (the logits are scale q.k), "
+                         f"got {scale}")
     root = scale ** 0.5  # logits s q.k = (sqrt(s) q).(sqrt(s) k): split evenly, as advise's own scaling does
     pad = got.get("key_padding_mask")
     keep = None if pad is None else ~torch.as_tensor(pad).bool().cpu().numpy()
     if keep is not None and keep.shape != (k.shape[0], k.shape[2]):
-        raise ValueError(f"{name}: key_padding_mask must be [batch, Lk] = {[k.shape[0], k.shape[2]]}, got "
+        raise ValueError(f"{_shown(name)}: key_padding_mask must be [batch, Lk] = {[k.shape[0], k.shape[2]]}, got "
                          f"{list(keep.shape)}")
     return Capture(name, (q * root).cpu().numpy(), (k * root).cpu().numpy(), v.cpu().numpy(),
                    bool(got.get("causal", False)), keep, bool(got.get("self_attention", False)),
                    output[0] if isinstance(output, tuple) else output, got.get("merge"))
+
+
+def _module_names(modules):
+    """modules= as a set of names: a list (tuple, set) of strings, or None. One string is refused (it would be read as
+    its characters)."""
+    if modules is None:
+        return None
+    if isinstance(modules, (str, bytes)):
+        raise ValueError(f"modules: expected a list of module names, got the string {modules!r}: pass "
+                         f"modules=[{modules!r}]")
+    try:
+        names = list(modules)
+    except TypeError:
+        raise ValueError(f"modules: expected a list of module names, got {modules!r}") from None
+    bad = [m for m in names if not isinstance(m, str)]
+    if bad:
+        raise ValueError(f"modules: expected module names (strings, as model.named_modules() gives), got {bad[0]!r}")
+    return set(names)
+
+
+def _check_batch(batch):
+    """NaN or Inf in a floating-point tensor or array of the batch (or of its tuple, list or dict) is named with where
+    it is, before the model runs: it would reach every attention module's q, k and v."""
+    torch = _torch()
+    items = batch.items() if isinstance(batch, dict) else enumerate(batch) if isinstance(batch, (tuple, list)) \
+        else [(None, batch)]
+    for key, x in items:
+        if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+            x = torch.as_tensor(x)
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+            bad = (~torch.isfinite(x.detach())).nonzero()
+            if len(bad):
+                where = "batch" if key is None else f"batch[{key!r}]"
+                raise ValueError(f"{where} has {len(bad)} values that are NaN or infinite (the first at index "
+                                 f"{bad[0].tolist()}): attention on it is not defined; clean the batch first")
 
 
 def capture(model, batch, *, adapters=None, modules=None):
@@ -176,6 +236,8 @@ def capture(model, batch, *, adapters=None, modules=None):
     output). docs/torch.md has the protocol and an example."""
     torch = _torch()
     adapters = default_adapters() if adapters is None else adapters
+    modules = _module_names(modules)
+    _check_batch(batch)
     captures, originals = [], []
     named = dict(model.named_modules())
     unknown = sorted(set(modules or ()) - set(named))
@@ -254,14 +316,20 @@ def stack(captures, sequence=0):
     unchanged). Returns (Q, K, V, causal, info)."""
     if not captures:
         raise ValueError("no captures")
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)):
+        raise ValueError(f"sequence: expected the index of a sequence in the batch (an integer >= 0), got {sequence!r}")
     picked, shapes, dropped = [], [], 0
     for c in captures:
         if not 0 <= sequence < c.q.shape[0]:
-            raise ValueError(f"sequence {sequence} is not in the batch of {c.q.shape[0]} ({c.name})")
+            raise ValueError(f"sequence {sequence} is not in the batch of {c.q.shape[0]} ({c.name}): give sequence = "
+                             f"0..{c.q.shape[0] - 1}")
         q, k, v = c.q[sequence], c.k[sequence], c.v[sequence]
         if c.keep is not None:
             keep = c.keep[sequence]
             dropped = max(dropped, int((~keep).sum()))
+            if not keep.any():
+                raise ValueError(f"sequence {sequence}: key_padding_mask pads every key of {_shown(c.name)}, so no "
+                                 "attention is left to advise on: pick another sequence=")
             k, v = k[:, keep], v[:, keep]
             if c.causal or c.self_attention:
                 q = q[:, keep]
@@ -283,6 +351,7 @@ def save_hdf5(path, captures, sequence=0, force=False):
     """Writes sequence `sequence` as /Q, /K, /V of [layers, heads, tokens, d] with the axes named, which
     `kestrel advise --queries PATH:/Q --keys PATH:/K --values PATH:/V --scaling none [--causal]` reads; the root's
     attributes say the modules, causal and that command. Returns the command's arguments after `kestrel advise`."""
+    path = _path(path, "path")
     Q, K, V, causal, info = stack(captures, sequence)
     _write_new(path, force, lambda f: _write_inputs(f, path, "/", Q, K, V, causal, info))
     return _cli_args(path, "/", causal)
@@ -322,6 +391,17 @@ def _write_new(path, force, write, suffix=".h5"):
             os.unlink(tmp)
 
 
+def _path(p, name):
+    """A path given as str or os.PathLike (pathlib.Path), as str."""
+    try:
+        p = os.fspath(p)
+    except TypeError:
+        raise ValueError(f"{name}: expected a file path (str or pathlib.Path), got {p!r}") from None
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    return p
+
+
 def _check_new(path, force):
     if os.path.isdir(path):
         raise ValueError(f"output '{path}' is a directory; give a file name")
@@ -351,7 +431,11 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
 
     if "scaling" in options:
         raise ValueError("scaling is fixed: the captured q and k carry the module's scale (scaling='none')")
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or sequence < 0:
+        raise ValueError(f"sequence: expected the index of a sequence in the batch (an integer >= 0), got {sequence!r}")
+    modules = _module_names(modules)
     if out is not None:
+        out = _path(out, "out")
         if not str(out).endswith(".h5"):
             raise ValueError(f"out: expected a path ending in .h5 (the plot goes beside it as .png), got '{out}'")
         for p in (out, out[:-3] + ".png"):
@@ -411,6 +495,7 @@ def write_report(report, out, force=False, inputs=None):
     from . import advice
     import matplotlib
 
+    out = _path(out, "out")
     png = out[:-3] + ".png"
     for p in (out, png):
         _check_new(p, force)

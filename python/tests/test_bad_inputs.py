@@ -347,3 +347,72 @@ def test_the_python_package_takes_the_fast_openblas_kernels():
         assert f"set OPENBLAS_CORETYPE={better} before starting Python" in said
     kept, said = run_python(CORE.format("import numpy"), OPENBLAS_CORETYPE="Prescott")
     assert kept == "Prescott" and "RuntimeWarning" not in said
+
+
+# Round four (issue 68). --------------------------------------------------------------------------------------------
+
+def test_a_finished_sweep_is_never_dropped_without_force(tmp_path):
+    """Item 1: a grid that leaves out grid points of a finished sweep is refused without force=True, naming them and the
+    grid that keeps them; the file is untouched; force=True replaces it; a superset extends it."""
+    out = tmp_path / "s.h5"
+    grid = dict(dim=4, points=16, pairs=1, estimators=["oprf"])
+    kestrel.sweep(str(out), sigma=[0.5, 1.0], **grid)
+    before = out.read_bytes()
+    for sigma in ([0.5], [0.5, 2.0]):
+        with pytest.raises(ValueError, match=r"1 grid points that this grid leaves out \(d=4 L=16 M=1 sigma=1\).*"
+                                             r"rerun with sigma .*,1 to extend it, or pass force=True"):
+            kestrel.sweep(str(out), sigma=sigma, **grid)
+        assert out.read_bytes() == before
+    assert len(kestrel.sweep(str(out), sigma=[0.5, 1.0, 2.0], **grid)) == 3
+    assert len(kestrel.sweep(str(out), sigma=[0.5], force=True, **grid)) == 1
+
+
+def test_a_broken_sweep_part_is_named_with_the_fix(tmp_path):
+    """Item 2: a truncated grid point file is an InputFileError naming it and what to do, before anything is
+    computed."""
+    out = tmp_path / "s.h5"
+    grid = dict(sigma=[0.5, 1.0], dim=4, points=16, pairs=1, estimators=["oprf"])
+    kestrel.sweep(str(out), shard="0/2", **grid)
+    part = next(p for p in (tmp_path / "s.h5.parts").iterdir() if p.name.startswith("d4_"))
+    part.write_bytes(part.read_bytes()[:20])
+    with pytest.raises(kestrel.InputFileError, match=rf"grid point file '{part}' is not valid JSON .*delete it and "
+                                                     r"rerun shard 0/2"):
+        kestrel.sweep(str(out), shard="0/2", **grid)
+
+
+def test_advise_takes_stacks_as_lists_and_tensors_and_refuses_complex(tmp_path):
+    """Item 3: [heads, L, d] as nested lists (and torch tensors, where PyTorch is installed) give the report of the
+    array; complex stacks are refused as the 2-D path and the command line refuse them; an out= that is a directory is
+    refused before computing, with force=True too."""
+    r = np.random.default_rng(8)
+    Q, K, V = (0.3 * r.normal(size=(2, 24, 4)), 0.3 * r.normal(size=(2, 24, 4)), r.normal(size=(2, 24, 2)))
+    opts = dict(ADVISE, budget=16, draws=4, rows=4)
+    want = kestrel.advise(Q, K, V, **opts)
+    del want["provenance"]
+    got = kestrel.advise(Q.tolist(), K.tolist(), V.tolist(), **opts)
+    del got["provenance"]
+    assert got == want
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        got = kestrel.advise(*(torch.from_numpy(a) for a in (Q, K, V)), **opts)
+        del got["provenance"]
+        assert got == want
+    with pytest.raises(ValueError, match=r"^Q holds complex numbers \(dtype complex128\): kestrel takes real tokens; "
+                                         r"pass Q\.real"):
+        kestrel.advise(Q + 1j, K, V, **opts)
+    for force in (False, True):
+        with pytest.raises(ValueError, match=r"output '.*' is a directory; give a file name"):
+            kestrel.advise(Q, K, V, out=str(tmp_path), force=force, **opts)
+        with pytest.raises(ValueError, match=r"output '.*' is a directory; give a file name"):
+            kestrel.advise(Q[0], K[0], V[0], out=str(tmp_path), force=force, **opts)
+
+
+def test_advise_on_all_zero_queries_and_keys_is_exact():
+    """Item 4: every key the same makes every estimated attention row exact: M = 1, error 0 (not 'inputs too large')."""
+    Z = np.zeros((48, 4))
+    V = np.random.default_rng(9).normal(size=(48, 2)) + 1
+    rep = kestrel.advise(Z, Z, V, **dict(ADVISE, estimators=["pos", "oprf"], samplers=["iid", "orthogonal"]))
+    assert {(row["status"], row["decision"], row["m_for_target_p95"]) for row in rep["rows"]} == {("ok", "M", 1)}

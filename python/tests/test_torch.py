@@ -254,6 +254,54 @@ def test_bad_inputs_are_refused_naming_them(tmp_path):
     assert "forward" not in mha.__dict__  # the wrapper is gone after a failed run too
 
 
+@needs_torch
+def test_arguments_and_adapter_results_are_checked_at_the_door(tmp_path):
+    """Issue 68 item 3: each bad argument or adapter result is named with the module, the argument and the fix, before
+    any Q is formed (not "Q: every value must be finite", "Q has the shape [1, 2, 0, 8]", a TypeError or NumPy's
+    IndexError); out= as a pathlib.Path works."""
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    y = torch.randn(2, 6, 8)
+    batch = (y, y, y)
+    nan = y.clone()
+    nan[1, 2, 3] = math.nan
+    with pytest.raises(ValueError, match=r"^batch\[0\] has 1 values that are NaN or infinite \(the first at index "
+                                         r"\[1, 2, 3\]\)"):
+        kt.advise_model(mha, (nan, y, y))
+
+    def adapter(**change):
+        def f(m, a, k):
+            got = kt.multihead_attention(m, a, k)
+            got.update(change)
+            return got
+        return {nn.MultiheadAttention: f}
+    bad_q = torch.full((2, 2, 6, 4), math.nan)
+    with pytest.raises(ValueError, match=r"^the model \(module ''\): the adapter's q has 96 values that are NaN or "
+                                         r"infinite .*check the batch"):
+        kt.capture(mha, batch, adapters=adapter(q=bad_q))
+    with pytest.raises(ValueError, match=r"the adapter's scale must be finite and > 0 .*got inf"):
+        kt.capture(mha, batch, adapters=adapter(scale=math.inf))
+    with pytest.raises(ValueError, match=r"the adapter returned NoneType, not a dict: it must return dict\(q="):
+        kt.capture(mha, batch, adapters={nn.MultiheadAttention: lambda m, a, k: None})
+    with pytest.raises(ValueError, match=r"modules: expected a list of module names, got the string 'self_attn': pass "
+                                         r"modules=\['self_attn'\]"):
+        kt.capture(mha, batch, modules="self_attn")
+    for seq in (1.5, True, "0"):
+        with pytest.raises(ValueError, match=r"sequence: expected the index of a sequence in the batch"):
+            kt.advise_model(mha, batch, sequence=seq)
+        with pytest.raises(ValueError, match=r"sequence: expected the index of a sequence in the batch"):
+            kt.stack(kt.capture(mha, batch), sequence=seq)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[0] = True  # every key of sequence 0 padded
+    with pytest.raises(ValueError, match=r"sequence 0: key_padding_mask pads every key of .*pick another sequence="):
+        kt.advise_model(mha, (y, y, y, pad))
+    out = tmp_path / "r.h5"  # a pathlib.Path
+    rep = kt.advise_model(mha, batch, out=out, target=0.5, budget=16, draws=4, rows=4, estimators=["pos"],
+                          samplers=["iid"], no_timing=True)
+    assert out.exists() and (tmp_path / "r.png").exists() and rep["inputs"]["query_heads"] == 2
+    kt.write_report(rep, tmp_path / "w.h5")
+    assert (tmp_path / "w.h5").exists()
+
+
 # ---- the adapter protocol ------------------------------------------------------------------------------------------
 
 if torch is not None:

@@ -32,6 +32,7 @@ double quantile(arma::vec v, double q) {
   const double pos = q * static_cast<double>(v.n_elem - 1);
   const auto lo = static_cast<arma::uword>(std::floor(pos));
   const arma::uword hi = std::min<arma::uword>(lo + 1, v.n_elem - 1);
+  if (v[hi] == v[lo]) return v[lo];  // also -inf (log-variances of exact estimates), where the difference is NaN
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 

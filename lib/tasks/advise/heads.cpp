@@ -34,6 +34,21 @@ arma::mat slice(const TokenArray& a, arma::uword s) {
 
 std::string row_key(const AdviceRow& r) { return r.estimator + "\n" + r.sampler; }
 
+// Every input needs n axes. The one that differs is named: the values when queries and keys agree (a stack of values
+// beside 2-D queries and keys), otherwise the keys against the queries.
+void check_axes(const TokenArray& Q, const TokenArray& K, const TokenArray* V, const std::array<std::string, 3>& names,
+                std::size_t n) {
+  const auto& [qn, kn, vn] = names;
+  if (V && Q.shape.size() == K.shape.size() && V->shape.size() != Q.shape.size())
+    throw InvalidArgument(fmt::format(
+        "{} has the shape {} but {} has {} and {} has {}: give all of them as {}, or {} with {} axes as they are", vn,
+        shape_text(V->shape), qn, shape_text(Q.shape), kn, shape_text(K.shape), axes_text(n), vn, Q.shape.size()));
+  for (const TokenArray* a : {&K, V})
+    if (a && (a->shape.size() != n || Q.shape.size() != n))
+      throw InvalidArgument(fmt::format("{} has the shape {} but {} has {}: give all of them as {}", a == &K ? kn : vn,
+                                        shape_text(a->shape), qn, shape_text(Q.shape), axes_text(n)));
+}
+
 }  // namespace
 
 HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
@@ -41,15 +56,18 @@ HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray
   const auto& [qn, kn, vn] = names;
   std::size_t n = std::max(Q.shape.size(), K.shape.size());
   if (V) n = std::max(n, V->shape.size());
-  require(n == 3 || n == 4, "{}: expected [heads, L, d] or [layers, heads, L, d], got {} axes {}", qn, n,
-          shape_text(Q.shape));
-  for (const auto& [a, name] : {std::pair{&Q, &qn}, std::pair{&K, &kn}, std::pair{V, &vn}}) {
+  const auto inputs = {std::pair{&Q, &qn}, std::pair{&K, &kn}, std::pair{V, &vn}};
+  for (const auto& [a, name] : inputs)
+    if (a && a->shape.size() == n)
+      require(n == 3 || n == 4, "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d], got {} axes {}", *name, n,
+              shape_text(a->shape));
+  for (const auto& [a, name] : inputs)
     if (a)
       require(std::find(a->shape.begin(), a->shape.end(), 0) == a->shape.end(), "{} has the shape {}: an axis is empty",
               *name, shape_text(a->shape));
+  check_axes(Q, K, V, names, n);
+  for (const auto& [a, name] : inputs) {
     if (!a || a == &Q) continue;
-    require(a->shape.size() == n && Q.shape.size() == n, "{} has the shape {} but {} has {}: give all of them as {}",
-            *name, shape_text(a->shape), qn, shape_text(Q.shape), axes_text(n));
     require(n == 3 || a->shape[0] == Q.shape[0],
             "{} has {} layers but {} has {}: give every input the same layers (shapes {} and {})", *name, a->shape[0],
             qn, Q.shape[0], shape_text(a->shape), shape_text(Q.shape));

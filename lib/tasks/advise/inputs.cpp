@@ -119,6 +119,23 @@ void check_inputs(const arma::mat& Q, const arma::mat& K, const arma::mat& V, co
           K.n_cols - 1);
 }
 
+namespace {
+
+// --from-position needs two sampled rows at or beyond it (an error over rows needs two): an option error named with
+// the range that has them (the sampled rows are stratified over positions, so the range is known before any draw).
+void check_from_position(const arma::uvec& positions, const AdviseOptions& opt) {
+  if (opt.from_position == 0) return;
+  const arma::uword n = positions.n_elem, beyond = arma::accu(positions >= opt.from_position);
+  require(n >= 2, "--from-position {} needs at least 2 sampled rows, got --rows {}: give --rows 2 or more",
+          opt.from_position, n);
+  require(beyond >= 2,
+          "--from-position {}: only {} of the {} sampled rows are at or beyond it (the last two at positions {} and "
+          "{}); give --from-position 1..{}, or more --rows",
+          opt.from_position, beyond, n, positions(n - 2), positions(n - 1), positions(n - 2));
+}
+
+}  // namespace
+
 // The scaled points, sampled rows and keys, and the exact attention rows the errors are relative to.
 Inputs prepare(Advice& a, const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt) {
   a.options = opt;
@@ -136,6 +153,7 @@ Inputs prepare(Advice& a, const arma::mat& Q, const arma::mat& K, const arma::ma
   in.V = V.is_empty() ? arma::mat(arma::ones(a.Lk, 1)) : V;
   in.rows = opt.causal ? stratified_indices(a.Lq, opt.rows, opt.seed, 1) : sample_indices(a.Lq, opt.rows, opt.seed, 1);
   if (opt.causal) in.positions = in.rows;
+  check_from_position(in.positions, opt);
   in.keys = sample_indices(a.Lk, std::max<arma::uword>(1, opt.pairs / in.rows.n_elem), opt.seed, 2);
   a.sampled_rows = in.rows;
   a.quantity_label = quantity_label(opt, in.normaliser);

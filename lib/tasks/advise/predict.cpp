@@ -51,6 +51,14 @@ void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreeP
   row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
 }
 
+// Every key the same (all-zero queries and keys, or a constant sequence): a row's estimates K-hat_ij are one positive
+// number for every key j, so the estimated attention row equals the exact one (mean(V), of the prefix when causal) at
+// every M for every sampler: error 0, M = 1. Not so for the normalisers alone (D-hat_i = Lk K-hat_i is still random).
+bool exact_rows(const Inputs& in, const AdviseOptions& opt) {
+  if (in.normaliser && opt.metric != AdviseMetric::Tv) return false;
+  return arma::all(arma::vectorise(in.Kk.each_col() - in.Kk.col(0)) == 0.0);
+}
+
 }  // namespace
 
 // One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
@@ -68,14 +76,23 @@ void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std:
     const auto t0 = std::chrono::steady_clock::now();
     // The control variate needs E D-hat = D: a hybrid's D-hat pairs draws with each other (~M^2 features), so not
     // there.
-    predict_rows(row, e, form, in, exact, sampler, f.kind != Kind::Hybrid, opt);
+    if (exact_rows(in, opt)) {
+      row.method = "exact (every key is the same: the estimated attention rows are exact)";
+      fill_iid_curve(row, arma::zeros(in.rows.n_elem), opt);
+      const arma::mat lv1 = e.log_var_over_k2(in.Qk.cols(in.rows), in.Kk.cols(in.keys));
+      row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
+      row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
+    } else {
+      predict_rows(row, e, form, in, exact, sampler, f.kind != Kind::Hybrid, opt);
+    }
     say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
   } else {
     say(fmt::format("predicting {} ({})", f.name, row.sampler));
     predict_kernel(row, e, in, sampler, opt);
   }
+  // log(Var/K^2) is -inf where the estimates are exact (PosRF on all-zero inputs): a result, not an overflow.
   for (double v : {row.err1_median, row.err1_p95, row.at_m_median, row.at_m_p95, row.err_budget_p95,
-                   row.log_rel_var_median, row.log_rel_var_p95})
+                   std::max(row.log_rel_var_median, 0.0), std::max(row.log_rel_var_p95, 0.0)})
     if (!std::isfinite(v) || !row.err1_each.is_finite())
       throw NumericalError(fmt::format(
           "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "

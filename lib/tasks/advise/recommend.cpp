@@ -79,6 +79,37 @@ std::string unreached(const Advice& a, const Inputs& in) {
 }
 
 // The words for the best row, the others ranked, the noise of its M and what V's offset does to the metric.
+// When V's mean row makes up most of mean |Y_i|^2 (each output row is close to mean(V)), what that does to errors
+// relative to |Y| on this input. The error of a row scales with the values' spread about it, so: with a common offset
+// in V (RMS |Y_i| at least the values' spread RMS |v_j - mean(V)|) they look small for any M, and --metric centred
+// measures what differs between rows; with zero-mean V and attention close to uniform, |Y| is small against the
+// values and they look large (centred, smaller still, is no help).
+std::string offset_note(const Advice& a, const Inputs& in) {
+  const auto& opt = a.options;
+  if (a.offset_share <= 0.5 || in.normaliser ||
+      !(opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::MeanAbs ||
+        opt.metric == AdviseMetric::RowRelative))
+    return "";
+  if (std::all_of(a.rows.begin(), a.rows.end(), [](const AdviceRow& r) { return r.err1_p95 == 0; }))
+    return "";  // exact rows (every key the same): no error to look small or large
+  const arma::rowvec v = arma::mean(in.V, 0);
+  const double rms_y = arma::norm(v) / std::sqrt(a.offset_share),
+               spread = std::sqrt(arma::accu(arma::square(in.V.each_row() - v)) / static_cast<double>(in.V.n_rows));
+  if (rms_y >= spread)
+    return fmt::format(
+        " V's mean row makes up {} of mean |Y_i|^2: V has a common offset (RMS |Y_i| = {:.3g} against the values' "
+        "spread RMS |v_j - mean(V)| = {:.3g}), so each output row is close to mean(V) and errors relative to |Y| look "
+        "small for any M; --metric centred gives the error relative to the centred output Y - mean(V), the one to "
+        "decide by when what matters is how rows differ.",
+        percent(a.offset_share), rms_y, spread);
+  return fmt::format(
+      " V's mean row makes up {} of mean |Y_i|^2: attention is close to uniform on these inputs, so each output row is "
+      "close to mean(V), which is small against the values (RMS |Y_i| = {:.3g}, RMS |v_j - mean(V)| = {:.3g}); errors "
+      "relative to |Y| therefore look large for any M. Relative to the centred output (--metric centred) they are "
+      "larger still; --metric tv judges the attention weights themselves.",
+      percent(a.offset_share), rms_y, spread);
+}
+
 std::string best_and_others(const Advice& a, const Inputs& in) {
   const auto& opt = a.options;
   const std::string what = error_name(a, in);
@@ -109,15 +140,7 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
     if (r.status == "ok" && r.decision == "not settled" && r.m_p95_low && r.m_p95_low < b.m_p95)
       s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; about {} draws would settle it).",
                        row_label(r), r.m_p95_low, count(r.m_p95_high, opt), r.draws_to_settle);
-  if (a.offset_share > 0.5 && !in.normaliser &&
-      (opt.metric == AdviseMetric::Rmse || opt.metric == AdviseMetric::MeanAbs ||
-       opt.metric == AdviseMetric::RowRelative))
-    s += fmt::format(
-        " V's mean row makes up {} of mean |Y_i|^2 (V has a common offset, or attention is close to uniform, so each "
-        "output row is close to mean(V)): errors relative to |Y| look small for any M, and --metric centred gives the "
-        "error relative to the centred output Y - mean(V), the one to decide by when what matters is how rows differ.",
-        percent(a.offset_share));
-  return s;
+  return s + offset_note(a, in);
 }
 
 // The words on fp16 and on the cost of the best row.
@@ -158,7 +181,7 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
   choose_best(a);
   if (a.options.timing && a.best && a.options.quantity == AdviseQuantity::Attention) time_attention(a, in, fitted, say);
   if (!a.best) {
-    a.recommendation = unreached(a, in);
+    a.recommendation = unreached(a, in) + offset_note(a, in);
     return;
   }
   a.recommendation = best_and_others(a, in) + format_and_cost(a, a.rows[*a.best]);
