@@ -58,8 +58,10 @@ std::pair<std::string, std::vector<GradedClaim>> advise_results(bool& own) {
   std::vector<GradedClaim> out;
   if (!own) {
     std::ifstream in(std::filesystem::path(given) / "advise.claims.json");
-    for (const auto& c : nlohmann::json::parse(in)["claims"])
-      out.push_back({c["source"], c["statement"], c["note"], c["measured"], c["holds"]});
+    const auto j = nlohmann::json::parse(in);
+    for (const auto& c : j["claims"])
+      out.push_back({c["source"].get<std::string>(), c["statement"].get<std::string>(), c["note"].get<std::string>(),
+                     c["measured"].get<double>(), c["holds"].get<bool>()});
     return {(std::filesystem::path(given) / "advise.h5").string(), out};
   }
   experiments::Options opt;
