@@ -1,7 +1,7 @@
-# Compiles through ccache (Debian's) when it is installed: a second build of the same sources, in this folder or in a
-# fresh clone elsewhere (CI), takes the objects from the cache. Paths are hashed relative to the source folder and the
-# working directory is not hashed, so that another clone hits; the sloppiness lets precompiled headers be cached (no
-# file uses __DATE__ or __TIME__). -DKESTREL_CCACHE=OFF compiles directly.
+# Compiles through ccache (Debian's) when it is installed: a second build of the same sources in this folder takes the
+# objects from the cache. Paths are hashed relative to the source folder and the working directory is not hashed; the
+# sloppiness lets files that use precompiled headers be cached (no file uses __DATE__ or __TIME__). A clone in another
+# folder does not hit yet (docs/testing.md: the precompiled headers are made anew there). -DKESTREL_CCACHE=OFF: direct.
 find_program(KESTREL_CCACHE_PROGRAM ccache)
 option(KESTREL_CCACHE "Compile through ccache when it is installed" ON)
 if(KESTREL_CCACHE AND KESTREL_CCACHE_PROGRAM)

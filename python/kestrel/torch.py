@@ -210,8 +210,10 @@ def _module_names(modules):
 
 
 def _check_batch(batch):
-    """NaN or Inf in a floating-point tensor or array of the batch (or of its tuple, list or dict) is named with where
-    it is, before the model runs: it would reach every attention module's q, k and v."""
+    """NaN or +Inf in a floating-point tensor or array of the batch (or of its tuple, list or dict) is named with where
+    it is, before the model runs: it would reach every attention module's q, k and v. -Inf is allowed: additive
+    attention masks (PyTorch's float masks) use it for "never attend"; a -Inf that reaches q, k or v is caught where the
+    modules' q, k and v are checked."""
     torch = _torch()
     items = batch.items() if isinstance(batch, dict) else enumerate(batch) if isinstance(batch, (tuple, list)) \
         else [(None, batch)]
@@ -219,10 +221,11 @@ def _check_batch(batch):
         if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
             x = torch.as_tensor(x)
         if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
-            bad = (~torch.isfinite(x.detach())).nonzero()
+            d = x.detach()
+            bad = (torch.isnan(d) | (d == float("inf"))).nonzero()
             if len(bad):
                 where = "batch" if key is None else f"batch[{key!r}]"
-                raise ValueError(f"{where} has {len(bad)} values that are NaN or infinite (the first at index "
+                raise ValueError(f"{where} has {len(bad)} values that are NaN or +infinite (the first at index "
                                  f"{bad[0].tolist()}): attention on it is not defined; clean the batch first")
 
 

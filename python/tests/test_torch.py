@@ -264,9 +264,12 @@ def test_arguments_and_adapter_results_are_checked_at_the_door(tmp_path):
     batch = (y, y, y)
     nan = y.clone()
     nan[1, 2, 3] = math.nan
-    with pytest.raises(ValueError, match=r"^batch\[0\] has 1 values that are NaN or infinite \(the first at index "
+    with pytest.raises(ValueError, match=r"^batch\[0\] has 1 values that are NaN or \+infinite \(the first at index "
                                          r"\[1, 2, 3\]\)"):
         kt.advise_model(mha, (nan, y, y))
+    # -inf is an additive mask's "never attend", not an error (nn.MultiheadAttention's float attn_mask).
+    mask = torch.zeros(6, 6).masked_fill(torch.ones(6, 6).triu(1).bool(), -math.inf)
+    assert len(kt.capture(mha, (y, y, y, None, True, mask))) == 1
 
     def adapter(**change):
         def f(m, a, k):
