@@ -11,7 +11,7 @@ import sys
 # estimator's own files (io/luna_file.hpp); the option front-ends sit above everything they fill.
 LAYERS = ["core", "kernels", "sampling", "data", "estimators", "io", "analysis", "tasks", "frontend"]
 # Headers generated into the build tree (not in lib/).
-GENERATED = {"kestrel_revision.hpp"}
+GENERATED = {"kestrel_revision.hpp", "kestrel_paths.hpp"}  # build/generated/ (cmake/revision.cmake, cmake/paths.cmake)
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
