@@ -79,7 +79,9 @@ def main():
     parser.add_argument("--slowest", type=int, default=25)
     args = parser.parse_args()
     if not args.folder.is_dir():
-        sys.exit(f"ci_report: {args.folder} is not a folder; run scripts/test.sh first (it writes build/ci/)")
+        print(f"ci_report: {args.folder} is not a folder; run scripts/test.sh first (it writes build/ci/)",
+              file=sys.stderr)
+        sys.exit(2)
     print(report(args.folder, args.slowest))
 
 

@@ -8,6 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-both}
 junit=${2:-}
+case "$mode" in
+  both | --build-only | --test-only) ;;
+  *) echo "scripts/test-sanitize.sh: unknown argument '$mode' (expected --build-only, --test-only [JUNIT.xml] or nothing)" >&2
+     exit 2 ;;
+esac
 jobs=$(nproc)
 if [ "$mode" = both ] || [ "$mode" = --build-only ]; then
   cmake --preset sanitize >/dev/null
