@@ -1,8 +1,9 @@
 // `kestrel reproduce advise`, the number formats of the running sums (issue 47 items 3 and 5): advise --sums emulates
 // the key sums S = sum_j phi(k_j) [v_j, 1]^T with every operation rounded to fp32, bf16 or fp16
 // (analysis/rounded_sums.hpp, written from IEEE 754's definition of rounding). Checked here against the machine's own
-// arithmetic, sharing none of that code: float for fp32, GCC's _Float16 (IEEE binary16, its conversions in libgcc) for
-// fp16, and bf16 as float rounded on its upper 16 bits (to nearest, ties to even). Two values of a format are added or
+// arithmetic, sharing none of that code: float for fp32, GCC's _Float16 (IEEE binary16, its conversions in libgcc; the
+// CPU's F16C conversion with clang 14, which lacks _Float16) for fp16, and bf16 as float rounded on its upper 16 bits
+// (to nearest, ties to even). Two values of a format are added or
 // multiplied in float and rounded to the format once: float's 24 digits are at least 2p + 2 for bf16 (p = 8) and fp16
 // (p = 11), so the result is the correctly rounded one (Figueroa 1995); doubles (features, values) are rounded to float
 // to odd first, which makes the second rounding exact too. The check replays advise's draws (the same
@@ -17,6 +18,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#if !defined(__FLT16_MAX__)
+#include <immintrin.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -42,7 +46,13 @@ float bf16(float x) {
   u += 0x7FFFu + ((u >> 16) & 1u);  // to nearest on the upper 16 bits, ties to even (carries into the exponent)
   return std::bit_cast<float>(u & 0xFFFF0000u);
 }
+#if defined(__FLT16_MAX__)
 float fp16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+#else  // clang 14 (the sanitize build) has no _Float16 on x86-64: the CPU's own F16C conversion, to nearest even
+__attribute__((target("f16c"))) float fp16(float x) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT)));
+}
+#endif
 
 // A double rounded to float "to odd" (toward zero, the last bit set where inexact): rounding that float to a format
 // of p <= 22 digits then equals rounding the double to it directly (Boldo and Melquiond, "Emulation of FMA and
@@ -217,9 +227,15 @@ bool FormatCheck::One::agrees() const {
 }
 
 double fp16_stall_native(std::size_t n) {
+#if defined(__FLT16_MAX__)
   _Float16 s = 0;
   for (std::size_t j = 0; j < n; ++j) s = static_cast<_Float16>(static_cast<float>(s) + 1.0f);
   return static_cast<double>(static_cast<float>(s));
+#else
+  float s = 0;
+  for (std::size_t j = 0; j < n; ++j) s = fp16(s + 1.0f);
+  return s;
+#endif
 }
 
 double fp16_stall_emulated(std::size_t n) {

@@ -17,23 +17,24 @@ namespace {
 #if defined(__x86_64__)
 #include <immintrin.h>
 // glibc's vector function ABI (x86_64 libmvec, "e" = AVX-512 with 8 lanes, "d" = AVX2 with 4 lanes).
+// Each declaration carries the instruction set its vector type needs (clang checks that ABI at every call).
 extern "C" {
-__m512d _ZGVeN8v_exp(__m512d);
-__m512d _ZGVeN8v_log(__m512d);
-__m512d _ZGVeN8v_expm1(__m512d);
-__m512d _ZGVeN8v_log1p(__m512d);
-__m512d _ZGVeN8v_sin(__m512d);
-__m512d _ZGVeN8v_cos(__m512d);
-__m256d _ZGVdN4v_exp(__m256d);
-__m256d _ZGVdN4v_log(__m256d);
-__m256d _ZGVdN4v_expm1(__m256d);
-__m256d _ZGVdN4v_log1p(__m256d);
-__m256d _ZGVdN4v_sin(__m256d);
-__m256d _ZGVdN4v_cos(__m256d);
-__m512d _ZGVeN8vv_atan2(__m512d, __m512d);
-__m256d _ZGVdN4vv_atan2(__m256d, __m256d);
-__m512 _ZGVeN16v_expf(__m512);
-__m256 _ZGVdN8v_expf(__m256);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_exp(__m512d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_log(__m512d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_expm1(__m512d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_log1p(__m512d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_sin(__m512d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8v_cos(__m512d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_exp(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_log(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_expm1(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_log1p(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_sin(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_cos(__m256d);
+__attribute__((target("avx512f"))) __m512d _ZGVeN8vv_atan2(__m512d, __m512d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4vv_atan2(__m256d, __m256d);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512);
+__attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
 }
 #endif
 
@@ -73,7 +74,9 @@ __attribute__((target("avx512f"))) inline __m512d exp512_no_underflow(__m512d x)
 // Lanes with 512 <= -x < 1024 take glibc's subnormal-range special case, also in vector form; x < -1024 (and -inf)
 // give +0 as glibc does; NaN, +inf and x >= 512 go to std::exp lane by lane.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive on _mm512_undefined in the intrinsics
+#endif
 __attribute__((target("avx512f"))) inline __m512d exp_libm512(__m512d x) {
   const __m512d shift = _mm512_set1_pd(0x1.8p52);
   const __m512i abstop = _mm512_and_epi64(_mm512_srli_epi64(_mm512_castpd_si512(x), 52), _mm512_set1_epi64(0x7ff));
