@@ -28,6 +28,7 @@
 #include "io/hdf5.hpp"
 #include "io/luna_file.hpp"
 #include "kestrel_paths.hpp"
+#include "sanitized.hpp"
 
 namespace fs = std::filesystem;
 
@@ -125,9 +126,8 @@ TEST(Reproduce, AllQuickWriteFiniteHdf5PngAndClaims) {
 // exercised there by AdviseReproduction's smaller in-process checks and the command line's advise tests. In Release
 // the reproduce_all_quick fixture runs every reproduction, and this test is skipped.
 TEST(Reproduce, EveryReproductionButAdviseQuickUnderTheSanitizers) {
-#if !defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "Release build: Reproduce.AllQuickWriteFiniteHdf5PngAndClaims checks every reproduction";
-#endif
+  if (!kestrel::test::kSanitized)
+    GTEST_SKIP() << "Release build: Reproduce.AllQuickWriteFiniteHdf5PngAndClaims checks every reproduction";
   const fs::path out = fs::temp_directory_path() / ("kestrel_sanitized_" + std::to_string(::getpid()));
   for (const auto& e : kestrel::experiments::all_experiments()) {
     if (e.name == "advise") continue;
