@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Python package as the README says (pip into a fresh venv made with --system-site-packages, Debian's
-# packages only, no network) and runs the Python tests against the installed package from outside the checkout, on every
-# core (pytest-xdist, --dist loadgroup: a test runs in its file's worker, so that a file's module fixtures are made once,
-# unless it names another group; python/tests/conftest.py).
+# packages only, no network) and runs the Python tests against the installed package from outside the checkout, one
+# test file per core at a time (pytest-xdist, --dist loadfile: a file's module fixtures are made once).
 # Needs the Release build (scripts/build.sh), which pip reuses. Usage: scripts/test-python-package.sh [JUNIT.xml]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +22,5 @@ if [ "$before" != "$after" ]; then
 fi
 cd "$work"
 KESTREL_INSTALLED=1 KESTREL_CLI="$root/build/bin/kestrel" \
-  "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -n "$(nproc)" --dist loadgroup \
+  "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -n "$(nproc)" --dist loadfile \
   ${junit:+--junitxml "$junit"} "$root/python/tests"

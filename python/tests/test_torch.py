@@ -110,10 +110,6 @@ def train(model, batches, steps, lr, loss):
     return model.eval(), time.perf_counter() - t
 
 
-# Each trained model's tests form a pytest-xdist group (conftest.py), so that the two models train on two cores at once.
-VIT, DECODER = pytest.mark.xdist_group("test_torch.py:vit"), pytest.mark.xdist_group("test_torch.py:decoder")
-
-
 @pytest.fixture(scope="module")
 def vit():
     torch.set_num_threads(1)
@@ -160,7 +156,7 @@ def untrained_decoder(decoder):
 # ---- (a) the capture is what the module computes -------------------------------------------------------------------
 
 @needs_torch
-@pytest.mark.parametrize("which", [pytest.param("vit", marks=VIT), pytest.param("decoder", marks=DECODER)])
+@pytest.mark.parametrize("which", ["vit", "decoder"])
 def test_capture_gives_the_modules_output_back(which, request):
     """Exact attention recomputed from the captured Q, K, V (then the out-projection) equals each module's own output
     to 1e-5; heads, lengths and masks are as built."""
@@ -175,7 +171,6 @@ def test_capture_gives_the_modules_output_back(which, request):
 
 
 @needs_torch
-@DECODER
 def test_padding_is_left_out_and_other_masks_refused(decoder):
     """A right-padded sequence stacks to the same Q, K, V as the sequence alone (padded positions dropped: exact for a
     causal model); a mask that is neither causal nor empty, or adds a bias, is refused naming it."""
@@ -356,7 +351,6 @@ def test_adapter_protocol_on_a_custom_module():
 
 @needs_torch
 @needs_cli
-@DECODER
 def test_saved_hdf5_is_read_by_the_command_line(decoder, tmp_path):
     """save_hdf5 writes /Q, /K, /V with named axes; `kestrel advise` on them (the arguments save_hdf5 returns) gives
     the report advise_model gives."""
@@ -379,7 +373,6 @@ def test_saved_hdf5_is_read_by_the_command_line(decoder, tmp_path):
 
 
 @needs_torch
-@VIT
 def test_out_writes_the_report_and_plot_and_never_replaces_without_force(vit, tmp_path):
     import h5py
 
@@ -461,8 +454,7 @@ CONFIRMED = {}  # (model, layer, head) -> numbers, printed at the end of each mo
 
 
 @needs_torch
-@pytest.mark.parametrize("which,target", [pytest.param("vit", 0.25, marks=VIT), pytest.param("decoder", 0.25, marks=DECODER),
-                                          pytest.param("untrained_decoder", 0.3, marks=DECODER)])
+@pytest.mark.parametrize("which,target", [("vit", 0.25), ("decoder", 0.25), ("untrained_decoder", 0.3)])
 def test_advised_m_is_confirmed_by_random_feature_attention(which, target, request):
     """For PosRF with iid features, each head's decision is confirmed by PosRF attention written above, substituted in
     that module (its own in-projection, per head, before the out-projection), over fresh draws:
