@@ -19,6 +19,7 @@
 #include "estimators/gerf/gerf.hpp"
 #include "estimators/registry.hpp"
 #include "kestrel_paths.hpp"
+#include "sanitized.hpp"
 #include "test_util.hpp"
 
 using namespace kestrel;
@@ -145,7 +146,7 @@ TEST(CoupledVariance, MatchesMonteCarloAtD2D8D64) {
   // entries x 2 checks (mean, variance) = 192 checks at 4.5 se: false-failure rate <= 1.3e-3 (union bound). Points
   // have iid N(0, scale^2) entries with 2 d scale^2 = 1, so |x +- y|^2 ~ 1 (moderate tails: the fourth-moment SE is
   // reliable); the d = 8 case has M = 12 (a full block and a partial one) and the Gaussian kernel (its scaling
-  // passes through).
+  // passes through). Under the sanitizers a quarter of the draws (tests/sanitized.hpp: same rate, half the power).
   struct Case {
     arma::uword d, M;
     std::size_t reps;
@@ -164,7 +165,7 @@ TEST(CoupledVariance, MatchesMonteCarloAtD2D8D64) {
     for (const auto& e : es)
       for (Sampler s : {Sampler::Orthogonal, Sampler::Simplex}) {
         ++seed;
-        const MonteCarloResult r = simulate(*e, c.kernel, X, Y, {c.reps, c.M, seed, s});
+        const MonteCarloResult r = simulate(*e, c.kernel, X, Y, {test::sanitized_draws(c.reps), c.M, seed, s});
         const arma::mat exact = arma::exp(coupled_log_variance(*e, c.kernel, X, Y, c.M, s));
         const auto& m = r.kernel;
         const arma::mat z = (m.variance - exact) / m.se_variance;
@@ -174,7 +175,7 @@ TEST(CoupledVariance, MatchesMonteCarloAtD2D8D64) {
             "[ coupled MC ] %-4s %-10s d=%2u M=%2u R=%5zu: z(var) = %+.2f %+.2f %+.2f %+.2f; log(Var/Var_iid) = %+.3f "
             "%+.3f %+.3f %+.3f\n",
             e->info().name.c_str(), to_string(s).c_str(), static_cast<unsigned>(c.d), static_cast<unsigned>(c.M),
-            c.reps, z(0), z(1), z(2), z(3), ratio(0), ratio(1), ratio(2), ratio(3));
+            test::sanitized_draws(c.reps), z(0), z(1), z(2), z(3), ratio(0), ratio(1), ratio(2), ratio(3));
         for (arma::uword i = 0; i < exact.n_elem; ++i) {
           const std::string tag =
               fmt::format("{} {} d={} M={} seed={} entry {}", e->info().name, to_string(s), c.d, c.M, seed, i);

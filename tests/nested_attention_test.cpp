@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "estimators/registry.hpp"
 #include "tasks/attention.hpp"
+#include "sanitized.hpp"
 #include "test_util.hpp"
 
 namespace kestrel {
@@ -103,14 +104,16 @@ TEST(NestedAttention, TotalVariationMatchesIndependentDraws) {
 
 TEST(NestedAttention, DeltaMethodHoldsWhereItsCriterionDoesAndNotElsewhere) {
   // Holds: OPRF on small inputs at M = 1024, every row with r_i / M <= kDeltaMethodMaxRelVar: the simulated MSE agrees
-  // with the delta method within 4.5 SE plus the O(r) remainder allowance of attention_variance_test (3 r).
+  // with the delta method within 4.5 SE plus the O(r) remainder allowance of attention_variance_test (3 r). Under the
+  // sanitizers a quarter of the draws (tests/sanitized.hpp: same rate, half the power).
   {
     const Input in(0.5, 111);
     const auto e = make_estimator("oprf", in.X, in.Y);
     const arma::uword M = 1024;
     const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, in.V, M);
     const NestedErrors n =
-        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm, options({M}, 20000, Sampler::Iid));
+        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm,
+                        options({M}, test::sanitized_draws(20000), Sampler::Iid));
     for (arma::uword i = 0; i < in.X.n_cols; ++i) {
       const double r = std::exp(p.log_rel_var(i)), pred = std::exp(p.log_mse(i));
       ASSERT_LE(r, kDeltaMethodMaxRelVar) << "row " << i << " is not in the criterion's range";

@@ -21,8 +21,11 @@ set(kestrel_tiers
   # the library's slowest unit tests: sanitized too, but not in the developer's --quick loop.
   "^RowSample\\.SampledRowsEqualTheFullComputations" "unit,sanitize,slow"           25
   "^(CoupledVariance\\.MatchesMonteCarloAtD2D8D64|Orthogonal\\.CrtTheorem41)" "unit,sanitize" 17
-  # the command line's bad-input and output tests run under the sanitizers too.
+  # the command line's bad-input and output tests run under the sanitizers too. Release only: the variance runs on
+  # every image regime (80 s sanitized, loading and resizing each image set), whose library paths the Regimes unit
+  # tests run sanitized and whose options the Parse and BadInputs tests do.
   "^BadInputs\\.SigintDuringASweep"                "cli"                            0
+  "^Cli\\.ImageRegimesRunOnRealData"               "cli"                            0
   "^(BadInputs|Outputs|DumbInputs|Cli|Hdf5)\\."    "cli,sanitize"                   0
   "^(Parse|StudyOptions|AdviseOptions|PointsFile)\\." "cli,sanitize"                0
   "^(SweepRanks|SweepShards|AdviseSums)\\."        "cli,sanitize"                   0
