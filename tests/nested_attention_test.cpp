@@ -13,8 +13,8 @@
 #include "analysis/nested_attention.hpp"
 #include "core/error.hpp"
 #include "estimators/registry.hpp"
-#include "tasks/attention.hpp"
 #include "sanitized.hpp"
+#include "tasks/attention.hpp"
 #include "test_util.hpp"
 
 namespace kestrel {
@@ -111,9 +111,8 @@ TEST(NestedAttention, DeltaMethodHoldsWhereItsCriterionDoesAndNotElsewhere) {
     const auto e = make_estimator("oprf", in.X, in.Y);
     const arma::uword M = 1024;
     const auto p = predict_attention_error(*three_point_form(*e), true, Kernel::softmax(), in.X, in.Y, in.V, M);
-    const NestedErrors n =
-        simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm,
-                        options({M}, test::sanitized_draws(20000), Sampler::Iid));
+    const NestedErrors n = simulate_nested(*e, in.X, in.Y, in.V, in.Yexact, in.log_norm,
+                                           options({M}, test::sanitized_draws(20000), Sampler::Iid));
     for (arma::uword i = 0; i < in.X.n_cols; ++i) {
       const double r = std::exp(p.log_rel_var(i)), pred = std::exp(p.log_mse(i));
       ASSERT_LE(r, kDeltaMethodMaxRelVar) << "row " << i << " is not in the criterion's range";

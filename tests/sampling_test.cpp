@@ -319,8 +319,8 @@ TEST(Orthogonal, CrtTheorem41VarianceNotAboveIid) {
   // Strict reduction at d = 16 (R = 20000, measured z <= -8 on such pairs): Var_ort < Var_iid - 4.5 SE,
   // 8 checks (fails only if the true z is above -4.5: probability ~1e-5 each at z = -8).
   // TrigRF is measured for contrast only (Thm 4.1's note: its reduction is only asymptotic in d).
-  // Printed: log(Var_ort / Var_iid) with its delta-method SE per entry. Under the sanitizers every d but 16 (whose strict
-  // check needs its R) runs a quarter of the draws (tests/sanitized.hpp: same rate, half the power).
+  // Printed: log(Var_ort / Var_iid) with its delta-method SE per entry. Under the sanitizers every d but 16 (whose
+  // strict check needs its R) runs a quarter of the draws (tests/sanitized.hpp: same rate, half the power).
   for (arma::uword d : {2u, 4u, 8u, 16u, 32u, 64u}) {
     const std::size_t full = d <= 16 ? 20000 : (d == 32 ? 10000 : 5000);
     const std::size_t reps = d == 16 ? full : test::sanitized_draws(full);
