@@ -10,3 +10,11 @@ function(kestrel_precompile target)
                               <cmath> <filesystem> <functional> <map> <memory> <optional> <string> <vector>)
   endif()
 endfunction()
+# kestrel_reuse_precompiled(TARGET): the library's precompiled header, for a library compiled with the library's flags
+# (its definitions come through the link; extra warnings or definitions the common headers do not read are harmless):
+# one header instead of one per target.
+function(kestrel_reuse_precompiled target)
+  if(KESTREL_PCH)
+    target_precompile_headers(${target} REUSE_FROM kestrel)
+  endif()
+endfunction()
