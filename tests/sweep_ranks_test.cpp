@@ -308,8 +308,16 @@ TEST(SweepShards, SlurmArrayTaskDefaultsTheShard) {
                {"SLURM_ARRAY_TASK_MAX", "0"},
                {"SLURM_ARRAY_TASK_STEP", "2"},
                {"SLURM_ARRAY_TASK_COUNT", "9223372036854775809"}};
-  EXPECT_NE(error_of([&] { shard_in(wraps); }).find("SLURM_ARRAY_TASK_COUNT: expected an integer in [0, 4294967296]"),
+  EXPECT_NE(error_of([&] { shard_in(wraps); }).find("SLURM_ARRAY_TASK_COUNT: expected an integer in [1, 4294967296]"),
             std::string::npos);
+  // Issue 68: a count or step of 0 is named with its range (at least 1), not as unevenly spaced indices.
+  for (const auto& [name, range] : std::map<std::string, std::string>{{"SLURM_ARRAY_TASK_COUNT", "in [1, 4294967296]"},
+                                                                      {"SLURM_ARRAY_TASK_STEP", ">= 1"}}) {
+    Env zero = four;
+    zero[name] = "0";
+    const std::string said = error_of([&] { shard_in(zero); });
+    EXPECT_NE(said.find(name + ": expected an integer " + range + ", got '0'"), std::string::npos) << said;
+  }
   wraps["SLURM_ARRAY_TASK_COUNT"] = "2147483649";  // 2^31 + 1: within the range, but 2^33 x 2^31 wraps to 0 = MAX - MIN
   wraps["SLURM_ARRAY_TASK_STEP"] = "8589934592";
   EXPECT_NE(error_of([&] { shard_in(wraps); }).find("not evenly spaced"), std::string::npos);

@@ -441,15 +441,16 @@ SweepShard parse_shard(const std::string& where, const std::string& text) {
 SweepShard slurm_shard(const std::function<const char*(const char*)>& env) {
   const char* id = env("SLURM_ARRAY_TASK_ID");
   if (!id) return {};
-  auto number = [&](const char* name, const char* fallback, std::uint64_t most = UINT64_MAX) {
+  // A step and a count are at least 1 (Slurm never sets 0): a 0 is named with its range.
+  auto number = [&](const char* name, const char* fallback, std::uint64_t least = 0, std::uint64_t most = UINT64_MAX) {
     const char* v = env(name);
     require(v || fallback, "{} is set but {} is not: cannot derive this array task's shard; pass --shard K/N",
             "SLURM_ARRAY_TASK_ID", name);
-    return parse_uint(name, v ? v : fallback, 0, most);
+    return parse_uint(name, v ? v : fallback, least, most);
   };
   const std::uint64_t task = number("SLURM_ARRAY_TASK_ID", nullptr), lo = number("SLURM_ARRAY_TASK_MIN", nullptr),
-                      hi = number("SLURM_ARRAY_TASK_MAX", nullptr), step = number("SLURM_ARRAY_TASK_STEP", "1"),
-                      count = number("SLURM_ARRAY_TASK_COUNT", nullptr, kMaxShards);
+                      hi = number("SLURM_ARRAY_TASK_MAX", nullptr), step = number("SLURM_ARRAY_TASK_STEP", "1", 1),
+                      count = number("SLURM_ARRAY_TASK_COUNT", nullptr, 1, kMaxShards);
   // Without products, which wrap around for counts near 2^64 / step.
   require(step > 0 && count > 0 && task >= lo && task <= hi && (task - lo) % step == 0 && (hi - lo) % step == 0 &&
               (hi - lo) / step == count - 1,
