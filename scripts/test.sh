@@ -3,7 +3,10 @@
 # one tier. The tiers are ctest labels (tests/tiers.cmake, docs/testing.md):
 #   Release build (build/): every test except the `python` label, whose tests run once, against the installed package;
 #   sanitize build (build-asan/, ASan + UBSan): the `sanitize` label, building only what those tests need.
-# Every stage's time goes to build/ci/stages.tsv and every test's to build/ci/*.xml; scripts/ci_report.py prints them.
+# The sanitize build compiles in the background, at a lower priority (nice 10), while the Release and Python tests run:
+# they leave part of the two cores idle (ctest's last long tests, the Python tests' one long file), which it takes.
+# Every stage's time goes to build/ci/stages.tsv (with its start, so overlapping stages are not counted twice) and every
+# test's to build/ci/*.xml; scripts/ci_report.py prints them.
 # Usage: scripts/test.sh            the whole suite (CI)
 #        scripts/test.sh --quick    a developer's loop: the `unit` and `cli` labels, not `slow`, on the Release build
 #                                   (brought up to date first; no setup, no data install, no sanitizers)
@@ -20,6 +23,7 @@ mkdir -p "$ci"
 : > "$ci/stages.tsv"
 rm -f "$ci"/*.xml
 failed=()
+t_start=$(date +%s)
 cpu_now() {  # sets cpu: the CPU seconds (user + system) of every finished child process of this script so far
   times > "$ci/.times"  # the builtin in this very shell: in a pipe or $(...) it would count a subshell's children
   cpu=$(tail -n 1 "$ci/.times" | sed 's/[ms]/ /g' | awk '{printf "%d", 60 * ($1 + $3) + $2 + $4}')
@@ -33,7 +37,7 @@ stage() {  # stage NAME COMMAND...: runs it, records its wall and CPU seconds an
   echo "[test] $name" >&2
   "$@" || rc=$?
   cpu_now
-  printf '%s\t%s\t%s\t%s\n' "$name" $(($(date +%s) - t0)) "$rc" $((cpu - c0)) >> "$ci/stages.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" $(($(date +%s) - t0)) "$rc" $((cpu - c0)) $((t0 - t_start)) >> "$ci/stages.tsv"
   ((rc == 0)) || failed+=("$name")
   return "$rc"
 }
@@ -45,12 +49,19 @@ if [ "$mode" = --quick ]; then
   fi
 else
   stage setup bash scripts/setup.sh && stage data bash scripts/install-data.sh
-  if stage "build release" bash scripts/build.sh; then
+  release=0
+  stage "build release" bash scripts/build.sh || release=$?
+  # A subshell: its stage line is written there, its exit code read back by wait.
+  (stage "build sanitize (background, nice 10)" nice -n 10 bash scripts/test-sanitize.sh --build-only) &
+  sanitize_build=$!
+  if ((release == 0)); then
     stage "ctest release (all but python)" release_tests -LE '^python$'
     stage "python tests (installed package)" bash scripts/test-python-package.sh "$ci/python-installed.xml"
   fi
-  if stage "build sanitize" bash scripts/test-sanitize.sh --build-only; then
+  if wait "$sanitize_build"; then
     stage "ctest sanitize (label sanitize)" bash scripts/test-sanitize.sh --test-only "$ci/ctest-sanitize.xml"
+  else
+    failed+=("build sanitize")
   fi
 fi
 # The stage table, the slowest tests, and last the counts over every run as one "N passed, N failed" line.
