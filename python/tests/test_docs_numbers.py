@@ -94,3 +94,14 @@ def test_causal_heads_example_names_the_m_its_text_says(tmp_path):
     low, high = (int(g) for g in re.search(r"from position 64 alone M = (\d+) to (\d+) would do", text).groups())
     for h in range(4):
         assert low <= row(rep, "pos", "iid", h)["from"]["m_for_target_p95"] <= high, h
+    # The error by position (the notes' bands): the first band's p95 over the heads spans the range the text gives
+    # (rounded to whole percent), the band from 64 is within one point of the "about".
+    said = re.search(r"before position 16 \(few keys seen\) is (\d+)-(\d+)%, of those from 64 about (\d+)%", text)
+    assert said, "the sentence on the error by position"
+    first, late, about = [], [], int(said.group(3))
+    for h in range(4):
+        bands = {(b["lo"], b["hi"]): b["p95"] for b in row(rep, "pos", "iid", h)["causal"]["bands"]}
+        first.append(bands[(0, 16)])
+        late.append(bands[(64, 256)])
+    assert (round(100 * min(first)), round(100 * max(first))) == (int(said.group(1)), int(said.group(2))), first
+    assert all(abs(100 * x - about) <= 1 for x in late), late
