@@ -358,7 +358,8 @@ TEST(BadInputs, SweepsThatCannotBeExtendedOrResumedNameTheDifferences) {
 
   const std::string out2 = dir / "t.h5";
   const std::string sweep2 = "sweep --sigma 0.5,1,2 --dim 4 --points 32 --pairs 1 --quiet --out " + out2;
-  EXPECT_NE(run(sweep2 + " --estimators oprf --stop-after 1").code, 0);  // interrupted after one grid point
+  EXPECT_NE(run(sweep2 + " --estimators oprf", "KESTREL_TEST_SWEEP_STOP=after=1 ").code,
+            0);  // interrupted after one point
   ASSERT_TRUE(fs::exists(out2 + ".parts"));
   expect_refused(run(sweep2 + " --estimators pos"), "resume",
                  {"holds 1 finished grid points of an interrupted sweep with other options",
@@ -771,7 +772,7 @@ TEST(BadInputs, BrokenSweepPartsAreNamedWithTheFix) {
   const std::string out = dir / "s.h5", parts = out + ".parts";
   const std::string sweep =
       "sweep --sigma 0.5,1,2 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " + out;
-  ASSERT_NE(run(sweep + " --stop-after 1").code, 0);  // interrupted after one grid point
+  ASSERT_NE(run(sweep, "KESTREL_TEST_SWEEP_STOP=after=1 ").code, 0);  // interrupted after one grid point
   ASSERT_EQ(point_files(parts).size(), 1u);
   const std::string part = point_files(parts)[0], good = slurp(part), opt = parts + "/options.json",
                     good_opt = slurp(opt);

@@ -239,7 +239,7 @@ TEST(Cli, SweepResumesAfterInterruptionWithIdenticalResults) {
       "--json --quiet --out ";
   const CliRun whole = run(grid + (dir / "whole.h5").string() + " --threads 1");
   ASSERT_EQ(whole.code, 0) << whole.err;
-  const CliRun stopped = run(grid + (dir / "resumed.h5").string() + " --stop-after 5");
+  const CliRun stopped = run(grid + (dir / "resumed.h5").string(), "KESTREL_TEST_SWEEP_STOP=after=5 ");
   EXPECT_NE(stopped.code, 0);
   EXPECT_FALSE(fs::exists(dir / "resumed.h5"));  // no partial file
   EXPECT_TRUE(fs::exists(dir / "resumed.h5.parts"));
@@ -250,7 +250,15 @@ TEST(Cli, SweepResumesAfterInterruptionWithIdenticalResults) {
   EXPECT_TRUE(fs::exists(dir / "resumed.h5"));
   EXPECT_FALSE(fs::exists(dir / "resumed.h5.parts"));  // cleaned up once the file is complete
   // Parts of a different sweep are refused rather than mixed in.
-  EXPECT_NE(run(grid + (dir / "other.h5").string() + " --stop-after 1").code, 0);
+  EXPECT_NE(run(grid + (dir / "other.h5").string(), "KESTREL_TEST_SWEEP_STOP=after=1 ").code, 0);
+  // The testing hook is an environment switch, not an option a user sees (issue 69 item 5); a malformed one is named.
+  EXPECT_EQ(run(grid + (dir / "hook.h5").string() + " --stop-after 1").code, 2);
+  for (const std::string bad : {"after=0", "after=x", "rank=1", "after=1,sleep"}) {
+    const CliRun r = run(grid + (dir / "hook.h5").string(), "KESTREL_TEST_SWEEP_STOP=" + bad + " ");
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("KESTREL_TEST_SWEEP_STOP='" + bad + "'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "hook.h5")) << bad;
+  }
   const CliRun mixed = run("sweep --sigma 2 --dim 4 --points 32 --pairs 1 --estimators oprf --quiet --out " +
                            (dir / "other.h5").string());
   EXPECT_NE(mixed.code, 0);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +20,30 @@
 namespace kestrel::cli {
 
 namespace {
+
+// The sweep's fault injection for the resume tests (tests/cli_test.cpp, bad_inputs_test.cpp, mpi/, slurm/): not an
+// option a user sees but an environment switch the tests set, KESTREL_TEST_SWEEP_STOP=after=N[,rank=R][,killed|paused]:
+// stop (an error) after computing N grid points, on MPI rank R only, by SIGKILL, or waiting for a signal.
+void apply_test_stop(SweepOptions& o) {
+  const char* v = std::getenv("KESTREL_TEST_SWEEP_STOP");
+  if (!v || !*v) return;
+  const std::string where = fmt::format("KESTREL_TEST_SWEEP_STOP='{}'", v);
+  std::stringstream parts(v);
+  for (std::string part; std::getline(parts, part, ',');) {
+    if (part == "killed")
+      o.stop_killed = true;
+    else if (part == "paused")
+      o.stop_paused = true;
+    else if (part.rfind("after=", 0) == 0)
+      o.stop_after = parse_uint(where + " after", part.substr(6), 1, 1u << 30);
+    else if (part.rfind("rank=", 0) == 0)
+      o.stop_rank = static_cast<int>(parse_uint(where + " rank", part.substr(5), 0, 1u << 30));
+    else
+      throw InvalidArgument(
+          fmt::format("{}: unknown part '{}' (a testing hook: after=N[,rank=R][,killed|paused])", where, part));
+  }
+  require(o.stop_after > 0, "{}: needs after=N (a testing hook: after=N[,rank=R][,killed|paused])", where);
+}
 
 // "  MC log Var -1.3970" and the row's verdict (as `kestrel variance` marks it), or "" without --mc.
 std::string mc_text(const ResultRow& r, Sampler sampler) {
@@ -90,22 +115,14 @@ Action add_sweep(CLI::App& app, const Global& g) {
        .force = "Replace an existing --out file (not needed to extend a finished sweep by grid values); discards the "
                 "finished points of a sweep with other options",
        .json = "Print the summary as JSON on stdout"});
-  auto& o = a->opt;  // the run controls; sweep_options() fills the rest
-  app.add_option("--stop-after", o.stop_after, "Testing hook: stop after computing N grid points")
-      ->group("");                                                                                  // hidden
-  app.add_option("--stop-rank", o.stop_rank, "Testing hook: only this MPI rank stops")->group("");  // hidden
-  app.add_flag("--stop-killed", o.stop_killed, "Testing hook: stop by SIGKILL")->group("");         // hidden
-  app.add_flag("--stop-paused", o.stop_paused, "Testing hook: wait for a signal")->group("");       // hidden
   Action merge = add_merge(app, g);
   return [a, study, run, io, merge, &app, &g] {
     if (app.got_subcommand("merge")) return merge();
-    const SweepOptions hooks = a->opt;
     a->opt = sweep_options(study_values(*study));
     apply_sweep_run(given_values(*run), a->opt, [](const char* v) { return std::getenv(v); });
     a->opt.out = io->out;
     a->opt.force = io->force;
-    a->opt.stop_after = hooks.stop_after, a->opt.stop_rank = hooks.stop_rank, a->opt.stop_killed = hooks.stop_killed;
-    a->opt.stop_paused = hooks.stop_paused;
+    apply_test_stop(a->opt);
     validate(a->opt);  // before MPI: every rank fails alike on bad input
     if (a->opt.base.regime == "file")
       note_layout({a->opt.base.regime_options.x_file, a->opt.base.regime_options.y_file});

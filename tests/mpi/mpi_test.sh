@@ -48,7 +48,9 @@ if "$PY" "$HERE/h5_same.py" "$W/single/sweep.h5" "$W/seed8/sweep.h5" 2>/dev/null
 
 # Rank 1 of 3 fails after its first grid point (its share is points 1, 4, 7 in row order): the run
 # exits non-zero, names the two points lost, writes no file and keeps the six finished parts.
-if (cd "$W/f" && mpi 3 "${GRID7[@]}" --stop-after 1 --stop-rank 1 >/dev/null 2>"$W/f.err"); then fail "a failed rank gave exit 0"; fi
+if (cd "$W/f" && KESTREL_TEST_SWEEP_STOP=after=1,rank=1 mpi 3 "${GRID7[@]}" >/dev/null 2>"$W/f.err"); then
+  fail "a failed rank gave exit 0"
+fi
 cat "$W/f.err"
 grep -q "2 of 8 grid points lost: d=8 L=32 M=1 sigma=0.5; d=8 L=32 M=4 sigma=1\." "$W/f.err" \
   || fail "the error does not name the lost grid points"
@@ -71,7 +73,7 @@ grep -q "2 grid points computed, 6 resumed, 2 MPI ranks" "$W/resume.err" || fail
 # A rank killed by a signal (SIGKILL, as from the OOM killer) makes mpirun stop the whole job with a
 # non-zero exit; every part already written is whole (rank 1 wrote one before dying), and the rerun
 # resumes to the same file.
-if (cd "$W/k" && mpi 3 "${GRID7[@]}" --stop-after 1 --stop-rank 1 --stop-killed >/dev/null 2>"$W/k.err"); then
+if (cd "$W/k" && KESTREL_TEST_SWEEP_STOP=after=1,rank=1,killed mpi 3 "${GRID7[@]}" >/dev/null 2>"$W/k.err"); then
   fail "a killed rank gave exit 0"
 fi
 [ ! -e "$W/k/sweep.h5" ] || fail "a killed sweep left an output file"

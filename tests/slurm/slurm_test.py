@@ -45,8 +45,11 @@ command = [c for c in sh_commands(script) if c.startswith(kestrel)]
 if len(command) != 1 or script.count("--out sweep.h5") != 1:
     fail("the batch script should run one kestrel sweep with --out sweep.h5")
 # Task 2 (shard 2/4: grid points 2 and 6) computes one point and waits for a signal: scancel then preempts it.
-victim = script.replace("--out sweep.h5", '--out sweep.h5 $([ "$SLURM_ARRAY_TASK_ID" = 2 ] && echo --stop-after 1 '
-                        "--stop-paused)")
+# (The sweep's testing hook is an environment switch, KESTREL_TEST_SWEEP_STOP, empty in the other tasks.)
+if script.count(f"\n{kestrel} sweep ") != 1:
+    fail("the batch script's kestrel sweep line should start with the command line's path")
+victim = script.replace(f"\n{kestrel} sweep ", '\nKESTREL_TEST_SWEEP_STOP=$([ "$SLURM_ARRAY_TASK_ID" = 2 ] && echo '
+                        f"after=1,paused) {kestrel} sweep ")
 
 env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}  # not a task of an outer Slurm job
 env["PATH"] = env.get("PATH", "") + ":/usr/sbin"
