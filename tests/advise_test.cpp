@@ -3,11 +3,13 @@
 // reproduction's independent checks: advise_reproduction_test.cpp).
 // False-failure rate: the metric test's 2 checks at 4.5 SE: 1.4e-5. Seeds are fixed, so a failure reproduces.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -121,6 +123,14 @@ void check_decisions(const Advice& a, const AdviseOptions& o) {
   }
   EXPECT_EQ(a.recommendation.find("tasks/"), std::string::npos) << "no source pointers in the words";
   EXPECT_EQ(a.recommendation.find(".hpp"), std::string::npos) << "no source pointers in the words";
+  // Without a named M the words name the closest row and its p95; "reaches" only for one above the target (a row
+  // below it is one whose M is not settled).
+  std::smatch m;
+  if (!a.best && std::regex_search(a.recommendation, m, std::regex(R"(The closest is [^:]+: ([0-9.]+)% at M)"))) {
+    const bool below = std::stod(m[1]) <= 100 * o.target;
+    EXPECT_EQ(a.recommendation.find("No estimator reaches") != std::string::npos, !below) << a.recommendation;
+    EXPECT_EQ(a.recommendation.find("below the target, but") != std::string::npos, below) << a.recommendation;
+  }
 }
 
 TEST(Advise, DecisionsAreSettledOrSayWhyNot) {
