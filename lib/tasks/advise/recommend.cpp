@@ -68,16 +68,12 @@ std::string unreached(const Advice& a, const Inputs& in) {
   }
   // The closest row may be below the target where no M is named: its M is not settled (the noise leaves it open).
   const double closest_p95 = at(*closest);
+  const bool below = closest_p95 <= opt.target;
   std::string s =
-      closest_p95 <= opt.target
-          ? fmt::format(
-                "No estimator's M for a 95th-percentile {} of {} is settled within M <= {}. The closest is {}: "
-                "{} at M = {}, below the target, but within the simulation's noise its M is still open.",
-                error_name(a, in), percent(opt.target), opt.budget, row_label(*closest), percent(closest_p95), common)
-          : fmt::format(
-                "No estimator reaches a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = "
-                "{}.",
-                error_name(a, in), percent(opt.target), opt.budget, row_label(*closest), percent(closest_p95), common);
+      fmt::format("No estimator {} a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}{}.",
+                  below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
+                  row_label(*closest), percent(closest_p95), common,
+                  below ? ", below the target, but within the simulation's noise its M is still open" : "");
   std::size_t open = 0, most = 0;  // rows not settled, and the draws that would settle the hardest one
   for (const auto& r : a.rows)
     if (r.status == "ok" && r.decision == "not settled") ++open, most = std::max(most, r.draws_to_settle);
