@@ -26,9 +26,11 @@ failed=()
 t_start=$(date +%s)
 cpu_now() {  # sets cpu: the CPU seconds (user + system) of every finished child process of this script so far
   # The builtin in this very shell (in a pipe or $(...) it would count a subshell's children), into a file of this
-  # shell's own: the background stage's subshell writes its own at the same time.
-  times > "$ci/.times.$BASHPID"
-  cpu=$(tail -n 1 "$ci/.times.$BASHPID" | sed 's/[ms]/ /g' | awk '{printf "%d", 60 * ($1 + $3) + $2 + $4}')
+  # shell's own: the background stage's subshell writes its own at the same time. The name is taken here: inside
+  # $(...), $BASHPID would be that subshell's.
+  local file="$ci/.times.$BASHPID"
+  times > "$file"
+  cpu=$(tail -n 1 "$file" | sed 's/[ms]/ /g' | awk '{printf "%d", 60 * ($1 + $3) + $2 + $4}')
 }
 stage() {  # stage NAME COMMAND...: runs it, records its wall and CPU seconds and exit code, goes on after a failure
   local name=$1 t0 c0 rc=0
