@@ -2,17 +2,20 @@
 """Are two kestrel builds' outputs the same, bit for bit? (A refactor proves itself here: issue 45 item 5.)
 
 usage: /usr/bin/python3 bench/same_outputs.py BEFORE_KESTREL AFTER_KESTREL WORKDIR [--skip-reproduce] [--compare-only]
-       [--except-records] [--rounding TOL]
+       [--except-records] [--except-schema] [--rounding TOL]
 
 Runs the same commands with both executables into WORKDIR/before and WORKDIR/after: every reproduction with --quick
-(`reproduce all --quick`), advise's --json and --out on three inputs (isotropic, anisotropic token-like with heavy
-tails, kernel entries), a sweep and a variance study. Compares every HDF5 file object by object (datasets bitwise,
+(`reproduce all --quick`), advise's --json and --out on four inputs (isotropic, anisotropic token-like with heavy
+tails, kernel entries, and causal grouped-query heads stacked [layers, heads, L, d]), a sweep and a variance study. Compares every HDF5 file object by object (datasets bitwise,
 attributes equal; the provenance, which records the command line, revision and time, is left out; so are measured wall
 times: the group timing/ and claims on a wall time, as attribute or dataset) and every JSON report (its provenance
 left out), and the printed tables. Prints one line per output and exits 1 if any differs.
 
 --except-records also leaves out the records of the options (the attributes options and inputs, a report's options
 block, a sweep's resume options): for a change of how options are recorded, which must change nothing else.
+
+--except-schema leaves out what an output says it is (the root attributes schema and schema_version, the same keys of a
+JSON report): for the change that added them, which must change nothing else.
 
 --rounding TOL is for a change that regroups floating-point operations (it cannot be bit for bit, and is not called
 so): every floating-point number may differ by TOL relative to the largest magnitude of its dataset or JSON list (a
@@ -33,6 +36,8 @@ RECORDS = "--except-records" in sys.argv
 ROUNDING = float(sys.argv[sys.argv.index("--rounding") + 1]) if "--rounding" in sys.argv else None
 if RECORDS:
     RUN_ATTRS |= {"options", "inputs"}
+SCHEMA = {"schema", "schema_version"} if "--except-schema" in sys.argv else set()
+RUN_ATTRS |= SCHEMA
 
 
 def without_records(j):
@@ -85,6 +90,10 @@ def inputs(work):
     np.save(d / "tok_q.npy", q)
     np.save(d / "tok_k.npy", k)
     np.save(d / "tok_v.npy", 1.0 + rng.standard_normal((L, 8)))
+    # One layer of 4 query heads over 2 key/value heads (grouped-query), token-like: [layers, heads, L, d].
+    np.save(d / "heads_q.npy", 0.5 * rng.standard_normal((1, 4, 64, 16)))
+    np.save(d / "heads_k.npy", 0.5 * rng.standard_normal((1, 2, 64, 16)))
+    np.save(d / "heads_v.npy", 1.0 + rng.standard_normal((1, 2, 64, 4)))
     return d
 
 
@@ -93,6 +102,8 @@ def commands(d, out):
     iso = f"--draws 16 --queries {d}/iso_q.npy --keys {d}/iso_k.npy --values {d}/iso_v.npy"
     tok = f"--draws 16 --queries {d}/tok_q.npy --keys {d}/tok_k.npy --values {d}/tok_v.npy"
     ker = f"--queries {d}/iso_q.npy --keys {d}/iso_k.npy --quantity kernel --samplers iid,orthogonal"
+    heads = (f"--draws 16 --queries {d}/heads_q.npy --keys {d}/heads_k.npy --values {d}/heads_v.npy --causal "
+             "--estimators pos,oprf,sderf")
     return {
         "advise-iso.json": f"{adv} {iso} --json",
         "advise-iso.txt": f"{adv} {iso}",
@@ -100,6 +111,9 @@ def commands(d, out):
         "advise-tok.txt": f"{adv} {tok} --samplers iid,orthogonal,simplex --validate 8",
         "advise-kernel.json": f"{adv} {ker} --json",
         "advise-tok.h5": f"{adv} {tok} --out {out}/advise-tok.h5",
+        "advise-heads.json": f"{adv} {heads} --json",
+        "advise-heads.txt": f"{adv} {heads}",
+        "advise-heads.h5": f"{adv} {heads} --out {out}/advise-heads.h5",
         "sweep.h5": f"sweep --quiet --sigma 0.5,1 --dim 8 --points 64 --pairs 2 --estimators pos,oprf,gerf "
                     f"--out {out}/sweep.h5",
         "variance.json": "variance --quiet --sigma 0.7 --dim 8 --points 64 --pairs 2 --estimators pos,trig,sderf --json",
@@ -173,7 +187,8 @@ def same(a, b, places):
     if a.suffix == ".json":
         ja, jb = (json.loads(p.read_text()) for p in (a, b))
         for j in (ja, jb):
-            j.pop("provenance", None)
+            for key in {"provenance"} | SCHEMA:
+                j.pop(key, None)
             without_records(j)
         if ROUNDING is not None:
             rel = difference(ja, jb)

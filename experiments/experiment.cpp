@@ -185,7 +185,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
   const auto start = std::chrono::steady_clock::now();
   {
     H5Writer h5(stem + ".h5", opt.replace);
-    write_provenance(h5, prov);
+    write_provenance(h5, prov, Output::Reproduce);
     h5.attr("/", "families", families_json().dump());  // labels, colours, markers for the plots
     h5.attr("/", "experiment", e.name);
     h5.attr("/", "title", e.title);
@@ -210,6 +210,7 @@ std::vector<Claim> reproduce(const Experiment& e, const Options& requested, cons
                             {"protocol_description", protocol_description(e, opt.protocol)},
                             {"claims", nlohmann::json::array()}};
   for (const auto& c : claims) summary["claims"].push_back(to_summary_json(c));
+  stamp_schema(summary, Output::Claims);
   write_text(stem + ".claims.json", summary.dump(2) + "\n", opt.replace);
   write_text(stem + ".claims.md", markdown(e, claims, opt), opt.replace);
   const std::string script = std::string(KESTREL_SOURCE_DIR) + "/experiments/" + e.name + "/plot.py";

@@ -74,11 +74,9 @@ py::object sweep_py(const Str<"out">& out, const py::kwargs& options) {
 
 // The keys of a report's rows, from the column table that writes them (tasks/advise/advise.hpp AdviceColumn).
 std::string advice_row_doc() {
-  std::string doc =
-      "\n\nEach row has estimator, sampler, status (ok, not applicable, failed) and reason or note; an ok row also:";
-  for (const auto& c : advice_columns())
-    if (c.where & AdviceColumn::Json) doc += fmt::format("\n  {}: {}", c.key, c.help);
-  return doc;
+  return "\n\nEach row has estimator, sampler, status (ok, not applicable, failed) and reason or note; an ok row "
+         "also:" +
+         json_fields(advice_columns());
 }
 
 // A NumPy array of 2 to 4 axes as stored in C order (tasks/advise/heads.hpp TokenArray): copied once.
@@ -126,8 +124,9 @@ py::object finish_advise(const A& adv, const AdviseOptions& o, const py::kwargs&
   const nlohmann::json options = record_advise(o);
   nlohmann::json out = to_json(adv, options);
   out["provenance"] = provenance(call_text("advise", kw), options);
+  stamp_schema(out, output_kind(adv));
   if (h5) {
-    write_provenance(*h5, out["provenance"]);
+    write_provenance(*h5, out["provenance"], output_kind(adv));
     write_report(*h5, adv, options);
     h5->commit();
   }

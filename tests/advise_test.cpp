@@ -439,7 +439,7 @@ TEST(Advise, TheColumnTableWritesJsonHdf5AndTheTable) {
   write_table(table, a);
   const std::string header = table.str().substr(table.str().find("estimator"));
   for (const auto& c : advice_columns()) {
-    if (c.cli == AdviceCli::None) continue;
+    if (c.cell == kestrel::Cell::None) continue;
     const bool shown = !stacked.count(c.key);  // 2-D input: no layer and head columns
     EXPECT_EQ(header.substr(0, header.find('\n')).find(std::string(" ") + c.header) != std::string::npos, shown)
         << c.header;

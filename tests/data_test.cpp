@@ -118,7 +118,7 @@ TEST(Uci, CrlfAndLfFilesParseIdentically) {
 }
 
 TEST(Uci, BadInputNamesFileLineAndProblem) {
-  const UciSpec spec{"t", "t.csv", ',', {Column::Numeric, Column::Categorical, Column::Class}};
+  const UciSpec spec{"t", "t.csv", ',', {UciColumn::Numeric, UciColumn::Categorical, UciColumn::Class}};
   expect_io_error([&] { parse_uci("1,a,x\n2,b\n", spec, Encoding::OneHot, "t.csv"); },
                   "t.csv: line 2: 2 fields, expected 3");
   expect_io_error([&] { parse_uci("1,a,x\nzz,b,y\n", spec, Encoding::OneHot, "t.csv"); },

@@ -32,7 +32,9 @@ PYTHON_ONLY = {"progress": "sweep, advise, reproduce: stderr lines in Python; th
 # Read only by other regimes than the runs' normal one: refused where nothing reads them (issue #37 item 9).
 OTHER_REGIMES = {"data-dir", "preprocess", "resize", "pixel-scale", "spectrum", "clusters", "cluster-radius", "x-file",
                  "y-file"}
-FUNCTIONS = {"variance": "variance_study", "sweep": "sweep", "advise": "advise", "reproduce": "reproduce"}
+# The commands that are also Python functions, as the entry points are declared (experiments/entry_points.hpp).
+FUNCTIONS = {e["cli"]: e["python"] for e in kestrel._kestrel._entry_points() if e["cli"] and e["python"]}
+assert set(FUNCTIONS) == {"variance", "sweep", "advise", "reproduce"}, FUNCTIONS
 failures = []
 
 

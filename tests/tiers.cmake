@@ -26,7 +26,7 @@ set(kestrel_tiers
   # tests run sanitized and whose options the Parse and BadInputs tests do.
   "^BadInputs\\.SigintDuringASweep"                "cli"                            0
   "^Cli\\.ImageRegimesRunOnRealData"               "cli"                            0
-  "^(BadInputs|Outputs|DumbInputs|Cli|Hdf5)\\."    "cli,sanitize"                   0
+  "^(BadInputs|Outputs|DumbInputs|Cli|Hdf5|Schema)\\." "cli,sanitize"             0
   "^(Parse|StudyOptions|AdviseOptions|PointsFile)\\." "cli,sanitize"                0
   "^(SweepRanks|SweepShards|AdviseSums)\\."        "cli,sanitize"                   0
 )

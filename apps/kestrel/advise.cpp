@@ -122,17 +122,20 @@ template <typename A>
 void report(const Args& a, const Global& g, std::unique_ptr<H5Writer>& h5, const std::string& png, const A& adv,
             const nlohmann::json& prov) {
   if (h5) {
-    write_provenance(*h5, prov);
+    write_provenance(*h5, prov, output_kind(adv));
     write_report(*h5, adv, prov.at("options"));
     h5->commit();
     progress(g, "wrote " + a.io->out);
     write_plot(a.io->out, png, a.io->force);
     progress(g, "wrote " + png);
   }
-  if (a.io->json)
-    std::cout << nlohmann::json{{"provenance", prov}, {"advice", to_json(adv, prov.at("options"))}}.dump(2) << '\n';
-  else
+  if (a.io->json) {
+    nlohmann::json j = {{"provenance", prov}, {"advice", to_json(adv, prov.at("options"))}};
+    stamp_schema(j, output_kind(adv));
+    std::cout << j.dump(2) << '\n';
+  } else {
     write_table(std::cout, adv);
+  }
 }
 
 void run_advise(Args& a, CLI::Option* values, const Global& g) {

@@ -1,7 +1,7 @@
 // kestrel: the command line over the library. `kestrel --help` lists the subcommands, `kestrel --version`
-// prints the version, git revision and library versions. Exit codes: 0 success, 2 invalid input (a one-line
-// error naming the value; nothing written), 3 a result that cannot be made yet (`kestrel sweep merge` with grid points
-// missing), 1 any other failure.
+// prints the version, git revision, library versions and the schemas of its outputs. Exit codes: 0 success, 2 invalid
+// input (a one-line error naming the value; nothing written), 3 a result that cannot be made yet (`kestrel sweep merge`
+// with grid points missing), 1 any other failure.
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -19,6 +19,7 @@
 #include "core/parallel.hpp"
 #include "core/parse.hpp"
 #include "data/points_file.hpp"
+#include "entry_points.hpp"
 #include "io/hdf5.hpp"
 #include "io/output.hpp"
 #include "io/provenance.hpp"
@@ -45,6 +46,8 @@ void print_version() {
   std::cout << "kestrel " << kestrel::kestrel_version() << " (git " << kestrel::git_revision() << ")\n";
   for (const auto& [name, v] : libs.items())
     std::cout << "  " << name << ' ' << (v.is_string() ? v.get<std::string>() : v.dump()) << '\n';
+  std::cout << "schemas of its outputs (a reader refuses a newer major version):\n";
+  for (const auto& s : kestrel::schemas()) std::cout << "  " << s.name << ' ' << kestrel::version_text(s) << '\n';
 }
 
 // Names of the long options of a subcommand (and the app's), for "did you mean".
@@ -243,12 +246,17 @@ int main(int argc, char** argv) {
     actions[sub] = make(*sub, g);
     names.push_back(name);
   };
-  add("variance", "Exact variance of estimators over all pairs of sampled sets (CRT 5.1, DERF 5.1)", add_variance);
-  add("estimators", "List the estimator families and their names", add_estimators);
-  add("datasets", "List the data sets, where they are, and verify their sha256", add_datasets);
-  add("sweep", "Variance study over a grid of sigma, d, L and M (resumable, extendable)", add_sweep);
-  add("reproduce", "Reproduce a paper figure/table: HDF5 + PNG + claims summary", add_reproduce);
-  add("advise", "Which estimator, how many features and which number format for your own queries and keys", add_advise);
+  // The subcommands: the declared entry points with a command-line name (experiments/entry_points.hpp), in order,
+  // each wired by its add_ function.
+  const std::map<std::string_view, Action (*)(CLI::App&, const Global&)> wiring = {
+      {"variance", add_variance}, {"estimators", add_estimators}, {"datasets", add_datasets},
+      {"sweep", add_sweep},       {"reproduce", add_reproduce},   {"advise", add_advise}};
+  for (const auto& e : kestrel::entry_points()) {
+    if (!*e.cli) continue;
+    const auto w = wiring.find(e.cli);
+    if (w == wiring.end()) throw std::logic_error(std::string("entry point without a subcommand: ") + e.cli);
+    add(e.cli, e.help, w->second);
+  }
 
   // Hidden: not in --help nor among the subcommands named in errors.
   CLI::App* options = app.add_subcommand("options", "Print every subcommand's options as JSON (for tests)")->group("");

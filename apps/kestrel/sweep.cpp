@@ -57,6 +57,7 @@ void print_rows(const SweepReport& rep, const nlohmann::json& prov, bool json, S
   std::cerr << mc_verdict(rep.rows, sampler);
   if (json) {
     nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
+    stamp_schema(j, Output::Sweep);
     for (const auto& r : rep.rows) j["results"].push_back(sweep_json(r));
     std::cout << j.dump(2) << '\n';
     return;

@@ -29,7 +29,7 @@ struct Args {
 
 void write_file(H5Writer& h5, const std::vector<VarianceResult>& results, const VarianceStudyOptions& opt,
                 const nlohmann::json& prov) {
-  write_provenance(h5, prov);
+  write_provenance(h5, prov, Output::Variance);
   h5.attr("/", "layout",
           "variance/<estimator>/<column>[row]: one row per sigma (natural logs, softmax-family kernel "
           "named in options.kernel), each column with its description; rows whose status is not 0 (ok) "
@@ -176,6 +176,7 @@ Action add_variance(CLI::App& app, const Global& g) {
     }
     if (io->json) {
       nlohmann::json j = {{"provenance", prov}, {"results", nlohmann::json::array()}};
+      stamp_schema(j, Output::Variance);
       for (const auto& r : results) j["results"].push_back(to_json(r, a->opt));
       std::cout << j.dump(2) << '\n';
     } else {

@@ -209,14 +209,18 @@ std::string option_differences(const nlohmann::json& here, const nlohmann::json&
 }
 
 // The /sweep/resume record of a finished sweep in `out` ({"options", "points": {part file: rows}}), or null
-// when `out` is not a finished sweep's file.
-nlohmann::json finished_record(const std::string& out) {
+// when `out` is not a finished sweep's file. A file of a newer major version of the sweep's schema (core/schema.hpp)
+// is refused (InputFileError), unless `force` replaces it.
+nlohmann::json finished_record(const std::string& out, bool force) {
   std::error_code ec;
   if (!fs::is_regular_file(out, ec)) return nullptr;
   try {
     const H5Reader h5(out);
     if (!h5.exists("/sweep/resume")) return nullptr;
     return nlohmann::json::parse(h5.read_text("/sweep/resume"));
+  } catch (const InputFileError&) {
+    if (force) return nullptr;
+    throw;
   } catch (const std::exception&) {
     return nullptr;  // not HDF5 or not ours: the caller's overwrite rules apply
   }
@@ -289,7 +293,7 @@ void check_keeps_finished(const nlohmann::json& rec, const SweepOptions& axes, c
 // each option that differs with both values and says what --force discards. Nor can a grid that leaves out some of
 // its points replace it.
 void check_extension(const SweepOptions& opt) {
-  const nlohmann::json rec = finished_record(opt.out);
+  const nlohmann::json rec = finished_record(opt.out, opt.force);
   if (rec.is_null()) return;
   const nlohmann::json here = resume_key(sweep_record(opt)), there = rec.value("options", nlohmann::json());
   if (here == there) return check_keeps_finished(rec, opt, opt.out, false);
@@ -301,9 +305,9 @@ void check_extension(const SweepOptions& opt) {
 
 // Copies the rows of grid points that a finished sweep in `out` already holds into the parts directory,
 // so that extending a sweep by a grid value computes only the new points. Returns how many were reused.
-std::size_t reuse_finished(const std::string& out, const fs::path& parts, const nlohmann::json& options,
+std::size_t reuse_finished(const std::string& out, bool force, const fs::path& parts, const nlohmann::json& options,
                            const std::vector<std::string>& files) {
-  const nlohmann::json rec = finished_record(out);
+  const nlohmann::json rec = finished_record(out, force);
   if (rec.is_null() || rec.value("options", nlohmann::json()) != resume_key(options)) return 0;
   std::size_t n = 0;
   for (const auto& f : files)
@@ -421,7 +425,7 @@ nlohmann::json sweep_json(const ResultRow& row) {
 }
 
 bool sweep_extends(const SweepOptions& opt) {
-  const nlohmann::json rec = finished_record(opt.out);
+  const nlohmann::json rec = finished_record(opt.out, opt.force);
   return !rec.is_null() && rec.value("options", nlohmann::json()) == resume_key(sweep_record(opt)) &&
          left_out(rec, opt).points.empty();
 }
@@ -517,7 +521,7 @@ void write_sweep_file(const std::string& out, bool replace, const std::vector<st
                       const std::vector<GridPoint>& points, const fs::path& parts, int ranks,
                       const SweepReport& report) {
   H5Writer h5(out, replace);  // otherwise a file that appeared meanwhile is kept
-  write_provenance(h5, provenance);
+  write_provenance(h5, provenance, Output::Sweep);
   h5.attr("/", "mpi_ranks", static_cast<std::int64_t>(ranks));
   h5.attr("/", "layout",
           "sweep/<estimator>/<column>[row]: one row per grid point (dim, points, features, sigma), "
@@ -566,7 +570,7 @@ SweepReport run_sweep(const SweepOptions& opt, const nlohmann::json& provenance,
   const auto lock = prepare_parts(parts, opt, options, group, [&] {
     for (const auto& p : run_points)  // a broken part is named before anything is computed
       if (fs::exists(parts / p.file())) read_part(parts / p.file(), redo);
-    reused = reuse_finished(opt.out, parts, options, files);
+    reused = reuse_finished(opt.out, opt.force, parts, options, files);
     if (sharded) write_atomic(parts / shard_file(opt.shard, ".json"), provenance.dump(2));  // for the merge
   });
   if (progress && reused)
@@ -718,7 +722,7 @@ SweepReport merge_sweep(const std::string& out, bool force) {
   axes.dims = options.at("dim").get<std::vector<arma::uword>>();
   axes.points = options.at("points").get<std::vector<arma::uword>>();
   axes.features = options.at("features").get<std::vector<arma::uword>>();
-  const nlohmann::json finished = finished_record(out);
+  const nlohmann::json finished = finished_record(out, force);
   const bool extends = !finished.is_null() && finished.value("options", nlohmann::json()) == resume_key(options);
   if (extends && !force) check_keeps_finished(finished, axes, out, true);
   check_output(out, force || extends);

@@ -7,6 +7,7 @@
 #include <hdf5_hl.h>
 
 #include "core/error.hpp"
+#include "core/schema.hpp"
 
 namespace kestrel {
 
@@ -14,6 +15,22 @@ H5Reader::H5Reader(const std::string& path) : path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported through exceptions
   file_ = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) throw IoError(fmt::format("cannot open HDF5 file '{}'", path_));
+  std::string schema, version;
+  try {
+    schema = attr_string("/", "schema"), version = attr_string("/", "schema_version");
+  } catch (const IoError&) {
+    return;  // not a kestrel output (or an older kestrel's): the readers' own checks apply
+  }
+  try {
+    check_schema("'" + path_ + "'", schema, version);
+  } catch (...) {
+    H5Fclose(file_);  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+bool H5Reader::has_attr(const std::string& obj, const std::string& name) const {
+  return (obj == "/" || exists(obj)) && H5Aexists_by_name(file_, obj.c_str(), name.c_str(), H5P_DEFAULT) > 0;
 }
 
 H5Reader::~H5Reader() {
@@ -85,11 +102,35 @@ std::string H5Reader::attr_string(const std::string& obj, const std::string& nam
   std::size_t size = 0;
   if (H5LTget_attribute_info(file_, obj.c_str(), name.c_str(), &dims, &cls, &size) < 0 || cls != H5T_STRING)
     throw IoError(fmt::format("'{}': no string attribute {} on {}", path_, name, obj));
+  if (std::string v; variable_string(obj, name, v)) return v;
   std::string s(size, '\0');
   if (H5LTget_attribute_string(file_, obj.c_str(), name.c_str(), s.data()) < 0)
     throw IoError(fmt::format("'{}': cannot read attribute {} of {}", path_, name, obj));
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
+}
+
+bool H5Reader::variable_string(const std::string& obj, const std::string& name, std::string& value) const {
+  const hid_t attr = H5Aopen_by_name(file_, obj.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t type = attr >= 0 ? H5Aget_type(attr) : -1;
+  const hid_t space = attr >= 0 ? H5Aget_space(attr) : -1;
+  const bool variable = type >= 0 && H5Tis_variable_str(type) > 0 && H5Sget_simple_extent_npoints(space) == 1;
+  bool read = false;
+  if (variable) {
+    const hid_t mem = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
+    char* text = nullptr;
+    read = H5Aread(attr, mem, &text) >= 0;
+    if (read) value = text ? text : "";
+    if (text) H5free_memory(text);
+    H5Tclose(mem);
+  }
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  if (attr >= 0) H5Aclose(attr);
+  if (variable && !read) throw IoError(fmt::format("'{}': cannot read attribute {} of {}", path_, name, obj));
+  return variable;
 }
 
 double H5Reader::attr_double(const std::string& obj, const std::string& name) const {

@@ -15,13 +15,16 @@ namespace kestrel {
 
 class H5Reader {
  public:
-  explicit H5Reader(const std::string& path);  // IoError if it cannot be opened as HDF5
+  // IoError if it cannot be opened as HDF5; InputFileError if its root attributes `schema` and `schema_version` name a
+  // kestrel schema newer than this version reads (core/schema.hpp check_schema).
+  explicit H5Reader(const std::string& path);
   ~H5Reader();
   H5Reader(const H5Reader&) = delete;
   H5Reader& operator=(const H5Reader&) = delete;
 
   // Whether an object exists at path, every parent group included ("/a/b" needs "/a").
   bool exists(const std::string& path) const;
+  bool has_attr(const std::string& obj, const std::string& name) const;  // obj "/" for the file's root
 
   struct Shape {
     std::vector<hsize_t> dims;        // slowest first
@@ -42,6 +45,8 @@ class H5Reader {
   std::int64_t attr_int(const std::string& obj, const std::string& name) const;
 
  private:
+  // A scalar variable-length string attribute (as h5py writes a str) into value; false for any other attribute.
+  bool variable_string(const std::string& obj, const std::string& name, std::string& value) const;
   // The floating-point dataset at path, of the given rank: its values, row-major, and its dimensions.
   std::vector<double> read_float(const std::string& path, std::size_t rank, std::vector<hsize_t>& dims) const;
   std::string path_;

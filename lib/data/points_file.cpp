@@ -172,7 +172,7 @@ arma::mat load_text(const std::string& path) {
   if (header)
     std::fill(text.begin() + static_cast<std::ptrdiff_t>(first_at),
               text.begin() + static_cast<std::ptrdiff_t>(first_end), ' ');
-  const UciSpec spec{"file", path, delim, std::vector<Column>(fields.size(), Column::Numeric)};
+  const UciSpec spec{"file", path, delim, std::vector<UciColumn>(fields.size(), UciColumn::Numeric)};
   try {
     return parse_uci(text, spec, Encoding::Ordinal, path).X;
   } catch (const IoError& e) {
@@ -333,6 +333,8 @@ arma::mat load_h5(const std::string& path, const std::string& dataset, bool stac
   std::optional<H5Reader> f;
   try {
     f.emplace(path);
+  } catch (const InputFileError&) {
+    throw;  // a newer kestrel's file (core/schema.hpp)
   } catch (const IoError&) {
     throw InputFileError(fmt::format("{}: not an HDF5 file", path));
   }

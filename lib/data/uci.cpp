@@ -18,7 +18,7 @@
 namespace kestrel {
 
 const std::vector<UciSpec>& uci_specs() {
-  using C = Column;
+  using C = UciColumn;
   static const std::vector<UciSpec> specs = {
       {"abalone",
        "uci/abalone/abalone.data",
@@ -156,7 +156,7 @@ std::vector<std::vector<std::string>> categories(const std::vector<std::vector<s
   const std::size_t nc = spec.columns.size();
   std::vector<std::vector<std::string>> cats(nc);
   for (std::size_t c = 0; c < nc; ++c) {
-    if (spec.columns[c] != Column::Categorical && spec.columns[c] != Column::Class) continue;
+    if (spec.columns[c] != UciColumn::Categorical && spec.columns[c] != UciColumn::Class) continue;
     std::set<std::string> s;
     for (const auto& r : rows) s.insert(r[c]);
     cats[c].assign(s.begin(), s.end());
@@ -175,21 +175,21 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
   UciData out;
   out.name = spec.name;
   for (std::size_t c = 0; c < nc; ++c) {
-    if (spec.columns[c] == Column::Numeric) out.feature_names.push_back(fmt::format("col{}", c + 1));
-    if (spec.columns[c] == Column::Categorical) {
+    if (spec.columns[c] == UciColumn::Numeric) out.feature_names.push_back(fmt::format("col{}", c + 1));
+    if (spec.columns[c] == UciColumn::Categorical) {
       if (enc == Encoding::Ordinal)
         out.feature_names.push_back(fmt::format("col{}", c + 1));
       else
         for (const auto& v : cats[c]) out.feature_names.push_back(fmt::format("col{}={}", c + 1, v));
     }
-    if (spec.columns[c] == Column::Class) out.classes = cats[c];
+    if (spec.columns[c] == UciColumn::Class) out.classes = cats[c];
   }
   const std::size_t n = rows.size();
   out.X.zeros(out.feature_names.size(), n);
   const bool has_class = !out.classes.empty();
   if (has_class) out.labels.set_size(n);
   bool has_target = false;
-  for (auto k : spec.columns) has_target |= k == Column::Target;
+  for (auto k : spec.columns) has_target |= k == UciColumn::Target;
   if (has_target) out.target.set_size(n);
 
   auto number = [&](const std::string& s, std::size_t r, std::size_t c) {
@@ -204,10 +204,10 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
     for (std::size_t c = 0; c < nc; ++c) {
       const std::string& v = rows[r][c];
       switch (spec.columns[c]) {
-        case Column::Numeric:
+        case UciColumn::Numeric:
           out.X(f++, r) = number(v, r, c);
           break;
-        case Column::Categorical: {
+        case UciColumn::Categorical: {
           const auto idx = std::lower_bound(cats[c].begin(), cats[c].end(), v) - cats[c].begin();
           if (enc == Encoding::Ordinal)
             out.X(f++, r) = static_cast<double>(idx);
@@ -217,13 +217,13 @@ UciData parse_uci(std::string_view text, const UciSpec& spec, Encoding enc, cons
           }
           break;
         }
-        case Column::Class:
+        case UciColumn::Class:
           out.labels(r) = std::lower_bound(cats[c].begin(), cats[c].end(), v) - cats[c].begin();
           break;
-        case Column::Target:
+        case UciColumn::Target:
           out.target(r) = number(v, r, c);
           break;
-        case Column::Ignore:
+        case UciColumn::Ignore:
           break;
       }
     }

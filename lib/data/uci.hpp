@@ -17,7 +17,7 @@
 
 namespace kestrel {
 
-enum class Column { Numeric, Categorical, Class, Target, Ignore };
+enum class UciColumn { Numeric, Categorical, Class, Target, Ignore };
 enum class Encoding { OneHot, Ordinal };
 template <>
 struct EnumNames<Encoding> {
@@ -31,7 +31,7 @@ struct UciSpec {
   std::string name;
   std::string file;  // relative to the data directory
   char delimiter;    // ',' or ' ' (any run of spaces/tabs)
-  std::vector<Column> columns;
+  std::vector<UciColumn> columns;
 };
 
 const std::vector<UciSpec>& uci_specs();

@@ -31,7 +31,10 @@ nlohmann::json provenance(const std::string& command_line, const nlohmann::json&
   };
 }
 
-void write_provenance(H5Writer& h5, const nlohmann::json& prov) {
+void write_provenance(H5Writer& h5, const nlohmann::json& prov, Output kind) {
+  const Schema& schema = schema_of(kind);
+  h5.attr("/", "schema", schema.name);
+  h5.attr("/", "schema_version", version_text(schema));
   h5.attr("/", "provenance", prov.dump());
   for (const char* key : {"kestrel_version", "git_revision", "command", "created_utc"})
     h5.attr("/", key, prov[key].get<std::string>());

@@ -24,14 +24,11 @@ __doc__ = (__doc__ or "") + "\n" + (_kestrel.__doc__ or "")
 
 
 def _options():
-    """Every option table of the Python functions that take options, from the C++ tables (frontend/option_table.hpp):
-    {function: [{"name", "kind", "list", "default", "help"}, ...]}; names use '-', defaults are the command line's
-    text ("" where the default depends on other options)."""
-    tables = dict(_kestrel._study_options())
-    tables["reproduce"] = _kestrel._reproduce_options()
-    tables["draw_regime"] = _kestrel._draw_regime_options()
-    tables.update(_kestrel._task_options())
-    return tables
+    """Every option table of the Python functions that take options, from the declared entry points
+    (experiments/entry_points.hpp) and their C++ option tables (frontend/option_table.hpp): {command-line name, or the
+    function's where it has none: [{"name", "kind", "list", "default", "help"}, ...]}; names use '-', defaults are the
+    command line's text ("" where the default depends on other options)."""
+    return {e["cli"] or e["python"]: e["options"] for e in _kestrel._entry_points() if e["python"]}
 
 
 def _python_default(option):
@@ -61,27 +58,21 @@ def _with_signature(function, table, leading, extra=()):
 
 
 def _signatures():
+    """The signature of each entry point's function, generated from its declaration: its inputs (positional), its
+    options and its other keywords (keyword-only), with their defaults."""
     import inspect
     P = inspect.Parameter
 
-    def pos(*names, **defaults):
-        return [P(n, P.POSITIONAL_OR_KEYWORD) for n in names] + [
-            P(n, P.POSITIONAL_OR_KEYWORD, default=d) for n, d in defaults.items()]
-    t = _options()
+    constants = {"None": None, "False": False, "True": True}
+
+    def default(i, kind):
+        return P(i["name"], kind) if i["default"] is None else P(i["name"], kind, default=constants[i["default"]])
     g = globals()
-    for name, leading, extra in [
-            ("variance_study", [], ()),
-            ("sweep", pos("out"), (P("progress", P.KEYWORD_ONLY, default=False),
-                                   P("force", P.KEYWORD_ONLY, default=False))),
-            ("advise", pos("Q", "K", V=None), (P("progress", P.KEYWORD_ONLY, default=False),
-                                               P("out", P.KEYWORD_ONLY, default=None),
-                                               P("force", P.KEYWORD_ONLY, default=False))),
-            ("reproduce", pos("name", "out"), (P("progress", P.KEYWORD_ONLY, default=False),)),
-            ("draw_regime", pos("name", "d", "L", "sigma"), ()),
-            ("classify", pos("set", estimator=None), ()),
-            ("attention_error", pos("Q", "K", "V", "estimator"), ())]:
-        table = t["variance" if name == "variance_study" else name]
-        g[name] = _with_signature(getattr(_kestrel, name), table, leading, extra)
+    for e in _kestrel._entry_points():
+        if e["python"]:
+            leading = [default(i, P.POSITIONAL_OR_KEYWORD) for i in e["inputs"]]
+            extra = [default(i, P.KEYWORD_ONLY) for i in e["keywords"]]
+            g[e["python"]] = _with_signature(getattr(_kestrel, e["python"]), e["options"], leading, extra)
 
 
 _signatures()

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from ._kestrel import InputFileError
+from ._kestrel import InputFileError, _check_schema
 
 __all__ = ["frame", "read", "read_table", "provenance"]
 
@@ -60,7 +60,8 @@ def frame(rows):
 
 def _open(path):
     """path opened read-only as HDF5; a directory, a missing file or another kind of file is named as such (as the
-    command line names points files), not with h5py's internals. Not HDF5: kestrel.InputFileError (a ValueError and
+    command line names points files), not with h5py's internals. Not HDF5, or written with a newer major version of
+    its schema (root attributes schema, schema_version; kestrel.schemas()): kestrel.InputFileError (a ValueError and
     an OSError)."""
     h5py = _h5py()
     p = os.fspath(path)
@@ -74,7 +75,15 @@ def _open(path):
         kind = "a text file" if head and all(b in b"\t\n\r" or 32 <= b < 127 for b in head) else "not HDF5"
         raise InputFileError(f"{p}: {kind}, not an HDF5 file: kestrel.results reads the .h5 files kestrel writes "
                              "(`--out FILE.h5`, kestrel.sweep, kestrel.reproduce)")
-    return h5py.File(p, "r")
+    f = h5py.File(p, "r")
+    schema, version = (_text(f.attrs.get(k)) for k in ("schema", "schema_version"))
+    if isinstance(schema, str) and isinstance(version, str):
+        try:
+            _check_schema(p, schema, version)
+        except Exception:
+            f.close()
+            raise
+    return f
 
 
 def _text(v):

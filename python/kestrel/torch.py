@@ -356,8 +356,21 @@ def save_hdf5(path, captures, sequence=0, force=False):
     attributes say the modules, causal and that command. Returns the command's arguments after `kestrel advise`."""
     path = _path(path, "path")
     Q, K, V, causal, info = stack(captures, sequence)
-    _write_new(path, force, lambda f: _write_inputs(f, path, "/", Q, K, V, causal, info))
+
+    def write(f):
+        _stamp(f, "kestrel.capture")
+        _write_inputs(f, path, "/", Q, K, V, causal, info)
+
+    _write_new(path, force, write)
     return _cli_args(path, "/", causal)
+
+
+def _stamp(f, name):
+    """The root attributes schema and schema_version of a file this module writes (kestrel.schemas())."""
+    from . import _kestrel
+
+    f.attrs["schema"] = name
+    f.attrs["schema_version"] = next(s["version"] for s in _kestrel.schemas() if s["name"] == name)
 
 
 def _cli_args(path, group, causal):
@@ -506,6 +519,7 @@ def write_report(report, out, force=False, inputs=None):
     prov["torch"] = report.get("torch", {})
 
     def write(f):
+        _stamp(f, "kestrel.advise.heads" if "summary" in report else "kestrel.advise")
         f["advise/report.json"] = json.dumps(report, indent=2)
         f.attrs["provenance"] = json.dumps(prov)
         for key in ("kestrel_version", "git_revision", "command", "created_utc"):

@@ -71,9 +71,10 @@ def test_report_equals_the_command_line_and_the_heat_map_is_drawn(tmp_path, stac
     args = [CLI, "advise", "--queries", str(tmp_path / "Q.npy"), "--keys", str(tmp_path / "K.npy"), "--values",
             str(tmp_path / "V.npy"), "--budget", "256", "--draws", "8", "--max-draws", "32", "--rows", "12",
             "--estimators", "pos,oprf", "--samplers", "iid", "--no-timing", "--seed", "11", "--quiet"]
-    cli = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, check=True).stdout)["advice"]
+    cli = json.loads(subprocess.run(args + ["--json"], capture_output=True, text=True, check=True).stdout)
     py.pop("provenance")
-    assert py == cli
+    assert py == dict(cli["advice"], schema=cli["schema"], schema_version=cli["schema_version"])
+    assert cli["schema"] == "kestrel.advise.heads"
     subprocess.run(args + ["--out", str(tmp_path / "r.h5")], check=True)
     import h5py
     from PIL import Image

@@ -165,6 +165,31 @@ def test_results_become_data_frames(tmp_path):
         results.read_table(str(tmp_path / "s.h5"), "/variance")
 
 
+def test_every_output_says_its_schema_and_a_newer_major_version_is_refused(tmp_path):
+    """kestrel.schemas() is the table the files carry; results.read refuses a file whose major version is newer than
+    this kestrel's (naming the file and both versions), reads a newer minor one."""
+    import h5py
+    from kestrel import results
+
+    table = {s["name"]: s["version"] for s in kestrel.schemas()}
+    assert {"kestrel.variance", "kestrel.sweep", "kestrel.advise", "kestrel.reproduce"} <= set(table)
+    path = str(tmp_path / "s.h5")
+    kestrel.sweep(path, sigma=0.5, dim=4, points=16, pairs=1, estimators=["oprf"])
+    with h5py.File(path, "r") as f:
+        written = tuple(f.attrs[k].decode() for k in ("schema", "schema_version"))  # fixed-length: bytes in h5py
+    assert written == ("kestrel.sweep", table["kestrel.sweep"])
+    major = int(table["kestrel.sweep"].split(".")[0])
+    with h5py.File(path, "a") as f:
+        f.attrs["schema_version"] = f"{major}.{99}"
+    assert len(results.read_table(path)) == 1
+    with h5py.File(path, "a") as f:
+        f.attrs["schema_version"] = f"{major + 1}.0"
+    for read in (results.read, results.read_table, results.provenance):
+        with pytest.raises(kestrel.InputFileError, match=rf"s.h5: schema kestrel.sweep version {major + 1}.0 is newer "
+                                                         rf"than this kestrel reads \({major}.x\)"):
+            read(path)
+
+
 def test_a_fitted_estimator_recognises_points_passed_as_rows():
     X, Y = kestrel.draw_regime("normal", 6, 20, 0.5, seed=1)
     e = kestrel.fit("oprf", X, Y)

@@ -9,7 +9,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  using C = kestrel::Column;
+  using C = kestrel::UciColumn;
   static const kestrel::UciSpec comma{"fuzz", "fuzz", ',', {C::Numeric, C::Categorical, C::Class}};
   static const kestrel::UciSpec space{"fuzz", "fuzz", ' ', {C::Ignore, C::Numeric, C::Target}};
   const auto& spec = (data[0] & 1) ? comma : space;

@@ -29,6 +29,8 @@
 
 #include "core/enum_names.hpp"
 #include "core/rng.hpp"
+#include "core/schema.hpp"
+#include "io/record.hpp"
 #include "kernels/kernel.hpp"
 #include "sampling/omega.hpp"
 
@@ -258,26 +260,18 @@ arma::mat unit_scaled_values(const arma::mat& V);
 // The report as JSON; `options` is its "options" block, as the front-end records them from its option table
 // (frontend/advise_options.hpp record_advise).
 nlohmann::json to_json(const Advice& a, const nlohmann::json& options);
+// The schema of its reports (core/schema.hpp).
+inline Output output_kind(const Advice&) { return Output::Advise; }
 
-// How the command line's table shows a column: not at all, as text, the text's first word or a percentage.
-enum class AdviceCli { None, Text, FirstWord, Percent };
-
-// One column of an advice row (report.cpp): the one table that the JSON report (--json, Python's dict, the HDF5
-// report.json), each row's HDF5 datasets and attributes, and the command line's table are written from. A row's
-// estimator, sampler, status, reason and note are written by each of them directly.
-struct AdviceColumn {
-  enum Where { Json = 1, Dataset = 2, Attribute = 4 };
-  using Value = std::optional<nlohmann::json> (*)(const AdviceRow&, const AdviseOptions&);
-  const char* key;        // JSON key ("a/b": key b of the row's object a); in HDF5 the key with '/' as '_'
-  const char* help;       // what it is (the HDF5 description, the docs)
-  int where = 0;          // Json | Dataset | Attribute (0: the command line's table only)
-  Value value = nullptr;  // nullopt: the row has none (left out; an HDF5 attribute that is null holds 0)
-  const char* axis = "";  // HDF5 datasets: "m" (one value per curve point) or "row" (per sampled row or pair)
-  AdviceCli cli = AdviceCli::None;
-  const char* cell = "";    // the table's fmt spec of the cell and its header, with the leading space(s)
-  const char* header = "";  // the table's header
-};
+// The columns of an advice row (columns.cpp): the one table that the JSON report (--json, Python's dict, the HDF5
+// report.json), each row's HDF5 datasets and attributes (axis "m": one value per curve point, "row": per sampled row or
+// pair), and the command line's table are written from (io/record.hpp). A row's estimator, sampler, status, reason and
+// note are written by each of them directly.
+using AdviceColumn = Column<AdviceRow, AdviseOptions>;
 const std::vector<AdviceColumn>& advice_columns();
+// The cost's JSON (report.cpp), as the report's "cost" object.
+using CostColumn = Column<AdviceCost, AdviseOptions>;
+const std::vector<CostColumn>& cost_columns();
 
 // The command line's report: the table of rows, the cost, the methods and the recommendation.
 void write_table(std::ostream& out, const Advice& a);

@@ -1,5 +1,5 @@
-// The columns of an advice row (AdviceColumn in advise.hpp): the one table that the JSON report, the HDF5 report's
-// per-row datasets and attributes, and the command line's table are written from (report.cpp).
+// The columns of an advice row (AdviceColumn in advise.hpp, a Column of io/record.hpp): the one table that the JSON
+// report, the HDF5 report's per-row datasets and attributes, and the command line's table are written from.
 #include "tasks/advise/steps.hpp"
 
 #include <string>
@@ -66,9 +66,9 @@ constexpr auto kJson = AdviceColumn::Json, kDataset = AdviceColumn::Dataset, kAt
 AdviceColumn col(const char* key, const char* help, int where, AdviceColumn::Value value, const char* axis = "") {
   return {.key = key, .help = help, .where = where, .value = value, .axis = axis};
 }
-AdviceColumn shown(AdviceColumn c, AdviceCli how, const char* cell, const char* header) {
-  c.cli = how;
-  c.cell = cell;
+AdviceColumn shown(AdviceColumn c, Cell how, const char* format, const char* header) {
+  c.cell = how;
+  c.format = format;
   c.header = header;
   return c;
 }
@@ -82,9 +82,9 @@ const std::vector<AdviceColumn>& advice_columns() {
       shown(
           col("layer", "the layer of the row's query head (stacked inputs [layers, heads, L, d]; 0 for [heads, L, d])",
               kJson | kAttr, stacked<&AdviceRow::layer>),
-          AdviceCli::Text, " {:>5}", "layer"),
-      shown(col("head", "the row's query head (stacked inputs)", kJson | kAttr, stacked<&AdviceRow::head>),
-            AdviceCli::Text, " {:>4}", "head"),
+          Cell::Text, " {:>5}", "layer"),
+      shown(col("head", "the row's query head (stacked inputs)", kJson | kAttr, stacked<&AdviceRow::head>), Cell::Text,
+            " {:>4}", "head"),
       col("kv_head",
           "the key/value head the query head reads (stacked inputs; grouped-query attention: head / (query heads / "
           "kv heads))",
@@ -107,7 +107,7 @@ const std::vector<AdviceColumn>& advice_columns() {
           kDataset, [](Row r, Opt) -> J { return std::vector<double>(r.err1_each.begin(), r.err1_each.end()); }, "row"),
       shown(col("method", "what gave the numbers: exact, exact (coupled) or simulated (draws, seed)", kJson | kAttr,
                 field<&AdviceRow::method>),
-            AdviceCli::FirstWord, " {:<9}", "method"),
+            Cell::FirstWord, " {:<9}", "method"),
       col("log_rel_var_median", "median over sampled (query, key) pairs of log(Var/K^2) at M = 1", kJson,
           field<&AdviceRow::log_rel_var_median>),
       col("log_rel_var_p95", "95th percentile over sampled pairs of log(Var/K^2) at M = 1", kJson,
@@ -126,7 +126,7 @@ const std::vector<AdviceColumn>& advice_columns() {
           kJson | kAttr, field<&AdviceRow::decision>),
       shown(col("answer", "the table's answer: the M named, or the decision", 0,
                 [](Row r, Opt) -> J { return r.decision == "M" ? std::to_string(r.m_p95) : r.decision; }),
-            AdviceCli::Text, " {:>12}", "M p95"),
+            Cell::Text, " {:>12}", "M p95"),
       shown(col("interval", "the table's interval: where the p95 curve -+ 2 SE meet the target", 0,
                 [](Row r, Opt o) -> J {
                   if (r.method.rfind("exact", 0) == 0) return std::string("exact");
@@ -134,12 +134,12 @@ const std::vector<AdviceColumn>& advice_columns() {
                   const auto m = [&](arma::uword v) { return v ? std::to_string(v) : ">" + std::to_string(o.budget); };
                   return m(r.m_p95_low) + ".." + m(r.m_p95_high);
                 }),
-            AdviceCli::Text, "  {:<14}", "interval"),
+            Cell::Text, "  {:<14}", "interval"),
       col("error_at_m_median", "predicted median error at m_for_target_p95 (at the budget where that is null)", kJson,
           field<&AdviceRow::at_m_median>),
       shown(col("error_at_m_p95", "predicted 95th-percentile error at m_for_target_p95 (at the budget where null)",
                 kJson, field<&AdviceRow::at_m_p95>),
-            AdviceCli::Percent, " {:>9}", "e(M) p95"),
+            Cell::Percent, " {:>9}", "e(M) p95"),
       col("error_at_m_p95_se", "standard error of error_at_m_p95 (0 where exact)", kJson,
           field<&AdviceRow::at_m_p95_se>),
       col("error_at_budget_median", "predicted median error at the budget (null: the curve ended before it)", kJson,
@@ -252,7 +252,7 @@ const std::vector<AdviceColumn>& advice_columns() {
           [](Row r, Opt) -> J { return r.from.decision.empty() ? J() : J(r.from.curve_p95_se); }, "m"),
       shown(col("fp16", "fp16 without / with the stabiliser (the table's summary of range/formats)", 0,
                 [](Row r, Opt) -> J { return fp16_summary(r); }),
-            AdviceCli::Text, "  {:<19}", "fp16 raw / stab."),
+            Cell::Text, "  {:<19}", "fp16 raw / stab."),
   };
   return t;
 }

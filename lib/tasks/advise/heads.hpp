@@ -68,6 +68,12 @@ struct HeadsSummary {
   std::vector<std::string> decision_each;
 };
 
+struct HeadsAdvice;
+// The summary's columns (heads_report.cpp): its JSON, the HDF5 attributes of /advise/summary/<estimator>/<sampler> and
+// the command line's summary table are written from this table (io/record.hpp).
+using SummaryColumn = Column<HeadsSummary, HeadsAdvice>;
+const std::vector<SummaryColumn>& summary_columns();
+
 struct HeadsAdvice {
   AdviseOptions options;
   arma::uword layers = 1, q_heads = 1, kv_heads = 1;
@@ -88,7 +94,8 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
 
 // "estimator" for iid, "estimator (sampler)" otherwise: a summary row's name in the report.
 std::string summary_label(const HeadsSummary& s);
-nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);  // options: as to_json(Advice)
+nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);   // options: as to_json(Advice)
+inline Output output_kind(const HeadsAdvice&) { return Output::AdviseHeads; }  // its reports' schema
 void write_table(std::ostream& out, const HeadsAdvice& a);
 // The HDF5 report: /advise/report.json, the summary and the heat map of the recommended row, and per head the groups
 // /advise/layer<l>/head<h>/<estimator>/<sampler> as write_report(Advice) writes them.

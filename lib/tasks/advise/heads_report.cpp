@@ -14,11 +14,68 @@ namespace kestrel {
 
 namespace {
 
+using J = std::optional<nlohmann::json>;
+using S = const HeadsSummary&;
+using A = const HeadsAdvice&;
+constexpr auto kJson = SummaryColumn::Json, kAttr = SummaryColumn::Attribute;
+
 std::string answer(const std::string& decision, arma::uword m) {
   return decision == "M" ? std::to_string(m) : decision;
 }
+J ok_only(S s, const nlohmann::json& v) { return s.status == "ok" ? J(v) : std::nullopt; }
+nlohmann::json count_or_null(arma::uword m) { return m ? nlohmann::json(m) : nlohmann::json(nullptr); }
 
 }  // namespace
+
+const std::vector<SummaryColumn>& summary_columns() {
+  // Order: the table's columns. HDF5 attributes of /advise/summary/<estimator>/<sampler> (ok rows; a null M as 0).
+  static const std::vector<SummaryColumn> t = {
+      {"estimator", "the estimator", kJson, [](S s, A) -> J { return s.estimator; }},
+      {"sampler", "its sampler", kJson, [](S s, A) -> J { return s.sampler; }},
+      {"status", "ok, or what some head's row is (not applicable, failed)", kJson,
+       [](S s, A) -> J { return s.status; }},
+      {"reason", "not ok: why (the first such head named)", kJson,
+       [](S s, A) -> J { return s.status == "ok" ? J() : J(s.reason); }},
+      {.key = "label",
+       .help = "the table's name of the row: the estimator, and its sampler unless iid",
+       .value = [](S s, A) -> J { return s.sampler == "iid" ? s.estimator : s.estimator + " " + s.sampler; },
+       .cell = Cell::Text,
+       .format = "{:<22}",
+       .header = "estimator"},
+      {"decision_every_head", "M (every head has its M named), else out of reach if any head is, else not settled",
+       kJson | kAttr, [](S s, A) -> J { return ok_only(s, s.decision_every); }},
+      {"m_for_target_every_head", "the largest M named over the heads (JSON null, HDF5 0: not every head named one)",
+       kJson | kAttr, [](S s, A) -> J { return ok_only(s, count_or_null(s.m_every)); }},
+      {.key = "every",
+       .help = "the table's answer on every head",
+       .value = [](S s, A) -> J { return answer(s.decision_every, s.m_every); },
+       .cell = Cell::Text,
+       .format = " {:>14}",
+       .header = "every head"},
+      {"decision_median_head", "the decision of the median head (heads ordered by their M)", kJson | kAttr,
+       [](S s, A) -> J { return ok_only(s, s.decision_median); }},
+      {"m_for_target_median_head",
+       "the smallest M that meets the target on at least half of the heads (JSON null, HDF5 0: none)", kJson | kAttr,
+       [](S s, A) -> J { return ok_only(s, count_or_null(s.m_median)); }},
+      {.key = "median",
+       .help = "the table's answer on the median head",
+       .value = [](S s, A) -> J { return answer(s.decision_median, s.m_median); },
+       .cell = Cell::Text,
+       .format = " {:>14}",
+       .header = "median head"},
+      {"heads_named", "heads whose decision is M", kJson, [](S s, A) -> J { return ok_only(s, s.heads_named); }},
+      {.key = "named",
+       .help = "the table's heads named of all",
+       .value = [](S s, A a) -> J { return fmt::format("{}/{}", s.heads_named, a.heads.size()); },
+       .cell = Cell::Text,
+       .format = " {:>12}",
+       .header = "heads named"},
+      {"m_for_target_each_head", "per head (layer-major) the M named, 0 where none", kJson,
+       [](S s, A) -> J { return s.m_each; }},
+      {"decision_each_head", "per head (layer-major) its decision", kJson, [](S s, A) -> J { return s.decision_each; }},
+  };
+  return t;
+}
 
 nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
   nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array(), summary = nlohmann::json::array();
@@ -32,18 +89,8 @@ nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
     heads.push_back(std::move(j));
   }
   for (const auto& s : a.summary) {
-    nlohmann::json j = {{"estimator", s.estimator}, {"sampler", s.sampler}, {"status", s.status}};
-    if (s.status != "ok") {
-      j["reason"] = s.reason;
-    } else {
-      j["decision_every_head"] = s.decision_every;
-      j["m_for_target_every_head"] = s.m_every ? nlohmann::json(s.m_every) : nlohmann::json(nullptr);
-      j["decision_median_head"] = s.decision_median;
-      j["m_for_target_median_head"] = s.m_median ? nlohmann::json(s.m_median) : nlohmann::json(nullptr);
-      j["heads_named"] = s.heads_named;
-    }
-    j["m_for_target_each_head"] = s.m_each;
-    j["decision_each_head"] = s.decision_each;
+    nlohmann::json j = nlohmann::json::object();
+    put_json(j, s, a, summary_columns());
     summary.push_back(std::move(j));
   }
   return {{"options", options},
@@ -83,12 +130,14 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
   advise_steps::write_rows_table(out, rows, o);
   out << fmt::format("summary over the {} heads: the M for the target (p95) on every head and on the median head\n",
                      a.heads.size());
-  out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", "estimator", "every head", "median head", "heads named");
+  for (const auto& c : summary_columns())
+    if (c.cell != Cell::None) out << fmt::format(fmt::runtime(c.format), c.header);
+  out << '\n';
   for (const auto& s : a.summary) {
     if (s.status != "ok") continue;
-    const std::string label = s.sampler == "iid" ? s.estimator : s.estimator + " " + s.sampler;
-    out << fmt::format("{:<22} {:>14} {:>14} {:>12}\n", label, answer(s.decision_every, s.m_every),
-                       answer(s.decision_median, s.m_median), fmt::format("{}/{}", s.heads_named, a.heads.size()));
+    for (const auto& c : summary_columns())
+      if (c.cell != Cell::None) out << text_cell(c, s, a);
+    out << '\n';
   }
   for (const auto& s : a.summary)
     if (s.status != "ok")
@@ -140,10 +189,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& opti
     if (s.status != "ok") continue;
     const std::string g = "/advise/summary/" + s.estimator + "/" + s.sampler;
     h5.group(g);
-    h5.attr(g, "decision_every_head", s.decision_every);
-    h5.attr(g, "m_for_target_every_head", static_cast<std::int64_t>(s.m_every));
-    h5.attr(g, "decision_median_head", s.decision_median);
-    h5.attr(g, "m_for_target_median_head", static_cast<std::int64_t>(s.m_median));
+    write_columns(h5, g, s, a, summary_columns());
     h5.write(g + "/m_per_head", per_head(s),
              {"the M that meets the target (95th percentile) per head (0: none named)", "layer,head"});
   }

@@ -26,37 +26,60 @@ nlohmann::json advise_steps::row_json(const AdviceRow& r, const AdviseOptions& o
     return j;
   }
   if (!r.note.empty()) j["note"] = r.note;
-  for (const auto& c : advice_columns()) {
-    if (!(c.where & AdviceColumn::Json)) continue;
-    std::optional<nlohmann::json> v = c.value(r, options);
-    if (!v) continue;
-    const std::string key = c.key;
-    const auto slash = key.find('/');
-    if (slash == std::string::npos)
-      j[key] = std::move(*v);
-    else {
-      nlohmann::json& group = j[key.substr(0, slash)];
-      if (group.is_null()) group = nlohmann::json::object();
-      group[key.substr(slash + 1)] = std::move(*v);
-    }
-  }
+  put_json(j, r, options, advice_columns());
   return j;
 }
 
 namespace {
 
-nlohmann::json cost_json(const AdviceCost& c) {
-  nlohmann::json cost = {
-      {"exact_flops", c.exact_flops}, {"exact_bytes", c.exact_bytes}, {"m", c.m},
-      {"rf_flops", c.rf_flops},       {"rf_bytes", c.rf_bytes},       {"crossover_length", c.crossover_length}};
-  if (c.exact_seconds >= 0)
-    cost["measured_on_this_machine"] = {{"exact_seconds", c.exact_seconds},
-                                        {"rf_seconds", c.rf_seconds},
-                                        {"rf_estimator", c.timed_estimator},
-                                        {"rf_m", c.timed_m},
-                                        {"exact_timed_rows", c.exact_timed_rows}};
-  if (!c.rf_not_timed.empty()) cost["measured_on_this_machine"]["rf_not_timed"] = c.rf_not_timed;
-  return cost;
+using J = std::optional<nlohmann::json>;
+using C = const AdviceCost&;
+using O = const AdviseOptions&;
+constexpr auto kJson = CostColumn::Json;
+
+// A member of the cost, and one measured on this machine (none when exact attention was not timed).
+template <auto M>
+J cost(C c, O) {
+  return c.*M;
+}
+template <auto M>
+J measured(C c, O) {
+  return c.exact_seconds >= 0 ? J(c.*M) : std::nullopt;
+}
+
+}  // namespace
+
+const std::vector<CostColumn>& cost_columns() {
+  static const std::vector<CostColumn> t = {
+      {"exact_flops", "floating-point operations of exact attention (all query rows)", kJson,
+       cost<&AdviceCost::exact_flops>},
+      {"exact_bytes", "bytes exact attention moves", kJson, cost<&AdviceCost::exact_bytes>},
+      {"m", "the M of the rows that reach the target, ascending", kJson, cost<&AdviceCost::m>},
+      {"rf_flops", "per M: floating-point operations of random-feature attention", kJson, cost<&AdviceCost::rf_flops>},
+      {"rf_bytes", "per M: bytes it moves", kJson, cost<&AdviceCost::rf_bytes>},
+      {"crossover_length", "per M: the length above which random features cost fewer operations", kJson,
+       cost<&AdviceCost::crossover_length>},
+      {"measured_on_this_machine/exact_seconds", "exact attention's time on this machine (median of 3)", kJson,
+       measured<&AdviceCost::exact_seconds>},
+      {"measured_on_this_machine/rf_seconds", "random-feature attention's time at rf_m (-1: not timed)", kJson,
+       measured<&AdviceCost::rf_seconds>},
+      {"measured_on_this_machine/rf_estimator", "the estimator timed", kJson, measured<&AdviceCost::timed_estimator>},
+      {"measured_on_this_machine/rf_m", "the M it was timed at", kJson, measured<&AdviceCost::timed_m>},
+      {"measured_on_this_machine/exact_timed_rows",
+       "query rows exact attention was timed on (the time scaled to all rows when fewer)", kJson,
+       measured<&AdviceCost::exact_timed_rows>},
+      {"measured_on_this_machine/rf_not_timed", "why random features were not timed (their features do not fit)", kJson,
+       [](C c, O) -> J { return c.rf_not_timed.empty() ? J() : J(c.rf_not_timed); }},
+  };
+  return t;
+}
+
+namespace {
+
+nlohmann::json cost_json(const AdviceCost& c, const AdviseOptions& o) {
+  nlohmann::json j = nlohmann::json::object();
+  put_json(j, c, o, cost_columns());
+  return j;
 }
 
 }  // namespace
@@ -64,7 +87,7 @@ nlohmann::json cost_json(const AdviceCost& c) {
 nlohmann::json to_json(const Advice& a, const nlohmann::json& options) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : a.rows) rows.push_back(advise_steps::row_json(r, a.options));
-  const nlohmann::json cost = cost_json(a.cost);
+  const nlohmann::json cost = cost_json(a.cost, a.options);
   return {{"options", options},
           {"inputs", {{"d", a.d}, {"Lq", a.Lq}, {"Lk", a.Lk}, {"dv", a.dv}}},
           {"values_offset_share", a.offset_share},
@@ -106,21 +129,6 @@ namespace {
 using advise_steps::pct;
 using advise_steps::wrapped;
 
-// One cell of the command line's table.
-std::string cell(const AdviceColumn& c, const AdviceRow& r, const AdviseOptions& o) {
-  const nlohmann::json v = c.value(r, o).value_or(nullptr);
-  switch (c.cli) {
-    case AdviceCli::Percent:
-      return pct(v.get<double>());
-    case AdviceCli::FirstWord: {
-      const auto s = v.get<std::string>();
-      return s.substr(0, s.find(' '));
-    }
-    default:
-      return v.is_string() ? v.get<std::string>() : v.dump();
-  }
-}
-
 }  // namespace
 
 void advise_steps::write_rows_table(std::ostream& out, const std::vector<const AdviceRow*>& rows,
@@ -128,11 +136,11 @@ void advise_steps::write_rows_table(std::ostream& out, const std::vector<const A
   // The table's columns: those some ok row has (layer and head only for stacked inputs).
   std::vector<const AdviceColumn*> shown;
   for (const auto& c : advice_columns())
-    if (c.cli != AdviceCli::None &&
+    if (c.cell != Cell::None &&
         std::any_of(rows.begin(), rows.end(), [&](const AdviceRow* r) { return r->status == "ok" && c.value(*r, o); }))
       shown.push_back(&c);
   out << fmt::format("{:<22}", "estimator");
-  for (const AdviceColumn* c : shown) out << fmt::format(fmt::runtime(c->cell), c->header);
+  for (const AdviceColumn* c : shown) out << fmt::format(fmt::runtime(c->format), c->header);
   out << (o.validate ? "  measured p95 +- SE" : "") << '\n';
   std::vector<std::string> notes;
   std::map<std::string, std::vector<std::string>> skipped;  // reason -> estimators (samplers) it applies to
@@ -146,7 +154,7 @@ void advise_steps::write_rows_table(std::ostream& out, const std::vector<const A
     }
     const std::string where = r.head ? fmt::format("layer {} head {}: ", r.layer.value_or(0), *r.head) : "";
     out << fmt::format("{:<22}", label);
-    for (const AdviceColumn* c : shown) out << fmt::format(fmt::runtime(c->cell), cell(*c, r, o));
+    for (const AdviceColumn* c : shown) out << text_cell(*c, r, o);
     if (r.validate_reps)
       out << fmt::format("  {} +- {}{}", pct(r.measured_p95), pct(r.measured_p95_se),
                          r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
@@ -241,28 +249,7 @@ void advise_steps::write_row_groups(H5Writer& h5, const std::string& root, const
     if (r.status != "ok") continue;
     const std::string g = root + "/" + r.estimator + "/" + r.sampler;
     h5.group(g);
-    auto name = [](const AdviceColumn& c) {
-      std::string n = c.key;
-      std::replace(n.begin(), n.end(), '/', '_');
-      return n;
-    };
-    for (const auto& c : advice_columns())  // datasets first, then attributes (the order of the file before the table)
-      if (c.where & AdviceColumn::Dataset) {
-        const std::optional<nlohmann::json> v = c.value(r, o);
-        if (!v) continue;  // a column the row has none of (causal ones for bidirectional rows)
-        h5.write(g + "/" + name(c), v->get<std::vector<double>>(), {c.help, c.axis});
-      }
-    for (const auto& c : advice_columns()) {
-      if (!(c.where & AdviceColumn::Attribute)) continue;
-      const std::optional<nlohmann::json> v = c.value(r, o);
-      if (!v) continue;
-      if (v->is_string())
-        h5.attr(g, name(c), v->get<std::string>());
-      else if (v->is_number_float())
-        h5.attr(g, name(c), v->get<double>());
-      else  // counts; null is none: 0
-        h5.attr(g, name(c), v->is_null() ? std::int64_t{0} : v->get<std::int64_t>());
-    }
+    write_columns(h5, g, r, o, advice_columns());
   }
 }
 

@@ -47,23 +47,23 @@ constexpr double kSettleBytes = 1e9;
 
 // One grid point of a simulated curve: the draws' sums of the metric's per-row quantity (s1, s2) and, for the squared
 // metrics, the sums behind the control variate. Runs of fresh draws add to it.
-struct Column {
+struct GridColumn {
   double n = 0;
   arma::vec s1, s2;
   ControlVariateSums cv;
-  Column& operator+=(const Column& o) {
+  GridColumn& operator+=(const GridColumn& o) {
     if (n == 0) return *this = o;
     n += o.n, s1 += o.s1, s2 += o.s2, cv += o.cv;
     return *this;
   }
 };
 
-// Column k of a nested simulation: the sums rebuilt exactly from the mean and SE (NestedErrors, n draws).
-Column column_of(const NestedErrors& ne, std::size_t k, AdviseMetric metric) {
+// Grid column k of a nested simulation: the sums rebuilt exactly from the mean and SE (NestedErrors, n draws).
+GridColumn column_of(const NestedErrors& ne, std::size_t k, AdviseMetric metric) {
   const bool tv = metric == AdviseMetric::Tv;
   const arma::mat& mean = tv ? ne.tv : squared(metric) ? ne.sq : ne.abs;
   const arma::mat& se = tv ? ne.tv_se : squared(metric) ? ne.sq_se : ne.abs_se;
-  Column c;
+  GridColumn c;
   c.n = static_cast<double>(ne.draws[k]);
   c.s1 = c.n * mean.col(k);
   c.s2 = c.n * (arma::square(se.col(k)) * (c.n - 1) + arma::square(mean.col(k)));
@@ -76,7 +76,7 @@ Column column_of(const NestedErrors& ne, std::size_t k, AdviseMetric metric) {
 struct ColumnErrors {
   arma::vec err, se, reduction;
 };
-ColumnErrors errors_of(const Column& c, const Inputs& in, AdviseMetric metric, bool control_variate) {
+ColumnErrors errors_of(const GridColumn& c, const Inputs& in, AdviseMetric metric, bool control_variate) {
   ColumnErrors out;
   if (squared(metric) && control_variate) {
     const ControlVariateSums::Estimate e = c.cv.estimate();
@@ -117,7 +117,7 @@ arma::uvec from_rows(const Inputs& in, const AdviseOptions& opt) {
 
 // Runs `draws` fresh draws (indices from `first`) on grid points [k0, k1] and adds them to cols (extended as needed),
 // in runs small enough to hold in memory.
-void add_draws(std::vector<Column>& cols, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+void add_draws(std::vector<GridColumn>& cols, const Estimator& e, const Inputs& in, const ExactAttention& exact,
                const std::vector<arma::uword>& grid, std::size_t k0, std::size_t k1, std::size_t draws,
                std::uint64_t first, Sampler sampler, const AdviseOptions& opt) {
   const std::vector<arma::uword> sub(grid.begin() + static_cast<std::ptrdiff_t>(k0),
@@ -191,7 +191,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
                             .positions = in.positions};
   const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
                                           in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, draws_on);
-  std::vector<Column> cols;
+  std::vector<GridColumn> cols;
   for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
   std::uint64_t next = first.draws.front();
   struct AtBudget {
