@@ -80,6 +80,52 @@ void bind_errors(py::module_& m) {
   });
 }
 
+// What kestrel declares once: its entry points (experiments/entry_points.hpp) and the schemas of its outputs
+// (core/schema.hpp), with the readers' schema check.
+void bind_declarations(py::module_& m) {
+  m.def(
+      "_entry_points",
+      [] {
+        py::list out;
+        const auto inputs = [](const std::vector<EntryInput>& in) {
+          py::list l;
+          for (const auto& i : in) {
+            py::dict d;
+            d["name"] = i.python, d["cli"] = i.cli, d["help"] = i.help, d["type"] = i.type;
+            d["default"] = i.default_value ? py::object(py::str(i.default_value)) : py::object(py::none());
+            l.append(d);
+          }
+          return l;
+        };
+        for (const auto& e : entry_points()) {
+          py::dict d;
+          d["cli"] = e.cli, d["python"] = e.python, d["help"] = e.help, d["returns"] = e.returns, d["plot"] = e.plot;
+          d["inputs"] = inputs(e.inputs), d["keywords"] = inputs(e.keywords);
+          d["options"] = e.options ? options_list(e.options()) : py::list();
+          py::list writes;
+          for (Output o : e.writes) writes.append(schema_of(o).name);
+          d["writes"] = writes;
+          out.append(d);
+        }
+        return out;
+      },
+      "kestrel's entry points as declared once (experiments/entry_points.hpp): command-line and Python names, help, "
+      "inputs, keywords, options, return type, the schemas of what each writes, and its plot module");
+  m.def(
+      "schemas",
+      [] {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Schema& s : schemas())
+          out.push_back({{"name", s.name}, {"version", version_text(s)}, {"what", s.what}});
+        return from_json(out);
+      },
+      "What kestrel's outputs say they are: each schema's name, version (MAJOR.MINOR) and the files and reports that "
+      "carry it (as `schema` and `schema_version`)");
+  m.def("_check_schema", &check_schema, py::arg("source"), py::arg("name"), py::arg("version"),
+        "Raises kestrel.InputFileError if name is a kestrel schema and version's major is newer than this kestrel's "
+        "(the readers' check, core/schema.hpp)");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_kestrel, m) {
@@ -124,47 +170,7 @@ PYBIND11_MODULE(_kestrel, m) {
                           {"libraries", nlohmann::json::parse(library_versions())}});
       },
       "The kestrel version, the git revision it was built from and the versions of the libraries it was built with");
-  m.def(
-      "_entry_points",
-      [] {
-        py::list out;
-        const auto inputs = [](const std::vector<EntryInput>& in) {
-          py::list l;
-          for (const auto& i : in) {
-            py::dict d;
-            d["name"] = i.python, d["cli"] = i.cli, d["help"] = i.help, d["type"] = i.type;
-            d["default"] = i.default_value ? py::object(py::str(i.default_value)) : py::object(py::none());
-            l.append(d);
-          }
-          return l;
-        };
-        for (const auto& e : entry_points()) {
-          py::dict d;
-          d["cli"] = e.cli, d["python"] = e.python, d["help"] = e.help, d["returns"] = e.returns, d["plot"] = e.plot;
-          d["inputs"] = inputs(e.inputs), d["keywords"] = inputs(e.keywords);
-          d["options"] = e.options ? options_list(e.options()) : py::list();
-          py::list writes;
-          for (Output o : e.writes) writes.append(schema_of(o).name);
-          d["writes"] = writes;
-          out.append(d);
-        }
-        return out;
-      },
-      "kestrel's entry points as declared once (experiments/entry_points.hpp): command-line and Python names, help, "
-      "inputs, keywords, options, return type, the schemas of what each writes, and its plot module");
-  m.def(
-      "schemas",
-      [] {
-        nlohmann::json out = nlohmann::json::array();
-        for (const Schema& s : schemas())
-          out.push_back({{"name", s.name}, {"version", version_text(s)}, {"what", s.what}});
-        return from_json(out);
-      },
-      "What kestrel's outputs say they are: each schema's name, version (MAJOR.MINOR) and the files and reports that "
-      "carry it (as `schema` and `schema_version`)");
-  m.def("_check_schema", &check_schema, py::arg("source"), py::arg("name"), py::arg("version"),
-        "Raises kestrel.InputFileError if name is a kestrel schema and version's major is newer than this kestrel's "
-        "(the readers' check, core/schema.hpp)");
+  bind_declarations(m);
   m.def(
       "set_threads",
       [](Int<"n", 0, 4096> n) {
