@@ -1,6 +1,7 @@
 // Running a reproduction: HDF5 with provenance, claims summary, plot (see experiment.hpp).
 #include "experiment.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -151,6 +152,35 @@ void check_outputs(const std::string& dir, const std::vector<const Experiment*>&
   for (const auto* e : todo)
     for (const char* ext : {".h5", ".png", ".claims.json", ".claims.md"})
       check_output((fs::path(dir) / (e->name + ext)).string(), force);
+  check_claims_files(dir, todo);
+}
+
+void check_claims_files(const std::string& dir, const std::vector<const Experiment*>& todo) {
+  namespace fs = std::filesystem;
+  const std::string suffix = ".claims.json";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    const std::string name = file.substr(0, file.size() - suffix.size());
+    if (std::any_of(todo.begin(), todo.end(), [&](const Experiment* e) { return e->name == name; })) continue;
+    const std::string path = entry.path().string();
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    std::string why;
+    if (j.is_discarded())
+      why = "not JSON";
+    else if (!j.is_object() || !j.contains("claims") || !j["claims"].is_array())
+      why = "JSON without a claims list";
+    if (why.empty() && j.contains("schema") && j["schema"].is_string() && j.contains("schema_version") &&
+        j["schema_version"].is_string())
+      check_schema("'" + path + "'", j["schema"], j["schema_version"]);
+    if (!why.empty())
+      throw InputFileError(fmt::format(
+          "'{}' is not a kestrel claims file ({}): the results page (index.html) is made from every NAME.claims.json "
+          "in '{}'; remove it, or rerun `kestrel reproduce {} --force` to write it anew",
+          path, why, dir, name));
+  }
 }
 
 void check_index_page(const std::string& dir, bool force) {

@@ -83,6 +83,9 @@ std::string resolve_protocol(const Experiment& e, const std::string& requested);
 // Every file a reproduction writes into dir must be new (or replaced with force); dir itself is an existing directory
 // or a new one in a writable parent. Throws InvalidArgument naming the file and the reason; called before computing.
 void check_outputs(const std::string& dir, const std::vector<const Experiment*>& todo, bool force);
+// The claims files of other reproductions in dir, which the results page reads: each must be JSON with a claims list
+// and a schema this version reads (core/schema.hpp); InputFileError naming the file and what to do otherwise.
+void check_claims_files(const std::string& dir, const std::vector<const Experiment*>& todo);
 
 std::vector<Claim> reproduce(const Experiment& e, const Options& opt, const std::string& dir,
                              const std::string& command_line);

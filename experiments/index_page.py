@@ -73,8 +73,18 @@ def verdict_class(v):
 def load(directory, order):
     runs = []
     for path in glob.glob(os.path.join(directory, "*.claims.json")):
-        with open(path, encoding="utf-8") as fh:
-            run = json.load(fh)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                run = json.load(fh)
+            if not isinstance(run, dict) or not isinstance(run.get("claims"), list):
+                raise ValueError("JSON without a claims list")
+        except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+            why = "not JSON" if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)) else str(e)
+            name = os.path.basename(path)[: -len(".claims.json")]
+            print(f"index_page.py: '{path}' is not a kestrel claims file ({why}): the results page is made from every "
+                  f"NAME.claims.json in '{directory}'; remove it, or rerun `kestrel reproduce {name} --force` to write "
+                  "it anew", file=sys.stderr)
+            sys.exit(2)
         run.setdefault("experiment", os.path.basename(path)[: -len(".claims.json")])
         runs.append(run)
     rank = {n: i for i, n in enumerate(order)}

@@ -163,3 +163,28 @@ TEST(Schema, ASweepDoesNotResumeIntoAFileOfANewerMajorVersion) {
   EXPECT_EQ(slurp(out), before);
   fs::remove_all(dir);
 }
+
+// The results page reads every NAME.claims.json of the output directory: a broken, foreign or newer one is named, with
+// what to do, before any reproduction runs (exit 2, nothing written).
+TEST(Schema, AClaimsFileThePageCannotReadIsNamedBeforeAnyReproduction) {
+  const fs::path dir = kestrel::test::temp_dir("kestrel_schema_claims");
+  const std::string run_args = "reproduce hrf-fig1 --quick --quiet --out " + dir.string();
+  const std::string newer = R"({"schema": "kestrel.claims", "schema_version": "9.0", "claims": []})";
+  for (const auto& [text, says] : {std::pair<std::string, std::string>{"{\"claims\": [", "not JSON"},
+                                   {"[1, 2]", "without a claims list"},
+                                   {newer, "version 9.0 is newer"}}) {
+    {
+      std::ofstream f(dir / "other.claims.json");
+      f << text;
+    }
+    const auto r = run(run_args);
+    EXPECT_EQ(r.code, 2) << text << ": " << r.err;
+    for (const std::string part : {(dir / "other.claims.json").string(), says})
+      EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "hrf-fig1.h5")) << text;
+  }
+  fs::remove(dir / "other.claims.json");
+  EXPECT_EQ(run(run_args).code, 0);
+  EXPECT_TRUE(fs::exists(dir / "index.html"));
+  fs::remove_all(dir);
+}

@@ -3,7 +3,9 @@ bands where simulated, the target), with measured points from independent draws;
 heat map (layer x head) of the M each head needs. Pure matplotlib, NumPy and h5py (the
 compiled module is imported only by `check_points`), so the command line runs this file for the plot of
 `kestrel advise --out R.h5`: `python3 -m kestrel.advice R.h5 OUT.png` (or the file by its path in the package)."""
+import errno
 import json
+import os
 import sys
 
 import numpy as np
@@ -188,15 +190,36 @@ def plot_heads(report, title=None):
     return fig
 
 
+def read_report(report_h5):
+    """The report of `kestrel advise --out REPORT_H5` (its /advise/report.json) as a dict; ValueError naming the file
+    and what it is instead when it is not such a report."""
+    import h5py
+
+    what = "`kestrel advise --out`, kestrel.advise(out=...) or kestrel.torch.advise_model(out=...)"
+    if not os.path.isfile(report_h5):
+        raise FileNotFoundError(errno.ENOENT, "no such file (an advise report is an .h5 file)", report_h5)
+    if not h5py.is_hdf5(report_h5):
+        raise ValueError(f"'{report_h5}' is not an HDF5 file: give a report written by {what}")
+    with h5py.File(report_h5, "r") as f:
+        raw = f["advise/report.json"][()] if isinstance(f.get("advise/report.json"), h5py.Dataset) else None
+    if raw is None:
+        raise ValueError(f"'{report_h5}' has no /advise/report.json: not a report of {what}")
+    try:
+        report = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (ValueError, TypeError):
+        report = None
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
+        raise ValueError(f"'{report_h5}': /advise/report.json is not an advise report (broken or foreign JSON); write "
+                         f"it anew with {what}")
+    return report
+
+
 def plot_file(report_h5, out_png):
     """The plot of `kestrel advise --out REPORT_H5` (its /advise/report.json) written to OUT_PNG."""
-    import h5py
     import matplotlib
 
     matplotlib.use("Agg")
-    with h5py.File(report_h5, "r") as f:
-        raw = f["advise/report.json"][()]
-    report = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    report = read_report(report_h5)
     fig = plot_heads(report) if "summary" in report else plot_report(report)
     fig.savefig(out_png, dpi=130, bbox_inches="tight")
 
@@ -204,4 +227,8 @@ def plot_file(report_h5, out_png):
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit("usage: python3 -m kestrel.advice REPORT.h5 OUT.png")
-    plot_file(sys.argv[1], sys.argv[2])
+    try:
+        plot_file(sys.argv[1], sys.argv[2])
+    except (ValueError, OSError) as e:
+        print(f"kestrel.advice: {e}", file=sys.stderr)
+        sys.exit(2)

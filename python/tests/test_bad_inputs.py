@@ -416,3 +416,36 @@ def test_advise_on_all_zero_queries_and_keys_is_exact():
     V = np.random.default_rng(9).normal(size=(48, 2)) + 1
     rep = kestrel.advise(Z, Z, V, **dict(ADVISE, estimators=["pos", "oprf"], samplers=["iid", "orthogonal"]))
     assert {(row["status"], row["decision"], row["m_for_target_p95"]) for row in rep["rows"]} == {("ok", "M", 1)}
+
+
+def test_reports_and_claims_read_back_say_what_is_wrong(tmp_path):
+    """Files read back (issue 68 item 2): kestrel.advice.read_report names a missing file, a non-HDF5 file, an HDF5
+    file without a report and a broken report; `python3 -m kestrel.advice` exits 2 with that line. The results page
+    (experiments/index_page.py) names a claims file it cannot read, with what to do, and exits 2."""
+    import subprocess
+    import sys
+    import h5py
+    from kestrel import advice
+
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        advice.read_report(str(tmp_path / "missing.h5"))
+    (tmp_path / "x.h5").write_text("not hdf5")
+    with pytest.raises(ValueError, match=r"x.h5' is not an HDF5 file: give a report written by `kestrel advise"):
+        advice.read_report(str(tmp_path / "x.h5"))
+    with h5py.File(tmp_path / "empty.h5", "w") as f:
+        f["other"] = 1
+    with pytest.raises(ValueError, match=r"empty.h5' has no /advise/report.json"):
+        advice.read_report(str(tmp_path / "empty.h5"))
+    with h5py.File(tmp_path / "broken.h5", "w") as f:
+        f["advise/report.json"] = '{"rows": ['
+    with pytest.raises(ValueError, match=r"broken.h5': /advise/report.json is not an advise report"):
+        advice.read_report(str(tmp_path / "broken.h5"))
+    r = subprocess.run([sys.executable, "-m", "kestrel.advice", str(tmp_path / "broken.h5"), str(tmp_path / "p.png")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not an advise report" in r.stderr, r.stderr
+    assert not (tmp_path / "p.png").exists()
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "index_page.py")
+    (tmp_path / "other.claims.json").write_text("{")
+    r = subprocess.run(["/usr/bin/python3", page, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "other.claims.json' is not a kestrel claims file (not JSON)" in r.stderr, r.stderr
+    assert "rerun `kestrel reproduce other --force`" in r.stderr and not (tmp_path / "index.html").exists()
