@@ -166,6 +166,30 @@ void bind_study_tables(py::module_& m) {
       "The option tables of variance_study, sweep and advise (name, kind, list, default, help), for the signatures");
 }
 
+// The command line's output writers for the package's own files (kestrel.torch): one check of an output path, one
+// atomic publish, one writer of a report file's provenance, schema and report.json.
+void bind_output_files(py::module_& m) {
+  m.def("_check_output", &check_output, py::arg("path"), py::arg("force"),
+        "Refuses an output that cannot be written, or exists without force (io/output.hpp check_output)");
+  m.def("_temp_beside", &temp_beside, py::arg("path"), "A temporary name beside path (io/output.hpp temp_beside)");
+  m.def("_publish_output", &publish_output, py::arg("tmp"), py::arg("path"), py::arg("replace"),
+        "Moves the finished tmp onto path, atomically; without replace it refuses a path that appeared meanwhile");
+  m.def(
+      "_write_report_file",
+      [](const std::string& path, const std::string& report, const std::string& prov) {
+        const nlohmann::json r = nlohmann::json::parse(report), p = nlohmann::json::parse(prov);
+        H5Writer h5(path, true);
+        write_provenance(h5, p, r.contains("summary") ? Output::AdviseHeads : Output::Advise);
+        h5.group("/advise");
+        h5.write_text("/advise/report.json", r.dump(2),
+                      {"the whole report as JSON (kestrel.advise's dict)", "none (JSON text)"});
+        h5.commit();
+      },
+      py::arg("path"), py::arg("report"), py::arg("provenance"),
+      "Writes path (replacing it: a temporary file of the caller's) with the provenance and schema as root attributes "
+      "and the report as /advise/report.json, by the command line's own writers");
+}
+
 }  // namespace
 
 py::object kestrel::python::study_default(const std::string& name) { return default_of(study_options(), name); }
@@ -173,6 +197,7 @@ py::object kestrel::python::advise_default(const std::string& name) { return def
 
 void kestrel::python::bind_study(py::module_& m) {
   bind_study_tables(m);
+  bind_output_files(m);
   m.def(
       "variance_study",
       [](const py::kwargs& kw) {

@@ -9,7 +9,6 @@ import inspect
 import json
 import math
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -390,14 +389,15 @@ def _write_inputs(f, path, group, Q, K, V, causal, info):
     g.attrs["advise_arguments"] = " ".join(_cli_args(path, group, causal))
 
 
-def _write_new(path, force, write, suffix=".h5"):
-    """Writes a file through `write(h5py.File)` into a temporary file beside `path`, then publishes it: an existing
-    `path` is replaced only with force=True (the command line's --force), and nothing is left behind on failure."""
+def _write_new(path, force, write):
+    """Writes a file through `write(h5py.File)` into a temporary file beside `path`, then publishes it with the
+    command line's own publish (io/output.hpp): an existing `path` is replaced only with force=True, and nothing is
+    left behind on failure."""
     import h5py
+    from . import _kestrel
 
     _check_new(path, force)
-    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
+    tmp = _kestrel._temp_beside(path)
     try:
         with h5py.File(tmp, "w") as f:
             write(f)
@@ -419,18 +419,19 @@ def _path(p, name):
 
 
 def _check_new(path, force):
-    if os.path.isdir(path):
-        raise ValueError(f"output '{path}' is a directory; give a file name")
-    if os.path.exists(path) and not force:
-        raise ValueError(f"output '{path}' exists; pass force=True to replace it")
+    """The command line's check of an output (io/output.hpp check_output): a new path, or with force an existing
+    regular file, in a writable directory."""
+    from . import _kestrel
+
+    _kestrel._check_output(path, force)
 
 
 def _publish(tmp, path, force):
-    if force:
-        os.replace(tmp, path)
-    else:
-        os.link(tmp, path)  # fails if path appeared meanwhile: never replaces without force
-        os.unlink(tmp)
+    """The command line's publish (io/output.hpp publish_output): atomic; without force it never replaces a path
+    that appeared meanwhile."""
+    from . import _kestrel
+
+    _kestrel._publish_output(tmp, path, force)
 
 
 # ---- advise ------------------------------------------------------------------------------------------------------
@@ -468,13 +469,10 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
         t2 = time.perf_counter()
     else:  # written into temporary files beside out, published once the plot is drawn: nothing left on failure
         import h5py
-        from . import advice
+        from . import _kestrel, advice
 
         png = out[:-3] + ".png"
-        here = os.path.dirname(os.path.abspath(out))
-        tmp_h5, tmp_png = (tempfile.mkstemp(suffix=x, dir=here) for x in (".h5", ".png"))
-        os.close(tmp_h5[0]), os.close(tmp_png[0])
-        tmp_h5, tmp_png = tmp_h5[1], tmp_png[1]
+        tmp_h5, tmp_png = (_kestrel._temp_beside(p) for p in (out, png))
         try:
             report = kestrel.advise(Q, K, V, scaling="none", out=tmp_h5, force=True, **options)
             t2 = time.perf_counter()
@@ -489,7 +487,7 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
             _publish(tmp_h5, out, force)
             try:
                 _publish(tmp_png, png, force)
-            except OSError:
+            except (OSError, ValueError):  # ValueError: the plot's path appeared meanwhile
                 os.unlink(out)  # no report without its plot (as the command line)
                 raise
         finally:
@@ -511,40 +509,37 @@ def write_report(report, out, force=False, inputs=None):
     from . import advice
     import matplotlib
 
+    import h5py
+    from . import _kestrel
+
     out = _path(out, "out")
     png = out[:-3] + ".png"
     for p in (out, png):
         _check_new(p, force)
-    prov = dict(report.get("provenance", {}))
+    needed = ("kestrel_version", "git_revision", "command", "created_utc", "options", "library_versions")
+    if not isinstance(report, dict) or not all(k in report.get("provenance", {}) for k in needed):
+        raise ValueError("report: expected the dict kestrel.advise or advise_model returned (with its provenance)")
+    prov = dict(report["provenance"])
     prov["torch"] = report.get("torch", {})
 
-    def write(f):
-        _stamp(f, "kestrel.advise.heads" if "summary" in report else "kestrel.advise")
-        f["advise/report.json"] = json.dumps(report, indent=2)
-        f.attrs["provenance"] = json.dumps(prov)
-        for key in ("kestrel_version", "git_revision", "command", "created_utc"):
-            if key in prov:
-                f.attrs[key] = str(prov[key])
-        for key in ("options", "inputs", "library_versions"):
-            if key in prov:
-                f.attrs[key] = json.dumps(prov[key])
-        if "seed" in prov.get("options", {}):
-            f.attrs["seed"] = prov["options"]["seed"]
-        if inputs is not None:
-            _write_inputs(f, out, "/inputs", *inputs, report["options"].get("causal", False), report.get("torch", {}))
-
     matplotlib.use("Agg")
-    fd, tmp_png = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(png)))
-    os.close(fd)
+    tmp_png, tmp_h5 = _kestrel._temp_beside(png), _kestrel._temp_beside(out)
     try:
         fig = advice.plot_heads(report) if "summary" in report else advice.plot_report(report)
         fig.savefig(tmp_png, dpi=130, bbox_inches="tight")
-        _write_new(out, force, write)
+        # The command line's writers: provenance and schema as root attributes, /advise/report.json.
+        _kestrel._write_report_file(tmp_h5, json.dumps(report), json.dumps(prov))
+        if inputs is not None:
+            with h5py.File(tmp_h5, "a") as f:
+                _write_inputs(f, out, "/inputs", *inputs, report["options"].get("causal", False),
+                              report.get("torch", {}))
+        _publish(tmp_h5, out, force)
         try:
             _publish(tmp_png, png, force)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the plot's path appeared meanwhile
             os.unlink(out)  # no report without its plot (as the command line)
             raise
     finally:
-        if os.path.exists(tmp_png):
-            os.unlink(tmp_png)
+        for p in (tmp_png, tmp_h5):
+            if os.path.exists(p):
+                os.unlink(p)
