@@ -17,6 +17,8 @@ set(kestrel_tiers
   "^Reproduce\\.(AllQuick|ImagePipeline)"          "reproduce,slow"                 0
   "^Reproduce\\.(AttentionQuick|LunaQuick)"         "reproduce"                      0
   "^Reproduce\\.NonDefaultProtocols"               "reproduce,slow"                 66
+  # the sanitize tier's longest test (118 s of its 270): started first, so the other core takes the rest meanwhile.
+  "^Reproduce\\.EveryReproductionButAdviseQuick"   "reproduce,sanitize"             120
   "^Reproduce\\."                                  "reproduce,sanitize"             0
   # the library's slowest unit tests: sanitized too, but not in the developer's --quick loop.
   "^RowSample\\.SampledRowsEqualTheFullComputations" "unit,sanitize,slow"           25
