@@ -16,6 +16,7 @@
 #include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/heads.hpp"
+#include "tasks/advise/steps.hpp"
 #include "test_util.hpp"
 
 namespace kestrel {
@@ -174,7 +175,9 @@ TEST(AdviseHeads, OutOfReachOnAnyHeadIsOutOfReachForEvery) {
     EXPECT_EQ(s.heads_named, 0u);
   }
   EXPECT_FALSE(h.best.has_value());
-  EXPECT_NE(h.recommendation.find("no estimator x sampler meets the target on all 2 heads"), std::string::npos);
+  EXPECT_NE(h.recommendation.find("No estimator x sampler meets the target on all 2 heads"), std::string::npos);
+  EXPECT_EQ(h.choice, "exact softmax") << "every head out of reach keeps exact attention";
+  EXPECT_NE(h.recommendation.find("exact softmax on 2 of the 2 heads"), std::string::npos) << h.recommendation;
 }
 
 // The report: JSON rows of every head with layer, head and kv_head from the column table; the summary; the HDF5 file's
@@ -195,6 +198,15 @@ TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
   ASSERT_TRUE(h.best) << j.at("summary").dump();
   const HeadsSummary& best = h.summary[*h.best];
   EXPECT_EQ(j.at("summary")[*h.best].at("m_for_target_every_head"), best.m_every);
+  // Exact attention is a candidate: the choice follows the FLOPs of the M for every head against exact attention's.
+  const Advice& first = h.heads[0].advice;
+  const double rf = advise_steps::rf_attention_flops(32, 32, 8, 1, static_cast<double>(best.m_every));
+  EXPECT_EQ(h.choice, rf < first.cost.exact_flops ? "random features" : "exact softmax") << h.recommendation;
+  EXPECT_EQ(j.at("choice"), h.choice);
+  EXPECT_EQ(j.at("summary")[*h.best].at("pays_from_length"), 2.0 * static_cast<double>(best.m_every));
+  EXPECT_EQ(h.recommendation.find("keep exact softmax attention on every head") != std::string::npos,
+            h.choice == "exact softmax")
+      << h.recommendation;
 
   const std::string path =
       (std::filesystem::temp_directory_path() / ("kestrel_heads_" + std::to_string(::getpid()) + ".h5")).string();
@@ -213,6 +225,8 @@ TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
   EXPECT_FALSE(r.attr_string("/advise/m_needed", "description").empty());
   const std::string g = "/advise/summary/" + best.estimator + "/" + best.sampler;
   EXPECT_EQ(r.attr_int(g, "m_for_target_every_head"), static_cast<std::int64_t>(best.m_every));
+  EXPECT_EQ(r.attr_string("/advise", "choice"), h.choice);
+  EXPECT_EQ(r.attr_string("/advise/layer1/head1", "choice"), h.heads[3].advice.choice);
   EXPECT_EQ(r.attr_string(g + "/m_per_head", "axes"), "layer,head");
   const std::string row = "/advise/layer1/head1/" + best.estimator + "/" + best.sampler;
   EXPECT_EQ(r.attr_int(row, "layer"), 1);
@@ -228,6 +242,8 @@ TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
   EXPECT_NE(t.find("grouped-query attention"), std::string::npos) << t;
   EXPECT_NE(t.find(" layer head"), std::string::npos) << t;
   EXPECT_NE(t.find("summary over the 4 heads"), std::string::npos) << t;
+  EXPECT_NE(t.find("fewer FLOPs"), std::string::npos) << t;
+  EXPECT_NE(t.find("cost per head at L = 32: exact softmax attention"), std::string::npos) << t;
 }
 
 TEST(AdviseHeads, ShapesThatDoNotFitAreRefusedNamingTheValues) {

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <oneapi/tbb/global_control.h>
 
 #include "core/error.hpp"
@@ -88,8 +90,75 @@ TEST(Advise, NamedMIsWhereTheCurveReachesTheTarget) {
   }
 }
 
+// The choice between random features and exact softmax attention (Advice::choice) against the report's own numbers:
+// the best row's FLOPs at its M against exact attention's, or, without a best row, the rows' decisions; and the words
+// open with "Keep exact softmax attention" exactly when that is the choice.
+void check_choice(const Advice& a) {
+  if (a.options.quantity != AdviseQuantity::Attention) return;
+  const bool keep_words = a.recommendation.rfind("Keep exact softmax attention", 0) == 0 ||
+                          a.recommendation.find(" Keep exact softmax attention,") != std::string::npos;
+  if (a.best) {
+    const AdviceRow& b = a.rows[*a.best];
+    const auto it = std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95);
+    ASSERT_NE(it, a.cost.m.end()) << "the best row's M has its cost";
+    const double rf = a.cost.rf_flops[static_cast<std::size_t>(it - a.cost.m.begin())];
+    EXPECT_EQ(a.choice, rf < a.cost.exact_flops ? "random features" : "exact softmax") << a.recommendation;
+    EXPECT_NE(a.recommendation.find(fmt::format("at M = {}", b.m_p95)), std::string::npos) << a.recommendation;
+  } else {
+    const bool all_out = std::all_of(a.rows.begin(), a.rows.end(), [](const AdviceRow& r) {
+      return r.status != "ok" || r.decision == "out of reach";
+    });
+    EXPECT_EQ(a.choice, all_out ? "exact softmax" : "not settled") << a.recommendation;
+  }
+  EXPECT_EQ(keep_words, a.choice == "exact softmax") << a.choice << ": " << a.recommendation;
+}
+
+// Every number the words give for a row is that row's (issue 66 item 2): "LABEL needs M = N" names its M, "needs M > B
+// (the budget)" is out of reach, "is not settled (M in [lo, hi])" its interval; the best row's M and fp16 verdicts,
+// and the cost's GFLOP of both kinds, are the table's.
+void check_words_match_table(const Advice& a) {
+  const std::string& w = a.recommendation;
+  for (const auto& r : a.rows) {
+    if (r.status != "ok") continue;
+    std::string label = advise_steps::row_label(r), escaped;
+    for (char c : label) escaped += std::string(std::strchr("()[].+*?", c) ? "\\" : "") + c;
+    std::smatch m;
+    if (std::regex_search(w, m, std::regex("(^|[ ;.])" + escaped + R"( needs M = (\d+))"))) {
+      EXPECT_EQ(r.decision, "M") << label << ": " << w;
+      EXPECT_EQ(std::stoull(m[2]), r.m_p95) << label << ": " << w;
+    }
+    if (std::regex_search(w, m, std::regex("(^|[ ;.])" + escaped + R"( needs M > (\d+) \(the budget\))"))) {
+      EXPECT_EQ(r.decision, "out of reach") << label << ": " << w;
+      EXPECT_EQ(std::stoull(m[2]), a.options.budget) << label;
+    }
+    if (std::regex_search(w, m, std::regex("(^|[ ;.])" + escaped + R"( is not settled \(M in \[(\d+), )"))) {
+      EXPECT_EQ(r.decision, "not settled") << label << ": " << w;
+      EXPECT_EQ(std::stoull(m[2]), r.m_p95_low) << label << ": " << w;
+    }
+  }
+  if (!a.best) return;
+  const AdviceRow& b = a.rows[*a.best];
+  EXPECT_NE(w.find(fmt::format("{}, M = {}, the fewest",
+                               b.estimator + (b.sampler == "iid" ? "" : " with " + b.sampler + " features"), b.m_p95)),
+            std::string::npos)
+      << w;
+  for (std::size_t k = 0; b.range && k < number_formats().size(); ++k) {
+    if (number_formats()[k].name != "fp16") continue;
+    EXPECT_NE(w.find(fmt::format("fp16: {} without the stabiliser, {} with it", b.range->verdict[k].first,
+                                 b.range->verdict[k].second)),
+              std::string::npos)
+        << w;
+  }
+  if (a.options.quantity != AdviseQuantity::Attention) return;
+  const auto k = static_cast<std::size_t>(std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95) - a.cost.m.begin());
+  EXPECT_NE(w.find(fmt::format("{:.3g} GFLOP and keeps", a.cost.exact_flops / 1e9)), std::string::npos) << w;
+  EXPECT_NE(w.find(fmt::format("against {:.3g} GFLOP", a.cost.rf_flops.at(k) / 1e9)), std::string::npos) << w;
+}
+
 // What every simulated row decides (AdviceRow::decision), checked against its own curve and options.
 void check_decisions(const Advice& a, const AdviseOptions& o) {
+  check_choice(a);
+  check_words_match_table(a);
   for (const auto& r : a.rows) {
     ASSERT_EQ(r.status, "ok") << r.reason;
     const std::string who = r.estimator + " " + r.sampler + ": ";
@@ -163,6 +232,49 @@ TEST(Advise, DecisionsAreSettledOrSayWhyNot) {
   std::istringstream lines(table.str());
   std::string line;
   while (std::getline(lines, line)) EXPECT_LE(line.size(), 120u) << line;
+}
+
+TEST(Advise, ExactAttentionCostsFewerFlopsUpToTheCrossoverLength) {
+  // The crossover length is where the two FLOP counts meet (Lq = Lk = L): random features are not cheaper at it and
+  // are from the next length on, causal or not.
+  using namespace advise_steps;
+  for (const bool causal : {false, true})
+    for (const double M : {1.0, 37.0, 1024.0})
+      for (const auto& [d, dv] : {std::pair{16.0, 4.0}, std::pair{64.0, 64.0}}) {
+        const double L = crossover_length(M, causal);
+        EXPECT_GE(rf_attention_flops(L, L, d, dv, M), exact_attention_flops(L, L, d, dv, causal)) << M << causal;
+        EXPECT_LT(rf_attention_flops(L + 1, L + 1, d, dv, M), exact_attention_flops(L + 1, L + 1, d, dv, causal))
+            << M << causal;
+      }
+  // Causal exact attention counts the L (L + 1) / 2 pairs the mask keeps.
+  EXPECT_DOUBLE_EQ(exact_attention_flops(10, 10, 4, 2, true), 55 * (2 * 4 + 1 + 2 * 3));
+}
+
+TEST(Advise, ExactAttentionIsKeptWhereRandomFeaturesCostMore) {
+  // Two inputs: at L = 48 every M that reaches 20% (centred, zero-mean V) costs more than exact attention (the choice
+  // is exact softmax, and the words open with it); at L = 1024 with V's offset (errors relative to |Y| small at a few
+  // features) the named M pays. The choice follows the FLOPs either way.
+  AdviseOptions o = quick({"pos", "sderf"});
+  o.samplers = {Sampler::Iid};
+  o.target = 0.2;
+  o.metric = AdviseMetric::Centred;
+  o.budget = 2048;
+  const arma::mat Qn = test::points(8, 48, 0.5, 61), Kn = test::points(8, 48, 0.5, 62);
+  const arma::mat Vn = test::points(3, 48, 1.0, 63).t();
+  const Advice near = advise(Qn, Kn, Vn, o);
+  ASSERT_TRUE(near.best.has_value()) << near.recommendation;
+  check_choice(near);
+  check_words_match_table(near);
+  EXPECT_EQ(near.choice, "exact softmax") << near.recommendation;
+  const arma::mat Q = test::points(8, 1024, 0.5, 64), K = test::points(8, 1024, 0.5, 65);
+  const arma::mat V = test::points(3, 1024, 1.0, 66).t() + 1.0;
+  o.metric = AdviseMetric::Rmse;  // (with V's offset: an M of a few features, which pays at 1024 tokens)
+  const Advice far = advise(Q, K, V, o);
+  ASSERT_TRUE(far.best.has_value()) << far.recommendation;
+  check_choice(far);
+  check_words_match_table(far);
+  EXPECT_EQ(far.choice, "random features") << far.recommendation;
+  EXPECT_EQ(far.recommendation.find("Keep exact"), std::string::npos) << far.recommendation;
 }
 
 TEST(Advise, OutOfReachOnlyWhereTheBudgetSaysSo) {

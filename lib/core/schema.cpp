@@ -14,8 +14,8 @@ const std::vector<Schema>& schemas() {
   static const std::vector<Schema> table = {
       {Output::Variance, "kestrel.variance", 1, 0, "kestrel variance --out FILE.h5 and --json"},
       {Output::Sweep, "kestrel.sweep", 1, 0, "kestrel sweep --out FILE.h5 (with its resume record) and --json"},
-      {Output::Advise, "kestrel.advise", 1, 0, "kestrel advise --out FILE.h5 and --json on one head; kestrel.advise"},
-      {Output::AdviseHeads, "kestrel.advise.heads", 1, 0,
+      {Output::Advise, "kestrel.advise", 1, 1, "kestrel advise --out FILE.h5 and --json on one head; kestrel.advise"},
+      {Output::AdviseHeads, "kestrel.advise.heads", 1, 1,
        "kestrel advise --out and --json on stacked heads and layers; kestrel.advise on stacked arrays; "
        "kestrel.torch.advise_model"},
       {Output::Reproduce, "kestrel.reproduce", 1, 0, "kestrel reproduce NAME --out DIR: NAME.h5"},

@@ -183,10 +183,15 @@ struct AdviceRow {
 
 inline constexpr arma::uword kExactTimedRows = 2048;
 
+// Exact softmax attention against random features at the input's L (cost.cpp). Causal: Lq = Lk = L and exact attention
+// over the L (L + 1) / 2 (query, key) pairs the mask keeps; random features form prefix sums at the cost of full sums.
 struct AdviceCost {
+  bool causal = false;
   double exact_flops = 0, exact_bytes = 0;
-  std::vector<arma::uword> m;  // the M of the rows that reach the target, ascending
+  double exact_state_bytes = 0;  // what exact attention keeps per head: the keys and values (a decoder's cache), fp32
+  std::vector<arma::uword> m;    // the M of the rows that reach the target, ascending
   std::vector<double> rf_flops, rf_bytes, crossover_length;
+  std::vector<double> rf_state_bytes;  // per M: the key sums S^T [V 1] and the projection (M x (dv + 1 + d)), fp32
   double exact_seconds = -1, rf_seconds = -1;  // measured on this machine (-1: not measured)
   // Query rows exact attention was timed on: all up to kExactTimedRows, else that many and the time scaled by
   // Lq / rows (its cost is exactly proportional to Lq: each row is one pass over the keys).
@@ -235,7 +240,11 @@ struct Advice {
   std::vector<AdviceRow> rows;
   std::optional<std::size_t> best;  // index into rows
   AdviceCost cost;
-  double offset_share = 0;         // |v|^2 / mean_i |Y_i|^2, v the mean row of V: near 1, |Y| is mostly V's offset
+  double offset_share = 0;  // |v|^2 / mean_i |Y_i|^2, v the mean row of V: near 1, |Y| is mostly V's offset
+  // The choice at this input's L (recommend.cpp): "random features" (the best row at its M costs fewer FLOPs than
+  // exact attention), "exact softmax" (it does not, or every row is out of reach within the budget) or "not settled"
+  // (no M is named and some row's M is still open); choice_reason says which case.
+  std::string choice, choice_reason;
   std::string recommendation;      // plain words with the numbers
   std::optional<SumsReport> sums;  // --sums
 };

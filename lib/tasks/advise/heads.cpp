@@ -134,13 +134,19 @@ HeadsSummary summarise(const std::string& estimator, const std::string& sampler,
     return std::find(s.decision_each.begin(), s.decision_each.end(), d) != s.decision_each.end();
   };
   s.decision_every = any("out of reach") ? "out of reach" : any("not settled") ? "not settled" : "M";
-  if (s.decision_every == "M") s.m_every = *std::max_element(s.m_each.begin(), s.m_each.end());
+  if (s.decision_every == "M") {
+    s.m_every = *std::max_element(s.m_each.begin(), s.m_each.end());
+    s.pays_from_length =
+        advise_steps::crossover_length(static_cast<double>(s.m_every), heads.front().advice.options.causal);
+  }
   std::sort(order.begin(), order.end());
   const auto& median = order[(order.size() - 1) / 2];
   s.decision_median = median.second;
   s.m_median = median.second == "M" ? median.first : 0;
   return s;
 }
+
+std::string heads_words(HeadsAdvice& a);
 
 void summarise_all(HeadsAdvice& a) {
   std::vector<std::pair<std::string, std::string>> keys;  // in the order of first appearance over the heads
@@ -169,20 +175,61 @@ void summarise_all(HeadsAdvice& a) {
         std::pair{s.m_every, s.m_median} < std::pair{a.summary[*a.best].m_every, a.summary[*a.best].m_median})
       a.best = k;
   }
+  a.recommendation = heads_words(a);
+}
+
+// The recommended row at its M for every head against exact attention at the input's L (by FLOPs, as for one head).
+std::string exact_words(HeadsAdvice& a, const HeadsSummary& s) {
+  const Advice& first = a.heads.front().advice;
+  const AdviceCost& c = first.cost;
+  const double rf = advise_steps::rf_attention_flops(
+      static_cast<double>(first.Lq), static_cast<double>(first.Lk), static_cast<double>(first.d),
+      static_cast<double>(first.dv ? first.dv : 1), static_cast<double>(s.m_every));
+  const bool pays = rf < c.exact_flops;
+  a.choice = pays ? "random features" : "exact softmax";
+  return fmt::format(
+      " At L = {}{}, exact softmax attention costs {:.3g} GFLOP per head against {:.3g} at M = {}{} (random features "
+      "at this M cost fewer FLOPs from L > {:.0f}).",
+      first.Lk, c.causal ? ", causal" : "", c.exact_flops / 1e9, rf / 1e9, s.m_every,
+      pays ? "" : ": keep exact softmax attention on every head", s.pays_from_length);
+}
+
+// Each head's own choice (its fewest M against exact attention), counted.
+std::string per_head_words(const HeadsAdvice& a) {
+  std::map<std::string, std::size_t> n;
+  for (const auto& h : a.heads) ++n[h.advice.choice];
+  std::vector<std::string> parts;
+  for (const auto& [choice, k] : n) parts.push_back(fmt::format("{} on {}", choice, k));
+  return fmt::format(" Head by head, each at its own fewest M: {} of the {} heads.", fmt::join(parts, ", "),
+                     a.heads.size());
+}
+
+std::string heads_words(HeadsAdvice& a) {
   const std::size_t H = a.heads.size();
+  const bool attention = a.options.quantity == AdviseQuantity::Attention;
+  std::string s;
   if (a.best) {
-    const auto& s = a.summary[*a.best];
-    a.recommendation = fmt::format(
+    const auto& b = a.summary[*a.best];
+    s = fmt::format(
         "{} with M = {} meets the target ({}% of the {}) on all {} heads (the median head needs M = {}; per head: "
-        "the rows above)",
-        summary_label(s), s.m_every, 100 * a.options.target, a.options.metric == AdviseMetric::Tv ? "tv" : "error", H,
-        s.m_median);
+        "the rows above).",
+        summary_label(b), b.m_every, 100 * a.options.target, a.options.metric == AdviseMetric::Tv ? "tv" : "error", H,
+        b.m_median);
+    if (attention)
+      s += exact_words(a, b);
+    else
+      a.choice = "random features";
   } else {
-    a.recommendation = fmt::format(
-        "no estimator x sampler meets the target on all {} heads within the budget of {} features (see the summary: "
-        "the median head's M and each head's decision)",
+    s = fmt::format(
+        "No estimator x sampler meets the target on all {} heads within the budget of {} features (see the summary: "
+        "the median head's M and each head's decision).",
         H, a.options.budget);
+    const bool all_exact = std::all_of(a.heads.begin(), a.heads.end(),
+                                       [](const HeadAdvice& h) { return h.advice.choice == "exact softmax"; });
+    a.choice = attention && all_exact ? "exact softmax" : "per head";
   }
+  if (!attention) return s;
+  return s + per_head_words(a);
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ struct HeadsSummary {
   std::string decision_median;
   arma::uword m_median = 0;
   arma::uword heads_named = 0;      // heads whose decision is M
+  double pays_from_length = 0;      // M for every head: the L from which it costs fewer FLOPs than exact attention
   std::vector<arma::uword> m_each;  // per head (layer-major), 0 where no M is named
   std::vector<std::string> decision_each;
 };
@@ -81,6 +82,10 @@ struct HeadsAdvice {
   std::vector<HeadAdvice> heads;  // layer-major
   std::vector<HeadsSummary> summary;
   std::optional<std::size_t> best;  // the summary entry with the smallest M for every head
+  // At the input's L (Advice::choice): the recommended row at its M for every head against exact attention,
+  // "random features" or "exact softmax"; without a recommended row "exact softmax" where every head's own choice is,
+  // else "per head" (each head's Advice::choice says).
+  std::string choice;
   std::string recommendation;
   std::string grouped_query;  // "" or what grouped-query attention means here
 };

@@ -70,6 +70,18 @@ const std::vector<SummaryColumn>& summary_columns() {
        .cell = Cell::Text,
        .format = " {:>12}",
        .header = "heads named"},
+      {"pays_from_length",
+       "M for every head: the length L above which it costs fewer FLOPs than exact attention (null: none named)",
+       kJson | kAttr,
+       [](S s, A) -> J {
+         return ok_only(s, s.m_every ? nlohmann::json(s.pays_from_length) : nlohmann::json(nullptr));
+       }},
+      {.key = "pays",
+       .help = "the table's length from which the M for every head costs fewer FLOPs than exact attention",
+       .value = [](S s, A) -> J { return s.m_every ? fmt::format("L > {:.0f}", s.pays_from_length) : "-"; },
+       .cell = Cell::Text,
+       .format = " {:>14}",
+       .header = "fewer FLOPs"},
       {"m_for_target_each_head", "per head (layer-major) the M named, 0 where none", kJson,
        [](S s, A) -> J { return s.m_each; }},
       {"decision_each_head", "per head (layer-major) its decision", kJson, [](S s, A) -> J { return s.decision_each; }},
@@ -108,6 +120,7 @@ nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
           {"rows", rows},
           {"summary", summary},
           {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},
+          {"choice", a.choice},
           {"recommendation", a.recommendation},
           {"heads", heads}};
 }
@@ -143,6 +156,11 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
     if (s.status != "ok")
       out << advise_steps::wrapped(fmt::format("  {} {}: {}: {}", s.estimator, s.sampler, s.status, s.reason));
   const AdviceCost& cost = first.cost;
+  if (o.quantity == AdviseQuantity::Attention)
+    out << fmt::format(
+        "cost per head at L = {}{}: exact softmax attention {:.3g} GFLOP, keeps {:.3g} MB of keys and "
+        "values\n",
+        first.Lk, cost.causal ? " (causal)" : "", cost.exact_flops / 1e9, cost.exact_state_bytes / 1e6);
   if (cost.exact_seconds >= 0)
     out << advise_steps::wrapped(fmt::format(
         "measured on this machine (layer 0 head 0): exact {:.3g} s{} per head (median of 3)", cost.exact_seconds,
@@ -168,6 +186,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& opti
   h5.write_text("/advise/report.json", to_json(a, options).dump(2),
                 {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "choice", a.choice);
   h5.attr("/advise", "target", a.options.target);
   h5.attr("/advise", "layers", static_cast<std::int64_t>(a.layers));
   h5.attr("/advise", "query_heads", static_cast<std::int64_t>(a.q_heads));
@@ -199,6 +218,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& opti
     h5.attr(g, "seed", h.seed);
     h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
     h5.attr(g, "recommendation", h.advice.recommendation);
+    h5.attr(g, "choice", h.advice.choice);
     const auto& rows = h.advice.sampled_rows;
     h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()),
              {"indices (0-based) of the head's query rows the quantiles are over", "row"});

@@ -1,5 +1,6 @@
-// advise's recommendation: the best row (the smallest M reaching the target at the 95th percentile) and the words:
-// the others ranked, the noise of its M, V's offset, fp16 and the cost; or the closest row when none reaches it.
+// advise's recommendation: the best row (the smallest M reaching the target at the 95th percentile), the choice
+// between it and exact softmax attention at the input's L (by FLOPs; Advice::choice) and the words: the others ranked,
+// the noise of its M, V's offset, fp16 and the cost; or the closest row when none reaches it.
 #include "tasks/advise/steps.hpp"
 
 #include <algorithm>
@@ -42,7 +43,7 @@ std::string error_name(const Advice& a, const Inputs& in) {
 
 // The words when no row reaches the target: the closest one, by the lowest 95th percentile at the largest M every
 // curve reached (the budget unless some curve ended where the target is out of reach).
-std::string unreached(const Advice& a, const Inputs& in) {
+std::string unreached(Advice& a, const Inputs& in) {
   const auto& opt = a.options;
   double common = static_cast<double>(opt.budget);
   for (const auto& r : a.rows)
@@ -80,7 +81,18 @@ std::string unreached(const Advice& a, const Inputs& in) {
   if (open)
     s += fmt::format(" {} of the rows are not settled within --max-draws {}: about {} draws would settle them.", open,
                      opt.max_draws, most);
-  return s + " Raise --budget, or accept a larger --target.";
+  if (open) {
+    a.choice = "not settled";
+    a.choice_reason = "no M is named and some row's M is still open";
+    return s + " Raise --budget, or accept a larger --target.";
+  }
+  a.choice_reason = "no estimator reaches the target within the budget";
+  if (opt.quantity == AdviseQuantity::Kernel) {
+    a.choice = "none";
+    return s + " Raise --budget, or accept a larger --target.";
+  }
+  a.choice = "exact softmax";
+  return s + " Keep exact softmax attention, or raise --budget, or accept a larger --target.";
 }
 
 // The words for the best row, the others ranked, the noise of its M and what V's offset does to the metric.
@@ -148,9 +160,8 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
   return s + offset_note(a, in);
 }
 
-// The words on fp16 and on the cost of the best row.
-std::string format_and_cost(const Advice& a, const AdviceRow& b) {
-  const auto& opt = a.options;
+// The words on fp16 for the best row.
+std::string format_words(const AdviceRow& b) {
   std::string s;
   if (b.range) {
     const auto& fmts = number_formats();
@@ -160,17 +171,34 @@ std::string format_and_cost(const Advice& a, const AdviceRow& b) {
         s += fmt::format(" fp16: {} without the stabiliser, {} with it.", raw, stab);
       }
   }
-  if (opt.quantity == AdviseQuantity::Attention && !a.cost.m.empty()) {
-    const auto it = std::find(a.cost.m.begin(), a.cost.m.end(), b.m_p95);
-    const std::size_t k = static_cast<std::size_t>(it - a.cost.m.begin());
-    s += fmt::format(
-        " Cost at L = {}: {:.3g} GFLOP against {:.3g} for exact attention (random features are cheaper "
-        "for L > {:.0f} when Lq = Lk).",
-        a.Lk, a.cost.rf_flops[k] / 1e9, a.cost.exact_flops / 1e9, a.cost.crossover_length[k]);
-    if (a.cost.rf_seconds >= 0)
-      s +=
-          fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s.", a.cost.rf_seconds, a.cost.exact_seconds);
+  return s;
+}
+
+// The best row's cost against exact attention's at this L, by FLOPs (machine-independent), with the state each keeps
+// and the times measured on this machine; sets the choice.
+std::string cost_words(Advice& a, const AdviceRow& b) {
+  const auto& c = a.cost;
+  const auto k = static_cast<std::size_t>(std::find(c.m.begin(), c.m.end(), b.m_p95) - c.m.begin());
+  if (k == c.m.size()) {  // a hybrid: its cost is not that of M features
+    a.choice = "random features";
+    a.choice_reason = "a hybrid estimator: its cost is not compared with exact attention's";
+    return "";
   }
+  const bool pays = c.rf_flops[k] < c.exact_flops;
+  a.choice = pays ? "random features" : "exact softmax";
+  a.choice_reason = pays ? "random features at the named M cost fewer FLOPs than exact attention at this L"
+                         : "exact attention costs no more FLOPs than random features at the named M at this L";
+  const std::string at = fmt::format("L = {}{}", a.Lk, c.causal ? ", causal" : "");
+  std::string s = fmt::format(
+      "{} {:.3g} GFLOP and keeps {:.3g} MB of keys and values against {:.3g} GFLOP "
+      "and {:.3g} MB of key sums for {} at M = {}; random features cost fewer FLOPs from L > {:.0f}{}.",
+      pays ? fmt::format(" At {}, exact softmax attention costs", at)
+           : fmt::format("Keep exact softmax attention: at {} it costs", at),
+      c.exact_flops / 1e9, c.exact_state_bytes / 1e6, c.rf_flops[k] / 1e9, c.rf_state_bytes[k] / 1e6, row_label(b),
+      b.m_p95, c.crossover_length[k], c.causal ? " (a causal mask halves exact attention's work)" : " when Lq = Lk");
+  if (c.rf_seconds >= 0 && c.exact_seconds > 0)
+    s += fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s for exact attention ({:.2g}x).",
+                     c.rf_seconds, c.exact_seconds, c.rf_seconds / c.exact_seconds);
   return s;
 }
 
@@ -189,7 +217,18 @@ void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std:
     a.recommendation = unreached(a, in) + offset_note(a, in);
     return;
   }
-  a.recommendation = best_and_others(a, in) + format_and_cost(a, a.rows[*a.best]);
+  const AdviceRow& b = a.rows[*a.best];
+  if (a.options.quantity != AdviseQuantity::Attention) {  // kernel entries: no attention to compare with
+    a.choice = "random features";
+    a.choice_reason = "the kernel's entries: no attention to compare with";
+    a.recommendation = best_and_others(a, in) + format_words(b);
+    return;
+  }
+  const std::string cost = cost_words(a, b);
+  a.recommendation =
+      a.choice == "exact softmax"
+          ? cost + " If random features are wanted all the same: " + best_and_others(a, in) + format_words(b)
+          : best_and_others(a, in) + format_words(b) + cost;
 }
 
 }  // namespace kestrel::advise_steps

@@ -51,15 +51,22 @@ J measured(C c, O) {
 
 const std::vector<CostColumn>& cost_columns() {
   static const std::vector<CostColumn> t = {
+      {"causal", "whether the costs are of causal attention (Lq = Lk = L, exact over the L (L + 1) / 2 pairs kept)",
+       kJson, cost<&AdviceCost::causal>},
       {"exact_flops", "floating-point operations of exact attention (all query rows)", kJson,
        cost<&AdviceCost::exact_flops>},
       {"exact_bytes", "bytes exact attention moves", kJson, cost<&AdviceCost::exact_bytes>},
+      {"exact_state_bytes", "bytes exact attention keeps per head: the keys and values (a decoder's cache), fp32",
+       kJson, cost<&AdviceCost::exact_state_bytes>},
       {"m", "the M of the rows that reach the target, ascending", kJson, cost<&AdviceCost::m>},
       {"rf_flops", "per M: floating-point operations of random-feature attention", kJson, cost<&AdviceCost::rf_flops>},
       {"rf_bytes", "per M: bytes it moves", kJson, cost<&AdviceCost::rf_bytes>},
+      {"rf_state_bytes", "per M: bytes it keeps per head: the key sums and the projection (M x (dv + 1 + d)), fp32",
+       kJson, cost<&AdviceCost::rf_state_bytes>},
       {"crossover_length", "per M: the length above which random features cost fewer operations", kJson,
        cost<&AdviceCost::crossover_length>},
-      {"measured_on_this_machine/exact_seconds", "exact attention's time on this machine (median of 3)", kJson,
+      {"measured_on_this_machine/exact_seconds",
+       "exact attention's time on this machine (median of 3; causal: timed unmasked, scaled by (L + 1) / 2L)", kJson,
        measured<&AdviceCost::exact_seconds>},
       {"measured_on_this_machine/rf_seconds", "random-feature attention's time at rf_m (-1: not timed)", kJson,
        measured<&AdviceCost::rf_seconds>},
@@ -96,6 +103,8 @@ nlohmann::json to_json(const Advice& a, const nlohmann::json& options) {
           {"rows", rows},
           {"best", a.best ? nlohmann::json(row_label(a.rows[*a.best])) : nlohmann::json(nullptr)},
           {"cost", cost},
+          {"choice", a.choice},
+          {"choice_reason", a.choice_reason},
           {"recommendation", a.recommendation},
           {"sums", a.sums ? advise_steps::sums_json(*a.sums) : nlohmann::json(nullptr)}};
 }
@@ -193,19 +202,22 @@ void write_table(std::ostream& out, const Advice& a) {
   std::vector<const AdviceRow*> rows;
   for (const auto& r : a.rows) rows.push_back(&r);
   advise_steps::write_rows_table(out, rows, o);
-  if (!a.cost.m.empty()) {
-    out << fmt::format("cost: exact attention {:.3g} GFLOP, {:.3g} MB\n", a.cost.exact_flops / 1e9,
-                       a.cost.exact_bytes / 1e6);
+  if (o.quantity == AdviseQuantity::Attention) {
+    out << fmt::format("cost at L = {}{}: exact softmax attention {:.3g} GFLOP, moves {:.3g} MB, keeps {:.3g} MB\n",
+                       a.Lk, a.cost.causal ? " (causal)" : "", a.cost.exact_flops / 1e9, a.cost.exact_bytes / 1e6,
+                       a.cost.exact_state_bytes / 1e6);
     for (std::size_t k = 0; k < a.cost.m.size(); ++k)
-      out << fmt::format("  M={}: {:.3g} GFLOP, {:.3g} MB (cheaper for L > {:.0f})\n", a.cost.m[k],
-                         a.cost.rf_flops[k] / 1e9, a.cost.rf_bytes[k] / 1e6, a.cost.crossover_length[k]);
+      out << fmt::format("  M={}: {:.3g} GFLOP, moves {:.3g} MB, keeps {:.3g} MB (fewer FLOPs for L > {:.0f})\n",
+                         a.cost.m[k], a.cost.rf_flops[k] / 1e9, a.cost.rf_bytes[k] / 1e6,
+                         a.cost.rf_state_bytes[k] / 1e6, a.cost.crossover_length[k]);
   }
   if (a.cost.exact_seconds >= 0)
     out << wrapped(
-        fmt::format("measured on this machine: exact {:.3g} s{}, {} (median of 3)", a.cost.exact_seconds,
+        fmt::format("measured on this machine: exact {:.3g} s{}{}, {} (median of 3)", a.cost.exact_seconds,
                     a.cost.exact_timed_rows < a.Lq
                         ? fmt::format(" (timed on {} of the {} query rows, scaled)", a.cost.exact_timed_rows, a.Lq)
                         : std::string(),
+                    a.cost.causal ? " (causal: timed unmasked, scaled by the (L + 1) / 2L of pairs kept)" : "",
                     a.cost.rf_not_timed.empty()
                         ? fmt::format("{} M={} {:.3g} s", a.cost.timed_estimator, a.cost.timed_m, a.cost.rf_seconds)
                         : "random features not timed: " + a.cost.rf_not_timed));
@@ -235,6 +247,7 @@ void write_report(H5Writer& h5, const Advice& a, const nlohmann::json& options) 
   h5.write_text("/advise/report.json", to_json(a, options).dump(2),
                 {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
+  h5.attr("/advise", "choice", a.choice);
   h5.attr("/advise", "quantity", a.quantity_label);
   h5.attr("/advise", "target", a.options.target);
   h5.write("/advise/sampled_rows", std::vector<std::int64_t>(a.sampled_rows.begin(), a.sampled_rows.end()),

@@ -111,6 +111,12 @@ void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const Ex
                   const AdviseOptions& opt, const Say& say);
 
 // ----- cost.cpp -----
+// FLOPs of exact attention over Lq queries and Lk keys (causal: Lq = Lk, the L (L + 1) / 2 pairs a mask keeps) and of
+// random-feature attention at M features (causal or not); the L above which random features at M cost fewer FLOPs
+// when Lq = Lk = L: 2M, causal 4M - 1.
+double exact_attention_flops(double Lq, double Lk, double d, double dv, bool causal);
+double rf_attention_flops(double Lq, double Lk, double d, double dv, double M);
+double crossover_length(double M, bool causal);
 // The FLOPs and memory of exact and random-feature attention at every M some row needs.
 void attention_costs(Advice& a);
 // Exact and random-feature attention timed on this machine (the best row's estimator at its M), median of 3.
