@@ -342,6 +342,19 @@ def test_adapter_protocol_on_a_custom_module():
     rep = kt.advise_model(model, (x,), adapters={CausalSelfAttention: causal_self_attention}, target=0.3, budget=256,
                           **ADVISE)
     assert rep["inputs"]["layers"] == 2 and rep["inputs"]["query_heads"] == 4 and rep["options"]["causal"]
+    # Exact attention is a candidate here too: each head's choice, from its own costs (causal: exact over L(L+1)/2
+    # pairs), and the model's.
+    for h in rep["heads"]:
+        c = h["cost"]
+        assert c["causal"] and c["exact_flops"] > 0
+        assert h["choice"] in ("random features", "exact softmax", "not settled"), h["choice"]
+        if h["best"] is not None:
+            k = c["m"].index(next(r["m_for_target_p95"] for r in rep["rows"] if (r["layer"], r["head"]) ==
+                                  (h["layer"], h["head"]) and r["status"] == "ok" and
+                                  (r["estimator"] if r["sampler"] == "iid" else f'{r["estimator"]} ({r["sampler"]})')
+                                  == h["best"]))
+            assert h["choice"] == ("random features" if c["rf_flops"][k] < c["exact_flops"] else "exact softmax")
+    assert rep["choice"] in ("random features", "exact softmax", "per head")
     assert rep["options"]["scaling"] == "none" and rep["torch"]["modules"] == ["0", "2"]
     with pytest.raises(ValueError, match="no attention module"):
         kt.capture(model, (x,))  # no adapter for CausalSelfAttention
