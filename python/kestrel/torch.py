@@ -543,3 +543,6 @@ def write_report(report, out, force=False, inputs=None):
         for p in (tmp_png, tmp_h5):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+from kestrel.linearize import linearize, random_attention, softmax_attention  # noqa: E402  (issue 67 item 2)

@@ -1,0 +1,151 @@
+"""kestrel.torch.linearize (issue 67 item 2, a first step): a copy of a model whose attention modules compute a plan's
+map per head: softmax attention kept, or random-feature attention with its draw fixed by seed. The random families
+are the GERF family of positive features (PosRF, OPRF, GERF; DERF paper eq. 7): for the softmax kernel exp(q.k),
+f(w, x) = D exp(A |w|^2 + B w.x - |x|^2 / 2) / sqrt(M), B = sqrt(1 - 4A), D = (1 - 4A)^(d/4), w ~ N(0, I) drawn by
+kestrel (Estimator.draw: the same draws as `kestrel advise` at that seed and sampler), A fitted by kestrel on the
+calibration batch's queries and keys. Attention is sum_j f(q_i).f(k_j) v_j / sum_j f(q_i).f(k_j); causal by prefix sums
+(Performer's unidirectional mode). Forward and backward run in torch (float64), so gradients reach the model's
+projections. Stabilised: a per-query-row and one key maximum are subtracted from the log-features (they cancel)."""
+import copy
+import math
+
+import numpy as np
+
+RANDOM = ("pos", "oprf", "gerf")  # the families linearize computes in torch (real GERF features)
+
+
+def _torch():
+    from kestrel.torch import _torch as t
+    return t()
+
+
+def _check_entry(name, h, e):
+    """A plan entry: {"kind": "softmax"} or {"kind": "random", "estimator": one of RANDOM, "m": M >= 1, and optional
+    "sampler" (iid, orthogonal), "seed"}."""
+    where = f"plan['{name}'][{h}]"
+    if not isinstance(e, dict) or e.get("kind") not in ("softmax", "random"):
+        raise ValueError(f"{where} = {e!r}: each head's entry is {{'kind': 'softmax'}} or {{'kind': 'random', "
+                         "'estimator': 'pos', 'm': 256}}")
+    if e["kind"] == "random":
+        if e.get("estimator") not in RANDOM:
+            raise ValueError(f"{where}: estimator {e.get('estimator')!r} is not one linearize computes in torch "
+                             f"(it has {', '.join(RANDOM)})")
+        m = e.get("m")
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"{where}: m must be a whole number of features >= 1, got {m!r}")
+        if e.get("sampler", "iid") not in ("iid", "orthogonal"):
+            raise ValueError(f"{where}: sampler {e.get('sampler')!r}: use iid or orthogonal")
+
+
+class _RandomHead:
+    """One head's fixed draw: omega [d, M] and A as float64 tensors."""
+
+    def __init__(self, entry, q, k):
+        import kestrel
+        e = kestrel.fit(entry["estimator"], q, k)  # q, k: d x L, the calibration tokens (logits q.k)
+        p = e.params()
+        if p.get("s", 1) != 1 or p.get("A_im", 0.0) != 0.0:
+            raise ValueError(f"{entry['estimator']} was fitted with complex or negative-sign features here "
+                             f"({p}): linearize computes real positive GERF features only")
+        w = e.draw(entry["m"], seed=entry.get("seed", 1), sampler=entry.get("sampler", "iid"))
+        torch = _torch()
+        self.omega = torch.as_tensor(np.asarray(w.omega), dtype=torch.float64)
+        self.A = float(p["A_re"])
+
+    def log_features(self, x):
+        """log f(w, x) for x [..., L, d]: [..., L, M]."""
+        d, M = self.omega.shape
+        c = 0.25 * d * math.log(1 - 4 * self.A) - 0.5 * math.log(M)
+        return (c + self.A * (self.omega ** 2).sum(0) + math.sqrt(1 - 4 * self.A) * (x @ self.omega)
+                - 0.5 * (x ** 2).sum(-1, keepdim=True))
+
+
+def random_attention(head, q, k, v, causal=False, keep=None):
+    """Random-feature attention of one head: q [B, Lq, d], k [B, Lk, d], v [B, Lk, dv] (logits q.k), keep [B, Lk] or
+    None (False: a padded key, left out). Returns [B, Lq, dv]."""
+    torch = _torch()
+    lq, lk = head.log_features(q), head.log_features(k)
+    fq = torch.exp(lq - lq.amax(-1, keepdim=True))
+    fk = torch.exp(lk - lk.amax(dim=(-2, -1), keepdim=True))
+    if keep is not None:
+        fk = fk * keep.unsqueeze(-1).to(fk.dtype)
+    ones = torch.ones(*v.shape[:-1], 1, dtype=v.dtype)
+    v1 = torch.cat([v, ones], -1)  # [B, Lk, dv + 1]: the values and the normaliser together
+    if causal:  # S_i = sum_{j <= i} f(k_j) [v_j, 1]^T
+        s = torch.cumsum(fk.unsqueeze(-1) * v1.unsqueeze(-2), dim=-3)  # [B, L, M, dv + 1]
+        out = torch.einsum("blm,blme->ble", fq, s)
+    else:
+        out = fq @ (fk.transpose(-2, -1) @ v1)
+    return out[..., :-1] / out[..., -1:]
+
+
+def softmax_attention(q, k, v, causal=False, keep=None):
+    """Exact attention of one head (logits q.k), the same shapes as random_attention."""
+    torch = _torch()
+    logits = q @ k.transpose(-2, -1)
+    if causal:
+        logits = logits.masked_fill(torch.ones_like(logits, dtype=torch.bool).triu(1), -math.inf)
+    if keep is not None:
+        logits = logits.masked_fill(~keep.unsqueeze(-2), -math.inf)
+    return torch.softmax(logits, -1) @ v
+
+
+def _forward(module, name, adapter, heads, original):
+    """The module's new forward: the adapter's q, k, v (with gradients), each head's map, merged as the module does."""
+    torch = _torch()
+
+    def forward(*args, **kwargs):
+        got = adapter(module, args, kwargs)
+        root = math.sqrt(got.get("scale") or got["q"].shape[-1] ** -0.5)
+        q, k, v = got["q"] * root, got["k"] * root, got["v"]
+        causal, pad = bool(got.get("causal", False)), got.get("key_padding_mask")
+        keep = None if pad is None else ~torch.as_tensor(pad).bool()
+        group = q.shape[1] // k.shape[1]  # grouped-query attention: query head h reads kv head h // group
+        ys = []
+        for h, head in enumerate(heads):
+            args3 = (q[:, h], k[:, h // group], v[:, h // group])
+            ys.append(softmax_attention(*args3, causal, keep) if head is None else
+                      random_attention(head, *args3, causal, keep))
+        y = got["merge"](torch.stack(ys, 1))
+        y = y.to(original.dtype) if hasattr(original, "dtype") else y
+        return (y, None) if isinstance(module, torch.nn.MultiheadAttention) else y
+
+    return forward
+
+
+def linearize(model, plan, calibration, *, adapters=None):
+    """A deep copy of `model` whose attention modules named in `plan` compute, per head, the plan's entry: `plan` maps a
+    module name (as kestrel.torch.capture names them) to a list with one entry per query head, {"kind": "softmax"} or
+    {"kind": "random", "estimator": "pos" | "oprf" | "gerf", "m": M, "sampler": "iid" | "orthogonal", "seed": s}.
+    Each random head's estimator is fitted on that head's queries and keys in `calibration` (a batch as capture takes
+    it; every sequence's tokens pooled) and its draw of M features is fixed by the seed; the model itself is not
+    changed. The copy runs forward and backward; its random draws are buffers, not parameters."""
+    import kestrel.torch as kt
+    torch = _torch()
+    if not isinstance(plan, dict) or not plan:
+        raise ValueError("plan: expected a dict {module name: [one entry per head]}, got " + repr(plan)[:80])
+    caps = {c.name: c for c in kt.capture(model, calibration, adapters=adapters, modules=list(plan))}
+    missing = sorted(set(plan) - set(caps))
+    if missing:
+        raise ValueError(f"plan: the modules {missing} were not called on the calibration batch")
+    adapters = adapters or kt.default_adapters()
+    out = copy.deepcopy(model)
+    kt._no_fast_path(out)  # for good: a fused encoder layer would not call the attention module computed here
+    mods = dict(out.named_modules())
+    for name, entries in plan.items():
+        c = caps[name]
+        if not isinstance(entries, (list, tuple)) or len(entries) != c.q.shape[1]:
+            raise ValueError(f"plan['{name}']: expected a list of {c.q.shape[1]} entries (one per query head), got "
+                             f"{entries!r}"[:200])
+        group = c.q.shape[1] // c.k.shape[1]
+        heads = []
+        for h, e in enumerate(entries):
+            _check_entry(name, h, e)
+            q = c.q[:, h].reshape(-1, c.q.shape[-1]).T  # d x (batch L): the tokens pooled
+            k = c.k[:, h // group].reshape(-1, c.k.shape[-1]).T
+            heads.append(None if e["kind"] == "softmax" else _RandomHead(e, q, k))
+        mod = mods[name]
+        adapter = next(a for cls, a in adapters.items() if isinstance(mod, cls))
+        dtype = next((p.dtype for p in mod.parameters()), torch.float32)
+        mod.forward = _forward(mod, name, adapter, heads, torch.empty(0, dtype=dtype))
+    return out

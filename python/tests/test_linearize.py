@@ -1,0 +1,121 @@
+"""kestrel.torch.linearize (issue 67 item 2): the linearized copy of a model computes, per head, softmax attention or
+random-feature attention with kestrel's own draw. Checked against code paths that share nothing with the torch
+features: the model itself (softmax heads), kestrel's C++ features and kernel estimates (Estimator.features,
+approximate_kernel_times) for the same draw, bidirectional and causal (each row's own prefix of keys, summed here row by
+row), in float64 to 1e-10; gradients reach the model's projections; the model itself is unchanged; bad plans are
+named. Deterministic: fixed seeds, no Monte Carlo thresholds."""
+import numpy as np
+import pytest
+
+import kestrel
+
+try:
+    import torch
+    import torch.nn as nn
+    import kestrel.torch as kt
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch not installed (Debian: python3-torch)")
+
+
+def mha(seed=0, E=16, H=2):
+    torch.manual_seed(seed)
+    m = nn.MultiheadAttention(E, H, batch_first=True).double().eval()
+    with torch.no_grad():
+        m.in_proj_weight.mul_(3.0)  # logits of a few units: attention far from uniform
+    return m
+
+
+def batch(seed=1, B=2, L=24, E=16):
+    x = torch.randn(B, L, E, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return (x, x, x)
+
+
+def reference_head(c, h, entry, causal=False):
+    """Head h's random-feature attention from kestrel's C++ features of the same draw: [B, L, dv]."""
+    d = c.q.shape[-1]
+    q = c.q[:, h].reshape(-1, d).T
+    k = c.k[:, h].reshape(-1, d).T
+    e = kestrel.fit(entry["estimator"], q, k)
+    w = e.draw(entry["m"], seed=entry["seed"], sampler=entry.get("sampler", "iid"))
+    out = np.empty(c.v[:, h].shape)
+    for b in range(c.q.shape[0]):
+        Q, K, V = c.q[b, h].T, c.k[b, h].T, c.v[b, h]
+        V1 = np.hstack([V, np.ones((V.shape[0], 1))])
+        if not causal:
+            kv = e.approximate_kernel_times(w, Q, K, V1)  # K-hat [V 1], C++
+            out[b] = kv[:, :-1] / kv[:, -1:]
+            continue
+        fq, fk = e.features(w, Q, side="query"), e.features(w, K, side="key")
+        for i in range(Q.shape[1]):  # row i over keys 0..i
+            s = fq[i] @ (fk[: i + 1].T @ V1[: i + 1])
+            out[b, i] = s[:-1] / s[-1]
+    return out
+
+
+@needs_torch
+@pytest.mark.parametrize("estimator,sampler", [("pos", "iid"), ("oprf", "orthogonal")])
+def test_a_random_head_is_kestrels_estimate_of_the_same_draw(estimator, sampler):
+    m, x = mha(), batch()
+    entry = {"kind": "random", "estimator": estimator, "m": 32, "sampler": sampler, "seed": 7}
+    lin = kt.linearize(m, {"": [entry, {"kind": "softmax"}]}, x)
+    c = kt.capture(m, x)[0]
+    y_rf = reference_head(c, 0, entry)
+    y_soft = kt.exact_attention(c)[:, 1]  # the capture's own exact attention of head 1
+    want = c.merge(torch.as_tensor(np.stack([y_rf, y_soft], 1))).detach().numpy()
+    with torch.no_grad():
+        got = lin(*x)[0].numpy()
+    assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
+    assert np.abs(got - c.output.numpy()).max() > 1e-3, "the random head changes the output"
+
+
+@needs_torch
+def test_causal_heads_sum_their_own_prefix_of_keys():
+    m, x = mha(seed=2), batch(seed=3, L=20)
+    mask = nn.Transformer.generate_square_subsequent_mask(20).double()
+    entry = {"kind": "random", "estimator": "pos", "m": 16, "seed": 5}
+    plan = {"": [{"kind": "softmax"}, entry]}
+    args = dict(attn_mask=mask)
+    lin = kt.linearize(m, plan, {"query": x[0], "key": x[1], "value": x[2], **args})
+    c = kt.capture(m, {"query": x[0], "key": x[1], "value": x[2], **args})[0]
+    assert c.causal
+    want = c.merge(torch.as_tensor(np.stack([kt.exact_attention(c)[:, 0], reference_head(c, 1, entry, True)], 1))).detach()
+    with torch.no_grad():
+        got = lin(*x, **args)[0]
+    assert (got - want).abs().max().item() <= 1e-10 * want.abs().max().item()
+
+
+@needs_torch
+def test_softmax_everywhere_is_the_model_and_gradients_reach_its_projections():
+    torch.manual_seed(4)
+    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True).double().eval()
+    x = batch(seed=5)[0]
+    with torch.no_grad():
+        before = layer(x)
+    same = kt.linearize(layer, {"self_attn": [{"kind": "softmax"}] * 2}, (x,))
+    with torch.no_grad():
+        assert (same(x) - before).abs().max().item() <= 1e-12  # the fused fast path is off in the copy only
+    lin = kt.linearize(layer, {"self_attn": [{"kind": "random", "estimator": "pos", "m": 8, "seed": 1}] * 2}, (x,))
+    loss = lin(x).pow(2).mean()
+    loss.backward()
+    g = lin.self_attn.in_proj_weight.grad
+    assert g is not None and torch.isfinite(g).all() and g.abs().max() > 0
+    assert layer.self_attn.in_proj_weight.grad is None, "the model itself is not touched"
+    with torch.no_grad():
+        assert torch.equal(layer(x), before)
+
+
+@needs_torch
+def test_bad_plans_are_named():
+    m, x = mha(), batch()
+    with pytest.raises(ValueError, match=r"plan\[''\]: expected a list of 2 entries"):
+        kt.linearize(m, {"": [{"kind": "softmax"}]}, x)
+    with pytest.raises(ValueError, match="estimator 'sderf' is not one linearize computes"):
+        kt.linearize(m, {"": [{"kind": "random", "estimator": "sderf", "m": 8}, {"kind": "softmax"}]}, x)
+    with pytest.raises(ValueError, match="m must be a whole number"):
+        kt.linearize(m, {"": [{"kind": "random", "estimator": "pos", "m": 0}, {"kind": "softmax"}]}, x)
+    with pytest.raises(ValueError, match="each head's entry"):
+        kt.linearize(m, {"": ["softmax", {"kind": "softmax"}]}, x)
+    with pytest.raises(ValueError, match=r"no module named \['nope'\]"):
+        kt.linearize(m, {"nope": []}, x)
