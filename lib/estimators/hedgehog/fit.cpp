@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <ceres/gradient_problem.h>
 #include <ceres/gradient_problem_solver.h>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "kernels/kernel.hpp"
 
 namespace kestrel {
@@ -55,11 +57,24 @@ void add_projection_gradient(const arma::mat& dl, const arma::mat& X, HedgehogPa
   g.b += arma::sum(dz, 0).t();
 }
 
-// One sequence's sum over its rows of -sum_j A_ij log A-hat_ij; with grad, adds 1/N of its gradient.
-double sequence_loss(const HedgehogParams& p, const AttentionRows& s, double N, HedgehogParams* grad) {
-  arma::mat Pq = log_features(p, s.Q), Pk = log_features(p, s.K);
-  exp_shifted(Pq);  // the query row's max cancels in A-hat
-  const arma::vec mk = exp_shifted(Pk);
+// Query rows per block of the objective: blocks run in parallel and are summed in block order (deterministic for any
+// thread count), and a block's Lk-wide matrices stay below 32 MiB at Lk = 16384, inside the heap that
+// keep_freed_memory keeps (larger ones are mapped and faulted in anew at every evaluation).
+constexpr arma::uword kRowBlock = 256;
+
+// One block's part: its rows' sum of -sum_j A_ij log A-hat_ij and, with the gradient, the query side's dL/dW, dL/db
+// and R^T Pq (Lk x 2P), the key side's factor before the elementwise product with Pk.
+struct BlockPart {
+  double loss = 0;
+  HedgehogParams grad;
+  arma::mat key_factor;
+};
+
+BlockPart block_part(const HedgehogParams& p, const AttentionRows& s, const arma::mat& Pk, const arma::vec& mk,
+                     arma::uword i0, arma::uword i1, double N, bool gradient) {
+  const arma::mat Q = s.Q.cols(i0, i1);
+  arma::mat Pq = log_features(p, Q);
+  exp_shifted(Pq);                  // the query row's max cancels in A-hat
   const arma::mat T = Pq * Pk.t();  // S_ij / exp(m_i + m_j), >= exp(-2 min(m_i, m_j)) (fit.hpp)
   arma::mat log_ahat = arma::log(T);
   log_ahat.each_row() += mk.t();
@@ -67,14 +82,36 @@ double sequence_loss(const HedgehogParams& p, const AttentionRows& s, double N, 
   const arma::vec mx = exp_shifted(ahat);
   const arma::vec sums = arma::sum(ahat, 1);
   log_ahat.each_col() -= mx + arma::log(sums);
-  const double loss = -arma::accu(s.A % log_ahat);
-  if (!grad) return loss;
+  BlockPart out{-arma::accu(s.A.rows(i0, i1) % log_ahat), {}, {}};
+  if (!gradient) return out;
   // dL/dlog S_ij = (A-hat_ij - A_ij) / N (the rows of A and A-hat sum to 1); dlog S_ij / dlog phi_m(q_i) =
   // phi_m(q_i) phi_m(k_j) / S_ij = Pq_im Pk_jm / T_ij, and the same for dlog phi_m(k_j).
   ahat.each_col() /= sums;
-  const arma::mat R = (ahat - s.A) / (N * T);
-  add_projection_gradient(Pq % (R * Pk), s.Q, *grad);
-  add_projection_gradient(Pk % (R.t() * Pq), s.K, *grad);
+  const arma::mat R = (ahat - s.A.rows(i0, i1)) / (N * T);
+  out.grad = {arma::mat(p.P(), p.d(), arma::fill::zeros), arma::vec(p.P(), arma::fill::zeros)};
+  add_projection_gradient(Pq % (R * Pk), Q, out.grad);
+  out.key_factor = R.t() * Pq;
+  return out;
+}
+
+// One sequence's sum over its rows of -sum_j A_ij log A-hat_ij; with grad, adds 1/N of its gradient.
+double sequence_loss(const HedgehogParams& p, const AttentionRows& s, double N, HedgehogParams* grad) {
+  arma::mat Pk = log_features(p, s.K);
+  const arma::vec mk = exp_shifted(Pk);
+  const arma::uword n = s.Q.n_cols, blocks = (n + kRowBlock - 1) / kRowBlock;
+  std::vector<BlockPart> parts(blocks);
+  for_each_block(blocks, [&](std::size_t b) {
+    parts[b] = block_part(p, s, Pk, mk, b * kRowBlock, std::min((b + 1) * kRowBlock, n) - 1, N, grad != nullptr);
+  });
+  double loss = 0;
+  arma::mat key_factor(Pk.n_rows, Pk.n_cols, arma::fill::zeros);
+  for (const BlockPart& part : parts) {
+    loss += part.loss;
+    if (!grad) continue;
+    grad->W += part.grad.W, grad->b += part.grad.b;
+    key_factor += part.key_factor;
+  }
+  if (grad) add_projection_gradient(Pk % key_factor, s.K, *grad);
   return loss;
 }
 

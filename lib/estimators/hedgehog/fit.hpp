@@ -3,8 +3,9 @@
 //   L(W, b) = (1/N) sum_{training rows i} sum_j -A_ij log A-hat_ij,  A-hat_ij = S_ij / sum_j' S_ij',
 //   S_ij = phi(q'_i)^T phi(k'_j),
 // over the N training query rows of one head's training sequences (each row attends to its own sequence's keys),
-// with a hand-written reverse-mode gradient, minimised by Ceres' L-BFGS (GradientProblemSolver, single-threaded:
-// deterministic). L = mean entropy of the rows A_i (constant) + mean KL(A_i || A-hat_i).
+// with a hand-written reverse-mode gradient, minimised by Ceres' L-BFGS (GradientProblemSolver, single-threaded;
+// the objective runs its blocks of 256 query rows in parallel and sums them in block order: deterministic for any
+// thread count). L = mean entropy of the rows A_i (constant) + mean KL(A_i || A-hat_i).
 #pragma once
 #include <string>
 #include <vector>
@@ -51,7 +52,7 @@ struct HedgehogFit {
   std::string termination;  // Ceres' message
 };
 
-// Minimises attention_cross_entropy from init. Deterministic (no threads, no clock in the stop rule).
+// Minimises attention_cross_entropy from init. Deterministic for any thread count (no clock in the stop rule).
 HedgehogFit fit_hedgehog(const HedgehogParams& init, const std::vector<AttentionRows>& data,
                          const HedgehogFitOptions& opt = {});
 
