@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-RANDOM = ("pos", "oprf", "gerf")  # the families linearize computes in torch (real GERF features)
 
 
 def _torch():
@@ -20,16 +19,17 @@ def _torch():
 
 
 def _check_entry(name, h, e):
-    """A plan entry: {"kind": "softmax"} or {"kind": "random", "estimator": one of RANDOM, "m": M >= 1, and optional
+    """A plan entry: {"kind": "softmax"} or {"kind": "random", "estimator": a registered name, "m": M >= 1, and optional
     "sampler" (iid, orthogonal), "seed"}."""
     where = f"plan['{name}'][{h}]"
     if not isinstance(e, dict) or e.get("kind") not in ("softmax", "random"):
         raise ValueError(f"{where} = {e!r}: each head's entry is {{'kind': 'softmax'}} or {{'kind': 'random', "
                          "'estimator': 'pos', 'm': 256}}")
     if e["kind"] == "random":
-        if e.get("estimator") not in RANDOM:
-            raise ValueError(f"{where}: estimator {e.get('estimator')!r} is not one linearize computes in torch "
-                             f"(it has {', '.join(RANDOM)})")
+        import kestrel
+        if e.get("estimator") not in kestrel.estimators():
+            raise ValueError(f"{where}: estimator {e.get('estimator')!r} is not in kestrel's registry "
+                             f"(kestrel.estimators(): {', '.join(kestrel.estimators())})")
         m = e.get("m")
         if not isinstance(m, int) or isinstance(m, bool) or m < 1:
             raise ValueError(f"{where}: m must be a whole number of features >= 1, got {m!r}")
@@ -44,9 +44,10 @@ class _RandomHead:
         import kestrel
         e = kestrel.fit(entry["estimator"], q, k)  # q, k: d x L, the calibration tokens (logits q.k)
         p = e.params()
-        if p.get("s", 1) != 1 or p.get("A_im", 0.0) != 0.0:
-            raise ValueError(f"{entry['estimator']} was fitted with complex or negative-sign features here "
-                             f"({p}): linearize computes real positive GERF features only")
+        if "A_re" not in p or p.get("s", 1) != 1 or p.get("A_im", 0.0) != 0.0:  # GERF's parameters, real, s = 1
+            raise ValueError(f"estimator {entry['estimator']!r} is not one linearize computes in torch: it has the "
+                             "real positive features of the GERF family (PosRF, OPRF, GERF), and this one's "
+                             f"parameters are {p}"[:300])
         w = e.draw(entry["m"], seed=entry.get("seed", 1), sampler=entry.get("sampler", "iid"))
         torch = _torch()
         self.omega = torch.as_tensor(np.asarray(w.omega), dtype=torch.float64)
@@ -116,7 +117,8 @@ def _forward(module, name, adapter, heads, original):
 def linearize(model, plan, calibration, *, adapters=None):
     """A deep copy of `model` whose attention modules named in `plan` compute, per head, the plan's entry: `plan` maps a
     module name (as kestrel.torch.capture names them) to a list with one entry per query head, {"kind": "softmax"} or
-    {"kind": "random", "estimator": "pos" | "oprf" | "gerf", "m": M, "sampler": "iid" | "orthogonal", "seed": s}.
+    {"kind": "random", "estimator": NAME, "m": M, "sampler": "iid" | "orthogonal", "seed": s}, NAME a family of
+    real positive GERF features (PosRF, OPRF, GERF).
     Each random head's estimator is fitted on that head's queries and keys in `calibration` (a batch as capture takes
     it; every sequence's tokens pooled) and its draw of M features is fixed by the seed; the model itself is not
     changed. The copy runs forward and backward; its random draws are buffers, not parameters."""

@@ -113,6 +113,8 @@ def test_bad_plans_are_named():
         kt.linearize(m, {"": [{"kind": "softmax"}]}, x)
     with pytest.raises(ValueError, match="estimator 'sderf' is not one linearize computes"):
         kt.linearize(m, {"": [{"kind": "random", "estimator": "sderf", "m": 8}, {"kind": "softmax"}]}, x)
+    with pytest.raises(ValueError, match="estimator 'nope' is not in kestrel's registry"):
+        kt.linearize(m, {"": [{"kind": "random", "estimator": "nope", "m": 8}, {"kind": "softmax"}]}, x)
     with pytest.raises(ValueError, match="m must be a whole number"):
         kt.linearize(m, {"": [{"kind": "random", "estimator": "pos", "m": 0}, {"kind": "softmax"}]}, x)
     with pytest.raises(ValueError, match="each head's entry"):
