@@ -61,8 +61,8 @@ void validate_options(const LearnedCurveOptions& o, std::size_t n_sequences) {
   for (std::size_t k = 0; k < o.features.size(); ++k) {
     const arma::uword M = o.features[k];
     require(M > 0 && M % 2 == 0, "learned maps: M = {} must be even and > 0 (M = 2P)", M);
-    require(k == 0 || M > o.features[k - 1], "learned maps: the M grid must increase, got {} after {}", M,
-            o.features[k - 1]);
+    if (k > 0)  // require's arguments are evaluated before its test: index k - 1 only where it exists
+      require(M > o.features[k - 1], "learned maps: the M grid must increase, got {} after {}", M, o.features[k - 1]);
   }
   require(o.held_out >= 1 && o.held_out < n_sequences, "learned maps: held_out = {} must be in 1..{} ({} sequences)",
           o.held_out, n_sequences - 1, n_sequences);
