@@ -23,6 +23,7 @@
 #include "io/provenance.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"
+#include "tasks/learned_attention.hpp"
 
 namespace py = pybind11;
 using namespace kestrel;
@@ -149,6 +150,52 @@ py::object advise_stacked(const py::object& Q, const py::object& K, const py::ob
   return finish_advise(*adv, o, kw, h5);
 }
 
+// kestrel.advise on 2-D arrays (one token per row): the report of advise.
+py::object advise_single(const py::object& Q, const py::object& K, const py::object& V, const AdviseOptions& o,
+                         bool show, const py::kwargs& kw, const std::string& path, bool force) {
+  const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
+  arma::mat v;
+  if (!V.is_none()) v = unit_scaled_values(*mat_in(V, "V", "Lk x dv, one row per key"));
+  for (const auto& [name, m] : {std::pair{"Q", &*q}, std::pair{"K", &*k}})
+    if (m->n_rows < m->n_cols &&
+        PyErr_WarnEx(PyExc_UserWarning,
+                     fmt::format("{} is {} x {}: read as {} tokens of dimension d = {} (one token per row); if "
+                                 "its tokens are the columns, pass {}.T",
+                                 name, m->n_rows, m->n_cols, m->n_rows, m->n_cols, name)
+                         .c_str(),
+                     1) != 0)
+      throw py::error_already_set();
+  require(q->n_cols == k->n_cols,
+          "Q and K must have the same number of columns d (one token per row), got {} "
+          "and {}",
+          q->n_cols, k->n_cols);
+  const arma::mat qt = q->t(), kt = k->t();
+  std::unique_ptr<H5Writer> h5;
+  if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);  // fails early on a bad or existing path
+  std::optional<Advice> adv;
+  {
+    py::gil_scoped_release nogil;
+    adv = advise(qt, kt, v, o, stderr_progress(show));
+  }
+  return finish_advise(*adv, o, kw, h5);
+}
+
+// kestrel.advise with learned= on [sequences, L, d] arrays of one head: the report of advise_sequences.
+py::object advise_learned(const py::object& Q, const py::object& K, const py::object& V, const AdviseOptions& o,
+                          bool show, const py::kwargs& kw, const std::string& path, bool force) {
+  const TokenArray q = token_array(Q, "Q"), k = token_array(K, "K");
+  const std::optional<TokenArray> v = V.is_none() ? std::nullopt : std::optional(token_array(V, "V"));
+  const HeadSequences head = sequences_of(q, k, v ? &*v : nullptr, {"Q", "K", "V"});
+  std::unique_ptr<H5Writer> h5;
+  if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);
+  std::optional<Advice> adv;
+  {
+    py::gil_scoped_release nogil;
+    adv = advise_sequences(head, o, stderr_progress(show));
+  }
+  return finish_advise(*adv, o, kw, h5);
+}
+
 // kestrel._study_options(): the tables the Python signatures are generated from.
 void bind_study_tables(py::module_& m) {
   m.def(
@@ -233,32 +280,9 @@ void kestrel::python::bind_study(py::module_& m) {
         const std::string path = pop_out(kw);
         const AdviseOptions o = advise_options_from(values_from_kwargs(kw, advise_options(), "advise"));
         if (!path.empty()) check_output(path, force);  // a directory or unwritable path: refused before computing
+        if (!o.learned.empty()) return advise_learned(Q, K, V, o, show, kw, path, force);
         if (stacked(Q) || stacked(K) || stacked(V)) return advise_stacked(Q, K, V, o, show, kw, path, force);
-        const MatIn q = mat_in(Q, "Q", "Lq x d, one token per row"), k = mat_in(K, "K", "Lk x d, one token per row");
-        arma::mat v;
-        if (!V.is_none()) v = unit_scaled_values(*mat_in(V, "V", "Lk x dv, one row per key"));
-        for (const auto& [name, m] : {std::pair{"Q", &*q}, std::pair{"K", &*k}})
-          if (m->n_rows < m->n_cols &&
-              PyErr_WarnEx(PyExc_UserWarning,
-                           fmt::format("{} is {} x {}: read as {} tokens of dimension d = {} (one token per row); if "
-                                       "its tokens are the columns, pass {}.T",
-                                       name, m->n_rows, m->n_cols, m->n_rows, m->n_cols, name)
-                               .c_str(),
-                           1) != 0)
-            throw py::error_already_set();
-        require(q->n_cols == k->n_cols,
-                "Q and K must have the same number of columns d (one token per row), got {} "
-                "and {}",
-                q->n_cols, k->n_cols);
-        const arma::mat qt = q->t(), kt = k->t();
-        std::unique_ptr<H5Writer> h5;
-        if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);  // fails early on a bad or existing path
-        std::optional<Advice> adv;
-        {
-          py::gil_scoped_release nogil;
-          adv = advise(qt, kt, v, o, stderr_progress(show));
-        }
-        return finish_advise(*adv, o, kw, h5);
+        return advise_single(Q, K, V, o, show, kw, path, force);
       },
       py::arg("Q"), py::arg("K"), py::arg("V") = py::none(),
       ("`kestrel advise` as a function: Q (Lq x d), K (Lk x d) and V (Lk x dv, or None) with one token per row; "
@@ -271,7 +295,10 @@ void kestrel::python::bind_study(py::module_& m) {
        "d] "
        "arrays are advised per head (K and V may have fewer heads, dividing Q's: grouped-query attention): the report "
        "then has every head's rows (with layer, head and kv_head), a summary per estimator and sampler (the M for "
-       "every head and for the median head) and each head's own cost and recommendation under heads. Options:" +
+       "every head and for the median head) and each head's own cost and recommendation under heads. With "
+       "learned=['hedgehog'], Q, K and V are [sequences, L, d] arrays of one head: the random rows are advised on the "
+       "first sequence and each learned map is fitted on some sequences and judged on the others (held_out), ranked "
+       "with them. Options:" +
        options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())) + advice_row_doc())
           .c_str());
 }

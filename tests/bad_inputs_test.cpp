@@ -642,6 +642,46 @@ TEST(BadInputs, AdviseFromPositionNeedsCausalAndAPositionInTheSequence) {
   EXPECT_TRUE(row.contains("from") && row.contains("causal")) << row.dump();
 }
 
+// Issue 65: --learned fits a map on some sequences of one head ([sequences, L, d]) and judges it on the others; its
+// options alone, a mask, 2-D inputs, no values or no sequence left to fit on are refused in one line (exit 2, no file).
+TEST(BadInputs, AdviseLearnedNeedsSequencesOfOneHead) {
+  TempDir dir("kestrel_learned");
+  const auto npy = [&](const std::string& name, std::vector<std::size_t> shape, double seed) {
+    std::size_t n = 1;
+    for (std::size_t s : shape) n *= s;
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = 0.8 * std::sin(seed + 1.3 * static_cast<double>(i));
+    write_npy(dir / name, "'<f8'", fmt::format("({},)", fmt::join(shape, ", ")), doubles(v));
+    return dir / name;
+  };
+  const std::string q = npy("q.npy", {3, 24, 4}, 1), k = npy("k.npy", {3, 24, 4}, 2), v = npy("v.npy", {3, 24, 2}, 3),
+                    q2 = npy("q2.npy", {24, 4}, 4), v2 = npy("v2.npy", {24, 2}, 5);
+  const std::string adv =
+      " --budget 16 --draws 8 --max-draws 16 --rows 8 --estimators pos --samplers iid --quiet "
+      "--learned-features 4,8 --fit-seeds 1";
+  const std::string out = dir / "r.h5";
+  const auto refused = [&](const std::string& args, const std::string& words) {
+    const CliRun r = run("advise " + args + " --out " + out);
+    expect_refused(r, args, {words});
+    EXPECT_FALSE(fs::exists(out)) << args;
+  };
+  const std::string seqs = "--queries " + q + " --keys " + k + " --values " + v;
+  refused("--queries " + q2 + " --keys " + q2 + " --values " + v2 + " --learned hedgehog" + adv,
+          "--queries: learned maps need the sequences of one head as [sequences, L, d], got [24, 4]");
+  refused(seqs + " --held-out 1 --quiet", "--held-out '1': only used with --learned");
+  refused(seqs + " --learned hedgehog --causal" + adv, "learned maps are fitted to bidirectional attention rows");
+  refused(seqs + " --learned luna" + adv, "luna");
+  refused("--queries " + q + " --keys " + k + " --learned hedgehog" + adv, "give --values too");
+  refused(seqs + " --learned hedgehog --held-out 3" + adv, "held");
+  const CliRun ok = run("advise " + seqs + " --learned hedgehog --json" + adv);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const auto rows = nlohmann::json::parse(ok.out)["advice"]["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["estimator"], "hedgehog");
+  EXPECT_EQ(rows[1]["learned"]["parameters"][0]["shape"], nlohmann::json::array({4, 4}));  // M = 8: P = 4 rows of d
+  EXPECT_EQ(rows[1]["curve"]["m"], nlohmann::json::array({4.0, 8.0}));
+}
+
 // Item 2 of "Attention as models run it": .npy inputs of [heads, L, d] are advised per head. Key heads that do not
 // divide the query heads, another d or L, or 3-D beside 4-D are refused in one line naming the values (exit 2, no
 // report, no plot); grouped-query heads run and the report says so, with a row per head (--causal applies per head).

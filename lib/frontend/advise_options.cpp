@@ -25,6 +25,42 @@ std::string one_of(W where, W text, const std::vector<std::string>& names) {
   throw InvalidArgument(fmt::format("{}: expected {}, got '{}'{}", where, list, text, did_you_mean(text, names)));
 }
 
+// The options of the learned candidates (tasks/advise/learned.hpp).
+void add_learned_options(std::vector<AdviseOption>& t) {
+  t.push_back(option<O>(
+      "learned",
+      "Learned feature maps to fit per head next to the random families: hedgehog (Hedgehog's exp(+-(Wx + b)) map, "
+      "fitted to the head's attention rows by their cross-entropy); needs several sequences of the head (a .npy "
+      "[sequences, L, d]): each map is fitted on some and judged on the others (--held-out)",
+      OptionKind::Text,
+      [](O& o, W where, W text) {
+        o.learned.clear();
+        for (const auto& item : split_list(where, text)) o.learned.push_back(one_of(where, item, {"hedgehog"}));
+        require_distinct(where, o.learned);
+      },
+      [](const O& o) { return comma_list(o.learned); }, {.list = true}));
+  t.push_back(option<O>(
+      "learned-features",
+      "With --learned: the M a map is fitted at (even, increasing; each fit starts from the last M's map)",
+      OptionKind::Integer,
+      [](O& o, W where, W text) {
+        o.learned_features.clear();
+        for (const auto& item : split_list(where, text)) {
+          const auto m = parse_uint(where, item, 2, 1u << 16);
+          require(m % 2 == 0 && (o.learned_features.empty() || m > o.learned_features.back()),
+                  "{}: expected even, increasing numbers of features, got '{}'", where, text);
+          o.learned_features.push_back(m);
+        }
+      },
+      [](const O& o) { return comma_list(o.learned_features); }, {.list = true}));
+  t.push_back(count_option<O>("fit-seeds",
+                              "With --learned: fits per M, each with its own split of the sequences and its own start "
+                              "(the held-out error's SE is over them)",
+                              &O::fit_seeds, 1, 64));
+  t.push_back(count_option<O>("held-out", "With --learned: sequences each fit holds out to be judged on", &O::held_out,
+                              1, 1u << 20));
+}
+
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
   t.push_back(option<O>(
@@ -157,7 +193,11 @@ std::vector<AdviseOption> make_table() {
 }  // namespace
 
 const std::vector<AdviseOption>& advise_options() {
-  static const std::vector<AdviseOption> t = make_table();
+  static const std::vector<AdviseOption> t = [] {
+    std::vector<AdviseOption> table = make_table();
+    add_learned_options(table);
+    return table;
+  }();
   return t;
 }
 
@@ -181,6 +221,14 @@ AdviseOptions advise_options_from(const StudyValues& values) {
         fmt::format("{} '{}': the chunk is the order of the key sums in number formats: give --sums "
                     "too (e.g. --sums fp32,bf16,fp16)",
                     values.at("chunk").where, values.at("chunk").text));
+  for (const char* name : {"learned-features", "fit-seeds", "held-out"})
+    if (values.count(name) && o.learned.empty())
+      throw InvalidArgument(fmt::format("{} '{}': only used with --learned (e.g. --learned hedgehog)",
+                                        values.at(name).where, values.at(name).text));
+  if (!o.learned.empty() && (kernel || o.causal))
+    throw InvalidArgument(fmt::format("{} '{}': learned maps are fitted to bidirectional attention rows: not with {}",
+                                      values.at("learned").where, values.at("learned").text,
+                                      kernel ? "quantity kernel" : "--causal"));
   // A total variation is at most 1: a target of 1 or more is reached by any M.
   if (o.metric == AdviseMetric::Tv && o.target >= 1)
     throw InvalidArgument(fmt::format(

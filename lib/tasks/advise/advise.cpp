@@ -1,16 +1,40 @@
 // `kestrel advise` (advise.hpp): fit every family on the user's points, predict the error over a sample of rows
 // (simulated with nested draws, or exact), read off M, measure the features' exponents and the cost, and say what to
-// use. The steps are in this folder (steps.hpp); this file runs them over families and samplers.
+// use. The steps are in this folder (steps.hpp); this file runs them over families and samplers, and adds the learned
+// rows (learned.hpp) when several sequences are given.
 #include "tasks/advise/steps.hpp"
 
 #include "core/error.hpp"
+#include "tasks/advise/learned.hpp"
 
 namespace kestrel {
 
 using namespace advise_steps;
 
-Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
-              const std::function<void(const std::string&)>& progress) {
+namespace {
+
+// The learned rows of opt.learned on the head's sequences (learned.hpp).
+void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions& opt, const Say& say) {
+  if (opt.learned.empty()) return;
+  require(!opt.causal, "learned maps are fitted and judged on bidirectional attention: leave out --causal with them");
+  require(head && head->Q.size() >= 2,
+          "learned maps ({}) are judged on sequences they were not fitted on: give at least 2 sequences of the head",
+          opt.learned.front());
+  for (const std::string& name : opt.learned) {
+    require(name == "hedgehog", "learned map '{}': the learned maps advise fits are: hedgehog", name);
+    say("fitting the learned map " + name + " on " + std::to_string(head->Q.size() - opt.held_out) +
+        " sequences, judged on " + std::to_string(opt.held_out));
+    LearnedCurveOptions lo;
+    lo.features = opt.learned_features;
+    lo.held_out = opt.held_out;
+    lo.fit_seeds = opt.fit_seeds;
+    lo.seed = opt.seed;
+    a.rows.push_back(learned_row(learned_attention_curve(*head, lo), opt));
+  }
+}
+
+Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const HeadSequences* head,
+                 const AdviseOptions& opt, const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& m) {
     if (progress) progress(m);
   };
@@ -74,9 +98,25 @@ Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const 
     }
     fitted.push_back(std::move(e));
   }
+  add_learned_rows(a, head, opt, say);
   cost_and_recommendation(a, in, fitted, say);
   emulate_sums(a, in, fitted, say);
   return a;
+}
+
+}  // namespace
+
+Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
+              const std::function<void(const std::string&)>& progress) {
+  return advise_on(Q, K, V, nullptr, opt, progress);
+}
+
+Advice advise_sequences(const HeadSequences& head, const AdviseOptions& opt,
+                        const std::function<void(const std::string&)>& progress) {
+  require(!head.Q.empty() && head.K.size() == head.Q.size() && head.V.size() == head.Q.size(),
+          "the sequences of a head need as many keys and values as queries: {} queries, {} keys, {} values",
+          head.Q.size(), head.K.size(), head.V.size());
+  return advise_on(head.Q.front(), head.K.front(), head.V.front(), &head, opt, progress);
 }
 
 }  // namespace kestrel

@@ -96,6 +96,11 @@ struct AdviseOptions {
   // rows at positions >= from_position (AdviceRow::from).
   bool causal = false;
   arma::uword from_position = 0;
+  // Learned candidates (learned.hpp; advise_sequences): the maps to fit per head ("hedgehog"), at each M of
+  // learned_features, fit_seeds times, each fit holding out held_out of the sequences.
+  std::vector<std::string> learned;
+  std::vector<arma::uword> learned_features{8, 16, 32, 64};
+  arma::uword fit_seeds = 3, held_out = 1;
 };
 
 // Largest and smallest natural-log magnitudes a format holds: finite maximum, smallest normal, smallest subnormal.
@@ -178,7 +183,20 @@ struct AdviceRow {
     double at_m_p95 = 0, at_m_p95_se = 0;
     std::vector<double> curve_p95, curve_p95_se;
   } from;
-  bool within_target(double target) const;  // measured p95 - 3 SE <= target (true when not validated)
+  // Learned rows (tasks/advise/learned.hpp): per curve point the training 95th percentile (mean over the fits; the
+  // curve itself is held out) and the fit seconds; the fitted parameters (fit seed 0) at parameters_m, each named with
+  // its shape and its values in row-major order.
+  std::vector<double> curve_train_p95, curve_fit_seconds;
+  struct Parameter {
+    std::string name;
+    std::vector<arma::uword> shape;
+    std::vector<double> values;
+  };
+  std::vector<Parameter> parameters;
+  arma::uword parameters_m = 0;
+  std::vector<arma::uword> held_out_sequences;  // those fit seed 0 was judged on (0-based)
+  double parameters_held_out_p95 = 0;           // fit seed 0's held-out p95 at parameters_m
+  bool within_target(double target) const;      // measured p95 - 3 SE <= target (true when not validated)
 };
 
 inline constexpr arma::uword kExactTimedRows = 2048;
@@ -260,6 +278,13 @@ std::vector<std::size_t> prediction_draws(const std::vector<arma::uword>& grid, 
 // with every row's reason (InvalidArgument when each is not applicable to the chosen options, else NumericalError).
 Advice advise(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& opt,
               const std::function<void(const std::string&)>& progress = {});
+
+// One head over several sequences (tasks/learned_attention.hpp): the random rows of advise() on the first sequence,
+// and with opt.learned the learned rows, each map fitted on some of the sequences and judged on the others; the
+// recommendation ranks them together. Throws InvalidArgument for learned maps with fewer than 2 sequences.
+struct HeadSequences;
+Advice advise_sequences(const HeadSequences& head, const AdviseOptions& opt,
+                        const std::function<void(const std::string&)>& progress = {});
 
 // V divided by the power of two nearest below its largest |entry| (exact in floating point; V when empty, zero or not
 // finite). Every metric of advise is relative, so the report is the same, but values near the ends of the double

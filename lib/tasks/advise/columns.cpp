@@ -101,10 +101,41 @@ const std::vector<AdviceColumn>& advice_columns() {
       col("curve/draws", "nested draws behind each simulated point (0 where exact)", kJson | kDataset,
           field<&AdviceRow::curve_draws>, "m"),
       col(
+          "learned/train_p95",
+          "learned rows: the 95th-percentile error on the rows the map was fitted on (mean over fits), per M",
+          kJson | kDataset, [](Row r, Opt) -> J { return r.curve_train_p95.empty() ? J() : J(r.curve_train_p95); },
+          "m"),
+      col(
+          "learned/fit_seconds", "learned rows: the seconds of one fit, per M (mean over fits; wall time)",
+          kJson | kDataset, [](Row r, Opt) -> J { return r.curve_fit_seconds.empty() ? J() : J(r.curve_fit_seconds); },
+          "m"),
+      col("learned/parameters",
+          "learned rows: the fitted parameters' names and shapes (their values: the HDF5 datasets parameter_NAME of "
+          "the row's group, row-major)",
+          kJson,
+          [](Row r, Opt) -> J {
+            if (r.parameters.empty()) return std::nullopt;
+            nlohmann::json j = nlohmann::json::array();
+            for (const auto& p : r.parameters) j.push_back({{"name", p.name}, {"shape", p.shape}});
+            return j;
+          }),
+      col("learned/held_out_sequences", "learned rows: the sequences (0-based) the held parameters were judged on",
+          kJson, [](Row r, Opt) -> J { return r.parameters.empty() ? J() : J(r.held_out_sequences); }),
+      col("learned/parameters_held_out_p95",
+          "learned rows: the held parameters' own 95th-percentile error on those sequences (the curve is the mean over "
+          "fits)",
+          kJson | kAttr, [](Row r, Opt) -> J { return r.parameters.empty() ? J() : J(r.parameters_held_out_p95); }),
+      col("learned/parameters_m", "learned rows: the M whose fitted parameters (fit seed 0) the report holds",
+          kJson | kAttr, [](Row r, Opt) -> J { return r.parameters.empty() ? J() : J(r.parameters_m); }),
+      col(
           "error_at_1",
           "predicted error at M = 1 of each sampled query row (attention; rows in /advise/sampled_rows) or (query, "
           "key) pair (kernel); exact iid rows: the error at M is this / sqrt(M)",
-          kDataset, [](Row r, Opt) -> J { return std::vector<double>(r.err1_each.begin(), r.err1_each.end()); }, "row"),
+          kDataset,
+          [](Row r, Opt) -> J {
+            return r.err1_each.is_empty() ? J() : J(std::vector<double>(r.err1_each.begin(), r.err1_each.end()));
+          },
+          "row"),
       shown(col("method", "what gave the numbers: exact, exact (coupled) or simulated (draws, seed)", kJson | kAttr,
                 field<&AdviceRow::method>),
             Cell::FirstWord, " {:<9}", "method"),

@@ -85,11 +85,13 @@ void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_p
                          static_cast<double>(in.Qa.n_cols) / static_cast<double>(timed) *
                          (opt.causal ? (Lk + 1) / (2 * Lk) : 1.0);
   const double rf_bytes = 8.0 * static_cast<double>(in.Qa.n_cols + in.Ka.n_cols) * static_cast<double>(b.m_p95);
-  if (e && rf_bytes > kMaxFeatureBytes)
+  if (!e)
+    a.cost.rf_not_timed = "the recommended map is learned; only random features are timed here so far";
+  else if (rf_bytes > kMaxFeatureBytes)
     a.cost.rf_not_timed =
         fmt::format("its features at M = {} for {} queries and {} keys need {:.3g} GB (at most {:.3g} GB)", b.m_p95,
                     in.Qa.n_cols, in.Ka.n_cols, rf_bytes / 1e9, kMaxFeatureBytes / 1e9);
-  else if (e) {
+  else {
     Rng rng(opt.seed, Stream::Features, 1);
     a.cost.rf_seconds = median3([&] {
       const Draw w = e->draw(b.m_p95, rng, parse_sampler(b.sampler));

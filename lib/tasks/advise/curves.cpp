@@ -138,6 +138,10 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
     row.curve_draws.push_back(static_cast<double>(draws[k]));
   }
   row.err1_each = err.col(0);
+  decide_on_curve(row, block, grid.back() == opt.budget, opt);
+}
+
+void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt) {
   row.err1_median = row.curve_median.front();
   row.err1_p95 = row.curve_p95.front();
   row.err_budget_median = row.curve_median.back();
@@ -151,7 +155,6 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
   }
   row.m_p95_low = whole_blocks(m_for_target(row.curve_m, lo, opt.target), block);
   row.m_p95_high = whole_blocks(m_for_target(row.curve_m, hi, opt.target), block);
-  const bool at_budget = grid.back() == opt.budget;
   if (at_budget && row.curve_p95.back() - 2 * row.curve_p95_se.back() > opt.target)
     row.decision = "out of reach";
   else if (m && row.m_p95_low && row.m_p95_high &&

@@ -17,6 +17,7 @@
 #include "core/rng.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/steps.hpp"
+#include "tasks/learned_attention.hpp"
 
 namespace kestrel {
 
@@ -97,6 +98,28 @@ HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray
     if (V) s.V.push_back(slice(*V, i).t());
   }
   return s;
+}
+
+HeadSequences sequences_of(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                           const std::array<std::string, 3>& names) {
+  const auto& [nq, nk, nv] = names;
+  require(V, "learned maps are judged by the error of attention rows: give {} too", nv);
+  for (const auto& [a, n] : {std::pair{&Q, &nq}, std::pair{&K, &nk}, std::pair{V, &nv}})
+    require(a->shape.size() == 3, "{}: learned maps need the sequences of one head as [sequences, L, d], got {}", *n,
+            shape_text(a->shape));
+  const arma::uword S = Q.shape[0], Lq = Q.shape[1], Lk = K.shape[1];
+  require(K.shape[0] == S && V->shape[0] == S, "{}, {} and {} need the same number of sequences, got {}, {} and {}", nq,
+          nk, nv, S, K.shape[0], V->shape[0]);
+  require(Q.shape[2] == K.shape[2], "{} has d = {} but {} has d = {}", nq, Q.shape[2], nk, K.shape[2]);
+  require(V->shape[1] == Lk, "{} has {} tokens per sequence but {} has {}", nv, V->shape[1], nk, Lk);
+  const arma::mat values = unit_scaled_values(V->data.t());  // (S Lk) x dv, one scale for every sequence
+  HeadSequences h;
+  for (arma::uword s = 0; s < S; ++s) {
+    h.Q.push_back(Q.data.cols(s * Lq, (s + 1) * Lq - 1));
+    h.K.push_back(K.data.cols(s * Lk, (s + 1) * Lk - 1));
+    h.V.push_back(values.rows(s * Lk, (s + 1) * Lk - 1));
+  }
+  return h;
 }
 
 std::uint64_t head_seed(std::uint64_t seed, arma::uword layer, arma::uword head) {

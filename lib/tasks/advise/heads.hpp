@@ -41,6 +41,13 @@ struct HeadStack {
 HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
                       const std::array<std::string, 3>& names);
 
+// Sequences of one head (advise_sequences, --learned): Q, K, V as [sequences, L, d] (V [sequences, Lk, dv]) with the
+// same number of sequences, d (Q, K) and Lk (K, V); V is needed (the error is of attention rows) and is unit-scaled as
+// one array (unit_scaled_values: every sequence by the same power of two). Throws InvalidArgument naming the values.
+struct HeadSequences;
+HeadSequences sequences_of(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                           const std::array<std::string, 3>& names);
+
 // The seed of head (layer, head): the seed itself for (0, 0), so that a one-head stack is the 2-D run; a SplitMix64
 // mix of (seed, layer, head) below 2^63 (a valid --seed) otherwise. It depends on neither the number of heads nor the
 // threads.

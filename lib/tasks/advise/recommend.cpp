@@ -75,12 +75,19 @@ std::string unreached(Advice& a, const Inputs& in) {
                   below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
                   row_label(*closest), percent(closest_p95), common,
                   below ? ", below the target, but within the simulation's noise its M is still open" : "");
-  std::size_t open = 0, most = 0;  // rows not settled, and the draws that would settle the hardest one
+  std::size_t open = 0, most = 0, open_learned = 0;  // rows not settled, the draws that would settle the hardest one
   for (const auto& r : a.rows)
-    if (r.status == "ok" && r.decision == "not settled") ++open, most = std::max(most, r.draws_to_settle);
+    if (r.status == "ok" && r.decision == "not settled")
+      learned(r) ? ++open_learned : (++open, most = std::max(most, r.draws_to_settle));
   if (open)
     s += fmt::format(" {} of the rows are not settled within --max-draws {}: about {} draws would settle them.", open,
                      opt.max_draws, most);
+  if (open_learned)
+    s += fmt::format(
+        " {} of the learned rows are not settled with {} fits per M: more fits (--fit-seeds) would "
+        "narrow their interval.",
+        open_learned, opt.fit_seeds);
+  open += open_learned;
   if (open) {
     a.choice = "not settled";
     a.choice_reason = "no M is named and some row's M is still open";
@@ -133,8 +140,9 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
   const AdviceRow& b = a.rows[*a.best];
   std::string s = fmt::format(
       "{}{}, M = {}, the fewest features of the settled answers (the cost of random-feature attention "
-      "grows with M): predicted 95th-percentile {} {}{} (median {}).",
-      b.estimator, b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95, what, percent(b.at_m_p95),
+      "grows with M): {} 95th-percentile {} {}{} (median {}).",
+      b.estimator, b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95,
+      learned(b) ? "held-out" : "predicted", what, percent(b.at_m_p95),
       b.at_m_p95_se > 0 ? " +- " + percent(b.at_m_p95_se) : "", percent(b.at_m_median));
   std::vector<const AdviceRow*> ranked;  // the others, fewest features first (unreached last)
   for (const auto& r : a.rows)
@@ -155,8 +163,10 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
                      count(b.m_p95_high, opt));
   for (const auto& r : a.rows)  // an open question that could change the answer
     if (r.status == "ok" && r.decision == "not settled" && r.m_p95_low && r.m_p95_low < b.m_p95)
-      s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; about {} draws would settle it).",
-                       row_label(r), r.m_p95_low, count(r.m_p95_high, opt), r.draws_to_settle);
+      s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; {}).", row_label(r), r.m_p95_low,
+                       count(r.m_p95_high, opt),
+                       learned(r) ? "more fits would settle it (--fit-seeds)"
+                                  : fmt::format("about {} draws would settle it", r.draws_to_settle));
   return s + offset_note(a, in);
 }
 

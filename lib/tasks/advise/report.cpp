@@ -168,7 +168,11 @@ void advise_steps::write_rows_table(std::ostream& out, const std::vector<const A
       out << fmt::format("  {} +- {}{}", pct(r.measured_p95), pct(r.measured_p95_se),
                          r.within_target(o.target) || !r.m_p95 ? "" : "  ABOVE TARGET");
     out << '\n';
-    if (r.decision == "not settled")
+    if (r.decision == "not settled" && advise_steps::learned(r))
+      notes.push_back(where + fmt::format("{}: not settled with {} fits per M: more fits (--fit-seeds) narrow the "
+                                          "interval",
+                                          label, r.curve_draws.empty() ? 0.0 : r.curve_draws.front()));
+    else if (r.decision == "not settled")
       notes.push_back(where + fmt::format("{}: not settled with {} draws around the answer; about {} would settle it "
                                           "(--max-draws)",
                                           label, r.settle_draws, r.draws_to_settle));
@@ -263,6 +267,15 @@ void advise_steps::write_row_groups(H5Writer& h5, const std::string& root, const
     const std::string g = root + "/" + r.estimator + "/" + r.sampler;
     h5.group(g);
     write_columns(h5, g, r, o, advice_columns());
+    for (const auto& p : r.parameters) {  // a learned row's fitted parameters, named, in their shapes
+      const std::string what =
+          fmt::format("fitted parameter {} of the learned map at M = {} (fit seed 0)", p.name, r.parameters_m);
+      if (p.shape.size() == 2)
+        h5.write(g + "/parameter_" + p.name, arma::mat(p.values.data(), p.shape[1], p.shape[0]).t().eval(),
+                 {what, "row,column"});
+      else
+        h5.write(g + "/parameter_" + p.name, p.values, {what, "index"});
+    }
   }
 }
 

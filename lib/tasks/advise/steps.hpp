@@ -84,6 +84,10 @@ void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& 
 void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
                           const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
                           arma::uword block, const AdviseOptions& opt);
+// The decision on a row's filled curve (curve_m, curve_median, curve_p95 with curve_p95_se): M for the target and its
+// interval where the curve -+ 2 SE crosses it, "out of reach" where the curve ends at the budget (at_budget) with its
+// p95 - 2 SE above the target, else "not settled" (AdviceRow::decision).
+void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt);
 
 // ----- simulate.cpp -----
 // Where the 95th percentile at the budget is heading, from the last settle round's draws and p95 and this round's: the
@@ -124,6 +128,8 @@ void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_p
 
 // ----- recommend.cpp -----
 std::string row_label(const AdviceRow& r);
+// A learned row (learned.hpp): fitted, not drawn; its SE is over fits.
+inline bool learned(const AdviceRow& r) { return r.sampler == "learned"; }
 // The best row, the cost (timed where asked) and the recommendation in words.
 void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
                              const Say& say);
