@@ -113,7 +113,30 @@ TEST(AdviseLearned, TheReportHoldsTheParametersNamedWithTheirShapes) {
   std::filesystem::remove(path);
 }
 
-TEST(AdviseLearned, LearnedMapsNeedSequencesAndNoMask) {
+// With --causal the learned map is fitted and judged under the mask (learned_attention_test.cpp checks the masked
+// objective's gradient and the masked held-out errors against plain loops): the row is the causal curve's, not the
+// bidirectional one's.
+TEST(AdviseLearned, CausalRowsAreFittedAndJudgedUnderTheMask) {
+  HeadSequences h = sharp(4, 64);
+  AdviseOptions o = learned_options();
+  o.learned_features = {8, 16};
+  o.held_out = 1;
+  o.causal = true;
+  const AdviceRow learned = advise_sequences(h, o).rows.back();
+  ASSERT_EQ(learned.estimator, "hedgehog");
+  LearnedCurveOptions lo;
+  lo.features = o.learned_features, lo.held_out = o.held_out, lo.fit_seeds = 1, lo.seed = o.seed;
+  const auto bidirectional = learned_attention_curve(h, lo);
+  h.causal = true;
+  const auto causal = learned_attention_curve(h, lo);
+  ASSERT_EQ(learned.curve_p95.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(learned.curve_p95[k], causal[k].held_out_mean) << "M = " << causal[k].M;
+    EXPECT_NE(learned.curve_p95[k], bidirectional[k].held_out_mean) << "M = " << causal[k].M;
+  }
+}
+
+TEST(AdviseLearned, LearnedMapsNeedSequences) {
   const HeadSequences h = sharp(3, 32);
   AdviseOptions o = learned_options();
   EXPECT_THROW(advise(h.Q[0], h.K[0], h.V[0], o), InvalidArgument);

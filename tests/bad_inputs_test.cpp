@@ -669,7 +669,8 @@ TEST(BadInputs, AdviseLearnedNeedsSequencesOfOneHead) {
   refused("--queries " + q2 + " --keys " + q2 + " --values " + v2 + " --learned hedgehog" + adv,
           "--queries: learned maps need the sequences of one head as [sequences, L, d], got [24, 4]");
   refused(seqs + " --held-out 1 --quiet", "--held-out '1': only used with --learned");
-  refused(seqs + " --learned hedgehog --causal" + adv, "learned maps are fitted to bidirectional attention rows");
+  refused(seqs + " --learned hedgehog --metric tv" + adv, "--metric 'tv': learned maps are judged by the rmse");
+  refused(seqs + " --learned hedgehog --sums fp16" + adv, "--sums 'fp16': the rounding of number formats");
   refused(seqs + " --learned luna" + adv, "luna");
   refused("--queries " + q + " --keys " + k + " --learned hedgehog" + adv, "give --values too");
   refused(seqs + " --learned hedgehog --held-out 3" + adv, "held");

@@ -64,19 +64,22 @@ HeadSequences sharp_head(arma::uword n, arma::uword L, std::uint64_t seed) {
 
 // ---- independent references: plain loops over rows and keys, sharing nothing with the library's paths ----
 
+// The keys query i attends to: 0..i when causal, else all.
+arma::uword plain_keys(arma::uword i, const arma::mat& K, bool causal) { return causal ? i + 1 : K.n_cols; }
+
 // Exact softmax attention, logits q^T k / sqrt(d): Lq x dv.
-arma::mat plain_exact(const arma::mat& Q, const arma::mat& K, const arma::mat& V) {
+arma::mat plain_exact(const arma::mat& Q, const arma::mat& K, const arma::mat& V, bool causal = false) {
   const double c = 1.0 / std::sqrt(static_cast<double>(Q.n_rows));
   arma::mat Y(Q.n_cols, V.n_cols, arma::fill::zeros);
   std::vector<double> l(K.n_cols);
   for (arma::uword i = 0; i < Q.n_cols; ++i) {
     double m = -std::numeric_limits<double>::infinity(), sum = 0;
-    for (arma::uword j = 0; j < K.n_cols; ++j) {
+    for (arma::uword j = 0; j < plain_keys(i, K, causal); ++j) {
       double dot = 0;
       for (arma::uword t = 0; t < Q.n_rows; ++t) dot += Q(t, i) * K(t, j);
       l[j] = c * dot, m = std::max(m, l[j]);
     }
-    for (arma::uword j = 0; j < K.n_cols; ++j) {
+    for (arma::uword j = 0; j < plain_keys(i, K, causal); ++j) {
       const double w = std::exp(l[j] - m);
       sum += w;
       for (arma::uword v = 0; v < V.n_cols; ++v) Y(i, v) += w * V(j, v);
@@ -112,12 +115,12 @@ arma::mat plain_scores(const arma::mat& W, const arma::vec& b, const arma::mat& 
 
 // The map's attention Y-hat_i = sum_j S_ij v_j / sum_j S_ij.
 arma::mat plain_map_attention(const arma::mat& W, const arma::vec& b, const arma::mat& Q, const arma::mat& K,
-                              const arma::mat& V) {
+                              const arma::mat& V, bool causal) {
   const arma::mat S = plain_scores(W, b, Q, K);
   arma::mat Y(Q.n_cols, V.n_cols, arma::fill::zeros);
   for (arma::uword i = 0; i < Q.n_cols; ++i) {
     double sum = 0;
-    for (arma::uword j = 0; j < K.n_cols; ++j) {
+    for (arma::uword j = 0; j < plain_keys(i, K, causal); ++j) {
       sum += S(i, j);
       for (arma::uword v = 0; v < V.n_cols; ++v) Y(i, v) += S(i, j) * V(j, v);
     }
@@ -140,8 +143,8 @@ std::vector<double> plain_row_errors(const HedgehogParams& p, const HeadSequence
   std::vector<double> sq;
   double total = 0;
   for (const arma::uword s : which) {
-    const arma::mat Y = plain_exact(h.Q[s], h.K[s], h.V[s]);
-    const arma::mat Yh = plain_map_attention(p.W, p.b, h.Q[s], h.K[s], h.V[s]);
+    const arma::mat Y = plain_exact(h.Q[s], h.K[s], h.V[s], h.causal);
+    const arma::mat Yh = plain_map_attention(p.W, p.b, h.Q[s], h.K[s], h.V[s], h.causal);
     for (arma::uword i = 0; i < Y.n_rows; ++i) {
       double e = 0;
       for (arma::uword v = 0; v < Y.n_cols; ++v)
@@ -154,17 +157,21 @@ std::vector<double> plain_row_errors(const HedgehogParams& p, const HeadSequence
   return sq;
 }
 
-// The cross-entropy of fit.hpp by plain loops from the scores: (1/N) sum_i sum_j -A_ij log(S_ij / sum_j S_ij).
-double plain_cross_entropy(const HedgehogParams& p, const arma::mat& Q, const arma::mat& K) {
-  const arma::mat S = plain_scores(p.W, p.b, Q, K);
+// The cross-entropy of fit.hpp by plain loops from the scores: (1/N) sum_i sum_j -A_ij log(S_ij / sum_j S_ij), the
+// sums over the keys row i attends to (causal: rows[i] is query i's position, keys 0..rows[i]).
+double plain_cross_entropy(const HedgehogParams& p, const arma::mat& Q, const arma::mat& K, const arma::uvec& rows,
+                           bool causal) {
+  const arma::mat S = plain_scores(p.W, p.b, Q.cols(rows), K);
   const arma::mat I = arma::eye(K.n_cols, K.n_cols);
-  const arma::mat A = plain_exact(Q, K, I);  // the attention matrix itself: values = identity
+  const arma::mat A = plain_exact(Q, K, I, causal);  // the attention matrix itself: values = identity
   double out = 0;
-  for (arma::uword i = 0; i < Q.n_cols; ++i) {
-    const double sum = arma::accu(S.row(i));
-    for (arma::uword j = 0; j < K.n_cols; ++j) out -= A(i, j) * std::log(S(i, j) / sum);
+  for (arma::uword r = 0; r < rows.n_elem; ++r) {
+    const arma::uword i = rows[r], n = plain_keys(i, K, causal);
+    double sum = 0;
+    for (arma::uword j = 0; j < n; ++j) sum += S(r, j);
+    for (arma::uword j = 0; j < n; ++j) out -= A(i, j) * std::log(S(r, j) / sum);
   }
-  return out / static_cast<double>(Q.n_cols);
+  return out / static_cast<double>(rows.n_elem);
 }
 
 HedgehogParams perturbed_params(arma::uword d, arma::uword M, std::uint64_t seed) {
@@ -200,27 +207,33 @@ int fd_mismatches(const HedgehogParams& p, const std::vector<AttentionRows>& dat
 // here (L = 2.06; measured: at most 6e-11 over the 15 entries); the tolerance 1e-7 is 1700x that and 1e-6 of the
 // largest entry (0.14; asserted > 1e-2, so the check is not vacuous), so a dropped key-side or query-side term, a sign
 // or a wrong 1/N cannot pass; the negative control shows that a 1% error in the gradient fails it. The value is also
-// checked against a plain loop over S_ij (1e-12 relative: rounding only).
+// checked against a plain loop over S_ij (1e-12 relative: rounding only). Bidirectional and causal (the mask on both
+// A and A-hat: a map normalised over every key, or A's mask alone, would differ from the plain loop).
 TEST(LearnedAttention, GradientMatchesFiniteDifferences) {
   const HeadSequences h = random_head(2, 9, 4, 1, 1.2, 5);
-  const std::vector<AttentionRows> data{attention_rows(h.Q[0], h.K[0]),
-                                        attention_rows(h.Q[1].cols(0, 6), h.K[1], {0, 2, 5})};
-  const HedgehogParams p = perturbed_params(4, 6, 21);
-  HedgehogParams g;
-  const double f = attention_cross_entropy(p, data, &g);
-  EXPECT_NEAR(f, attention_cross_entropy(p, data), 1e-14 * f);
-  const arma::mat Q1 = h.Q[1].cols(arma::uvec{0, 2, 5});
-  const double plain = (9 * plain_cross_entropy(p, h.Q[0], h.K[0]) + 3 * plain_cross_entropy(p, Q1, h.K[1])) / 12;
-  EXPECT_NEAR(f, plain, 1e-12 * f);
-  const double gmax = std::max(arma::abs(g.W).max(), arma::abs(g.b).max());
-  ASSERT_GT(gmax, 1e-2) << "the check would be vacuous";
-  double worst = 0;
-  EXPECT_EQ(fd_mismatches(p, data, g, 1e-7, true, &worst), 0);
-  std::cout << "objective " << f << ", largest gradient entry " << gmax << ", largest |FD - gradient| " << worst
-            << "\n";
-  HedgehogParams wrong = g;
-  wrong.W *= 1.01, wrong.b *= 1.01;
-  EXPECT_GT(fd_mismatches(p, data, wrong, 1e-7, false), 0) << "negative control";
+  const arma::uvec all = arma::regspace<arma::uvec>(0, 8), some{0, 2, 5};
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "bidirectional");
+    const std::vector<AttentionRows> data{attention_rows(h.Q[0], h.K[0], {}, causal),
+                                          attention_rows(h.Q[1], h.K[1], some, causal)};
+    const HedgehogParams p = perturbed_params(4, 6, 21);
+    HedgehogParams g;
+    const double f = attention_cross_entropy(p, data, &g);
+    EXPECT_NEAR(f, attention_cross_entropy(p, data), 1e-14 * f);
+    const double plain = (9 * plain_cross_entropy(p, h.Q[0], h.K[0], all, causal) +
+                          3 * plain_cross_entropy(p, h.Q[1], h.K[1], some, causal)) /
+                         12;
+    EXPECT_NEAR(f, plain, 1e-12 * f);
+    const double gmax = std::max(arma::abs(g.W).max(), arma::abs(g.b).max());
+    ASSERT_GT(gmax, 1e-2) << "the check would be vacuous";
+    double worst = 0;
+    EXPECT_EQ(fd_mismatches(p, data, g, 1e-7, true, &worst), 0);
+    std::cout << (causal ? "causal" : "bidirectional") << ": objective " << f << ", largest gradient entry " << gmax
+              << ", largest |FD - gradient| " << worst << "\n";
+    HedgehogParams wrong = g;
+    wrong.W *= 1.01, wrong.b *= 1.01;
+    EXPECT_GT(fd_mismatches(p, data, wrong, 1e-7, false), 0) << "negative control";
+  }
 }
 
 TEST(LearnedAttention, FitLowersTheObjectiveAndWarmStartsKeepRows) {
@@ -293,23 +306,30 @@ TEST(LearnedAttention, CurveIsDeterministicForAnyThreadCount) {
 // The reported held-out and training errors recomputed from the saved W and b by plain loops (plain_* above: exact
 // softmax attention and the map's unstabilised attention S V / S 1, no library code but the quantile's definition):
 // equal within 1e-10 relative (the library's path is stabilised and uses BLAS, so the two differ by rounding only).
+// Bidirectional and causal (prefix sums against a loop over the keys up to each position).
 TEST(LearnedAttention, HeldOutErrorEqualsAnIndependentRecomputation) {
-  const HeadSequences h = random_head(5, 40, 8, 3, 1.1, 12);
-  const auto curve = learned_attention_curve(h, small_options());
-  for (const auto& c : curve)
-    for (const auto& r : c.fits) {
-      for (const auto* part : {&r.held_out, &r.train}) {
-        const arma::uvec& which = part == &r.held_out ? r.held_out_sequences : r.train_sequences;
-        const std::vector<double> e = plain_row_errors(r.fit.params, h, which);
-        ASSERT_EQ(e.size(), part->errors.n_elem);
-        for (std::size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(part->errors[i], e[i], 1e-10 * e[i]) << "row " << i;
-        const double q = plain_quantile(e, 0.95);
-        EXPECT_NEAR(part->quantile, q, 1e-10 * q) << "M = " << c.M;
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "bidirectional");
+    HeadSequences h = random_head(5, 40, 8, 3, 1.1, 12);
+    h.causal = causal;
+    const auto curve = learned_attention_curve(h, small_options());
+    for (const auto& c : curve)
+      for (const auto& r : c.fits) {
+        for (const auto* part : {&r.held_out, &r.train}) {
+          const arma::uvec& which = part == &r.held_out ? r.held_out_sequences : r.train_sequences;
+          const std::vector<double> e = plain_row_errors(r.fit.params, h, which);
+          ASSERT_EQ(e.size(), part->errors.n_elem);
+          // + 1e-14: a causal row 0 attends to one key, its error is 0 up to rounding
+          for (std::size_t i = 0; i < e.size(); ++i)
+            EXPECT_NEAR(part->errors[i], e[i], 1e-10 * e[i] + 1e-14) << "row " << i;
+          const double q = plain_quantile(e, 0.95);
+          EXPECT_NEAR(part->quantile, q, 1e-10 * q) << "M = " << c.M;
+        }
       }
-    }
-  // The public judgement of a saved map gives the same numbers.
-  const auto& r = curve[1].fits[0];
-  EXPECT_EQ(learned_row_errors(r.fit.params, h, r.held_out_sequences).quantile, r.held_out.quantile);
+    // The public judgement of a saved map gives the same numbers.
+    const auto& r = curve[1].fits[0];
+    EXPECT_EQ(learned_row_errors(r.fit.params, h, r.held_out_sequences).quantile, r.held_out.quantile);
+  }
 }
 
 // Positive random features (registry "pos", iid draws) on the same rows: per row the rmse over R draws,
@@ -399,6 +419,7 @@ TEST(LearnedAttention, BadInputsThrowNamingTheValue) {
   throws([] { attention_cross_entropy(hedgehog_init(4, 4, 1), {}); }, "no training sequences");
   throws([&] { attention_cross_entropy(hedgehog_init(3, 4, 1), {attention_rows(h.Q[0], h.K[0])}); }, "dimension 4");
   throws([&] { attention_rows(h.Q[0], h.K[0], {8}); }, "row 8");
+  throws([&] { attention_rows(h.Q[0], h.K[0].cols(0, 6), {}, true); }, "8 queries but 7 keys");
   throws([&] { fit_hedgehog(hedgehog_init(4, 4, 1), {attention_rows(h.Q[0], h.K[0])}, {.gradient_tolerance = -1}); },
          "-1");
   throws([&] { learned_attention_curve(HeadSequences{{h.Q[0]}, {h.K[0]}, {h.V[0]}}); }, "got 1");

@@ -225,10 +225,19 @@ AdviseOptions advise_options_from(const StudyValues& values) {
     if (values.count(name) && o.learned.empty())
       throw InvalidArgument(fmt::format("{} '{}': only used with --learned (e.g. --learned hedgehog)",
                                         values.at(name).where, values.at(name).text));
-  if (!o.learned.empty() && (kernel || o.causal))
-    throw InvalidArgument(fmt::format("{} '{}': learned maps are fitted to bidirectional attention rows: not with {}",
-                                      values.at("learned").where, values.at("learned").text,
-                                      kernel ? "quantity kernel" : "--causal"));
+  if (!o.learned.empty() && kernel)
+    throw InvalidArgument(fmt::format("{} '{}': learned maps are fitted to attention rows: not with quantity kernel",
+                                      values.at("learned").where, values.at("learned").text));
+  if (!o.learned.empty() && o.metric != AdviseMetric::Rmse)
+    throw InvalidArgument(
+        fmt::format("{} '{}': learned maps are judged by the rmse of attention rows: leave out --metric "
+                    "or give rmse",
+                    values.at("metric").where, values.at("metric").text));
+  if (!o.learned.empty() && !o.sums.empty())
+    throw InvalidArgument(
+        fmt::format("{} '{}': the rounding of number formats is emulated for random rows only: leave "
+                    "out --sums with --learned",
+                    values.at("sums").where, values.at("sums").text));
   // A total variation is at most 1: a target of 1 or more is reached by any M.
   if (o.metric == AdviseMetric::Tv && o.target >= 1)
     throw InvalidArgument(fmt::format(

@@ -53,6 +53,9 @@ void validate_head(const HeadSequences& h) {
     require(h.Q[s].n_rows == h.Q[0].n_rows && h.V[s].n_cols == h.V[0].n_cols,
             "sequence {} has d = {} and dv = {}, sequence 0 d = {} and dv = {}", s, h.Q[s].n_rows, h.V[s].n_cols,
             h.Q[0].n_rows, h.V[0].n_cols);
+    require(!h.causal || h.Q[s].n_cols == h.K[s].n_cols,
+            "sequence {}: causal attention needs one key per query position, got {} queries and {} keys", s,
+            h.Q[s].n_cols, h.K[s].n_cols);
   }
 }
 
@@ -80,10 +83,15 @@ std::pair<arma::uvec, arma::uvec> seeded_subset(arma::uword n, arma::uword k, Rn
   return {arma::sort(idx.head(k)), arma::sort(idx.tail(n - k))};
 }
 
+// Query column r at position r (causal sequences).
+arma::uvec positions(const arma::mat& Q) { return arma::regspace<arma::uvec>(0, Q.n_cols - 1); }
+
 // Exact attention of the sequences `which` (the reference of the row errors); the others are left empty.
 std::vector<arma::mat> exact_outputs(const HeadSequences& h, const arma::uvec& which) {
   std::vector<arma::mat> Y(h.Q.size());
-  for (const arma::uword s : which) Y[s] = exact_attention(h.Q[s], h.K[s], h.V[s]).Y;
+  for (const arma::uword s : which)
+    Y[s] = h.causal ? exact_causal_attention(h.Q[s], positions(h.Q[s]), h.K[s], h.V[s]).Y
+                    : exact_attention(h.Q[s], h.K[s], h.V[s]).Y;
   return Y;
 }
 
@@ -96,7 +104,9 @@ LearnedRowErrors row_errors(const HedgehogParams& p, const HeadSequences& h, con
   double total = 0, rows = 0;
   for (arma::uword k = 0; k < which.n_elem; ++k) {
     const arma::uword s = which[k];
-    const arma::mat Yhat = approximate_attention(map, none, h.Q[s], h.K[s], h.V[s]).Y;
+    const arma::mat Yhat = h.causal
+                               ? approximate_causal_attention(map, none, h.Q[s], positions(h.Q[s]), h.K[s], h.V[s]).Y
+                               : approximate_attention(map, none, h.Q[s], h.K[s], h.V[s]).Y;
     sq[k] = arma::sum(arma::square(Yhat - Y[s]), 1);
     total += arma::accu(arma::square(Y[s]));
     rows += static_cast<double>(Y[s].n_rows);
@@ -126,7 +136,7 @@ std::vector<AttentionRows> training_rows(const HeadSequences& h, const arma::uve
       Rng rng(seed, Stream::Data, 1 + t);
       rows = seeded_subset(L, max_rows, rng).first;
     }
-    data.push_back(attention_rows(h.Q[t], h.K[t], rows));
+    data.push_back(attention_rows(h.Q[t], h.K[t], rows, h.causal));
   }
   return data;
 }

@@ -3,7 +3,8 @@
 // the others, with advise's rmse metric for a deterministic map: the row error
 //   e_i = |Y-hat_i - Y_i| / RMS_i |Y_i|   (RMS over the rows of the set judged: the held-out rows, or the training
 //   rows)
-// with Y-hat the map's stabilised linear attention (approximate_attention) and Y exact softmax attention, and its 95th
+// with Y-hat the map's stabilised linear attention (approximate_attention; causal: approximate_causal_attention's
+// prefix sums) and Y exact softmax attention (exact_causal_attention), and its 95th
 // percentile over the rows. Sits in tasks/ (not analysis/) because it uses tasks/attention.hpp.
 #pragma once
 #include <cstdint>
@@ -17,9 +18,11 @@
 namespace kestrel {
 
 // One head over several sequences: sequence s has queries Q[s] (d x Lq_s), keys K[s] (d x Lk_s) and values V[s]
-// (Lk_s x dv), unscaled (logits q^T k / sqrt(d)); a query attends to every key of its own sequence (bidirectional).
+// (Lk_s x dv), unscaled (logits q^T k / sqrt(d)); a query attends to every key of its own sequence (bidirectional),
+// or, causal (a decoder's mask), query column r to keys 0..r (Lq_s = Lk_s): fitted, judged and recomputed so.
 struct HeadSequences {
   std::vector<arma::mat> Q, K, V;
+  bool causal = false;
 };
 
 struct LearnedCurveOptions {

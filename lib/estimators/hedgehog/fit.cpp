@@ -15,15 +15,30 @@
 
 namespace kestrel {
 
-AttentionRows attention_rows(const arma::mat& Q, const arma::mat& K, const arma::uvec& rows) {
+namespace {
+
+// Sets row r's entries after column last[r0 + r] to value (a causal mask); nothing when last is empty.
+void mask_after(arma::mat& X, const arma::uvec& last, arma::uword r0, double value) {
+  if (last.is_empty()) return;
+  for (arma::uword r = 0; r < X.n_rows; ++r)
+    if (last[r0 + r] + 1 < X.n_cols) X(r, arma::span(last[r0 + r] + 1, X.n_cols - 1)).fill(value);
+}
+
+}  // namespace
+
+AttentionRows attention_rows(const arma::mat& Q, const arma::mat& K, const arma::uvec& rows, bool causal) {
   validate_points(Q, "queries");
   validate_points(K, "keys");
   require(Q.n_rows == K.n_rows, "queries and keys must have the same dimension, got {} and {}", Q.n_rows, K.n_rows);
   require(rows.is_empty() || rows.max() < Q.n_cols, "attention rows: row {} is beyond the {} queries",
           rows.is_empty() ? 0 : rows.max(), Q.n_cols);
+  require(!causal || Q.n_cols == K.n_cols, "causal attention rows: {} queries but {} keys (one key per position)",
+          Q.n_cols, K.n_cols);
   const double s = std::pow(static_cast<double>(Q.n_rows), -0.25);
-  AttentionRows out{rows.is_empty() ? arma::mat(s * Q) : arma::mat(s * Q.cols(rows)), s * K, {}};
+  AttentionRows out{rows.is_empty() ? arma::mat(s * Q) : arma::mat(s * Q.cols(rows)), s * K, {}, {}};
+  if (causal) out.last_key = rows.is_empty() ? arma::regspace<arma::uvec>(0, Q.n_cols - 1) : rows;
   arma::mat Z = out.Q.t() * out.K;  // logits q^T k / sqrt(d)
+  mask_after(Z, out.last_key, 0, -arma::datum::inf);
   Z.each_col() -= arma::max(Z, 1);
   Z = arma::exp(Z);
   Z.each_col() /= arma::sum(Z, 1);
@@ -78,10 +93,12 @@ BlockPart block_part(const HedgehogParams& p, const AttentionRows& s, const arma
   const arma::mat T = Pq * Pk.t();  // S_ij / exp(m_i + m_j), >= exp(-2 min(m_i, m_j)) (fit.hpp)
   arma::mat log_ahat = arma::log(T);
   log_ahat.each_row() += mk.t();
+  mask_after(log_ahat, s.last_key, i0, -arma::datum::inf);  // causal: A-hat_ij = 0 beyond the row's last key
   arma::mat ahat = log_ahat;
   const arma::vec mx = exp_shifted(ahat);
   const arma::vec sums = arma::sum(ahat, 1);
   log_ahat.each_col() -= mx + arma::log(sums);
+  mask_after(log_ahat, s.last_key, i0, 0.0);  // A_ij = 0 there: no term (0 log 0)
   BlockPart out{-arma::accu(s.A.rows(i0, i1) % log_ahat), {}, {}};
   if (!gradient) return out;
   // dL/dlog S_ij = (A-hat_ij - A_ij) / N (the rows of A and A-hat sum to 1); dlog S_ij / dlog phi_m(q_i) =
@@ -127,6 +144,9 @@ void validate_data(const HedgehogParams& p, const std::vector<AttentionRows>& da
     require(r.A.n_rows == r.Q.n_cols && r.A.n_cols == r.K.n_cols,
             "Hedgehog fit: sequence {}: attention rows are {} x {}, expected {} x {}", s, r.A.n_rows, r.A.n_cols,
             r.Q.n_cols, r.K.n_cols);
+    require(r.last_key.is_empty() || (r.last_key.n_elem == r.Q.n_cols && r.last_key.max() < r.K.n_cols),
+            "Hedgehog fit: sequence {}: {} causal limits for {} rows of {} keys", s, r.last_key.n_elem, r.Q.n_cols,
+            r.K.n_cols);
   }
 }
 

@@ -16,7 +16,6 @@ namespace {
 // The learned rows of opt.learned on the head's sequences (learned.hpp).
 void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions& opt, const Say& say) {
   if (opt.learned.empty()) return;
-  require(!opt.causal, "learned maps are fitted and judged on bidirectional attention: leave out --causal with them");
   require(head && head->Q.size() >= 2,
           "learned maps ({}) are judged on sequences they were not fitted on: give at least 2 sequences of the head",
           opt.learned.front());
@@ -29,7 +28,13 @@ void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions&
     lo.held_out = opt.held_out;
     lo.fit_seeds = opt.fit_seeds;
     lo.seed = opt.seed;
-    a.rows.push_back(learned_row(learned_attention_curve(*head, lo), opt));
+    if (head->causal == opt.causal) {
+      a.rows.push_back(learned_row(learned_attention_curve(*head, lo), opt));
+    } else {  // fitted and judged with the mask advise's random rows use
+      HeadSequences masked = *head;
+      masked.causal = opt.causal;
+      a.rows.push_back(learned_row(learned_attention_curve(masked, lo), opt));
+    }
   }
 }
 
