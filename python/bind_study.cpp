@@ -80,8 +80,9 @@ std::string advice_row_doc() {
          json_fields(advice_columns());
 }
 
-// A NumPy array of 2 to 4 axes as stored in C order (tasks/advise/heads.hpp TokenArray): copied once.
-TokenArray token_array(const py::object& obj, const char* name) {
+// A NumPy array of 2 to max_axes axes (5 with learned maps: a leading sequences axis) as stored in C order
+// (tasks/advise/heads.hpp TokenArray): copied once.
+TokenArray token_array(const py::object& obj, const char* name, py::ssize_t max_axes = 4) {
   using CArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
   if (const py::array probe = py::array::ensure(obj)) {  // refused as mat_in refuses them (the 2-D path)
     const char kind = probe.dtype().kind();
@@ -94,8 +95,9 @@ TokenArray token_array(const py::object& obj, const char* name) {
   }
   const CArray a = CArray::ensure(obj);
   if (!a) throw py::type_error(fmt::format("{}: expected an array of numbers", name));
-  require(a.ndim() >= 2 && a.ndim() <= 4, "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d], got {} axes",
-          name, a.ndim());
+  require(a.ndim() >= 2 && a.ndim() <= max_axes,
+          "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d]{}, got {} axes", name,
+          max_axes > 4 ? " (with learned maps: a sequences axis first)" : "", a.ndim());
   TokenArray t;
   for (py::ssize_t k = 0; k < a.ndim(); ++k) t.shape.push_back(static_cast<arma::uword>(a.shape(k)));
   const arma::uword d = t.shape.back(), n = d ? static_cast<arma::uword>(a.size()) / d : 0;
@@ -180,18 +182,27 @@ py::object advise_single(const py::object& Q, const py::object& K, const py::obj
   return finish_advise(*adv, o, kw, h5);
 }
 
-// kestrel.advise with learned= on [sequences, L, d] arrays of one head: the report of advise_sequences.
+// kestrel.advise with learned= on [sequences, L, d] arrays of one head (the report of advise_sequences) or
+// [sequences, (layers,) heads, L, d] (the report of advise_heads).
 py::object advise_learned(const py::object& Q, const py::object& K, const py::object& V, const AdviseOptions& o,
                           bool show, const py::kwargs& kw, const std::string& path, bool force) {
-  const TokenArray q = token_array(Q, "Q"), k = token_array(K, "K");
-  const std::optional<TokenArray> v = V.is_none() ? std::nullopt : std::optional(token_array(V, "V"));
-  const HeadSequences head = sequences_of(q, k, v ? &*v : nullptr, {"Q", "K", "V"});
+  const TokenArray q = token_array(Q, "Q", 5), k = token_array(K, "K", 5);
+  const std::optional<TokenArray> v = V.is_none() ? std::nullopt : std::optional(token_array(V, "V", 5));
+  const HeadStack stack = stack_sequences(q, k, v ? &*v : nullptr, {"Q", "K", "V"});
   std::unique_ptr<H5Writer> h5;
   if (!path.empty()) h5 = std::make_unique<H5Writer>(path, force);
-  std::optional<Advice> adv;
+  if (q.shape.size() == 3) {
+    std::optional<Advice> adv;
+    {
+      py::gil_scoped_release nogil;
+      adv = advise_sequences(head_sequences(stack, 0), o, stderr_progress(show));
+    }
+    return finish_advise(*adv, o, kw, h5);
+  }
+  std::optional<HeadsAdvice> adv;
   {
     py::gil_scoped_release nogil;
-    adv = advise_sequences(head, o, stderr_progress(show));
+    adv = advise_heads(stack, o, stderr_progress(show));
   }
   return finish_advise(*adv, o, kw, h5);
 }
@@ -296,9 +307,9 @@ void kestrel::python::bind_study(py::module_& m) {
        "arrays are advised per head (K and V may have fewer heads, dividing Q's: grouped-query attention): the report "
        "then has every head's rows (with layer, head and kv_head), a summary per estimator and sampler (the M for "
        "every head and for the median head) and each head's own cost and recommendation under heads. With "
-       "learned=['hedgehog'], Q, K and V are [sequences, L, d] arrays of one head: the random rows are advised on the "
-       "first sequence and each learned map is fitted on some sequences and judged on the others (held_out), ranked "
-       "with them. Options:" +
+       "learned=['hedgehog'], Q, K and V have a sequences axis first ([sequences, L, d] for one head, [sequences, "
+       "heads, L, d] or [sequences, layers, heads, L, d]): the random rows are advised on the first sequence and each "
+       "learned map is fitted on some sequences and judged on the others (held_out), ranked with them. Options:" +
        options_doc(describe(advise_options(), std::function<bool(const AdviseOption&)>())) + advice_row_doc())
           .c_str());
 }

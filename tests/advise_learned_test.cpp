@@ -14,6 +14,7 @@
 #include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
 #include "tasks/advise/advise.hpp"
+#include "tasks/advise/heads.hpp"
 #include "tasks/advise/learned.hpp"
 #include "tasks/learned_attention.hpp"
 
@@ -22,15 +23,15 @@ namespace {
 
 // A sharp head (as learned_attention_test.cpp's): 8 orthonormal directions shared by the sequences, each token one of
 // them scaled to aligned logits of 6 plus noise, so that each attention row sits on a few keys.
-HeadSequences sharp(arma::uword n, arma::uword L) {
+HeadSequences sharp(arma::uword n, arma::uword L, std::uint64_t seed = 5) {
   const arma::uword d = 16, C = 8;
   const double a = std::sqrt(24.0);
-  Rng rng(5, Stream::User, 1000);
+  Rng rng(seed, Stream::User, 1000);
   arma::mat U, R;
   if (!arma::qr_econ(U, R, rng.normal_matrix(d, C))) throw NumericalError("QR failed");
   HeadSequences h;
   for (arma::uword s = 0; s < n; ++s) {
-    Rng r(5, Stream::User, s);
+    Rng r(seed, Stream::User, s);
     arma::mat Q(d, L), K(d, L);
     for (arma::uword j = 0; j < L; ++j) {
       Q.col(j) = a * U.col(static_cast<arma::uword>(r.uniform() * C));
@@ -134,6 +135,41 @@ TEST(AdviseLearned, CausalRowsAreFittedAndJudgedUnderTheMask) {
     EXPECT_EQ(learned.curve_p95[k], causal[k].held_out_mean) << "M = " << causal[k].M;
     EXPECT_NE(learned.curve_p95[k], bidirectional[k].held_out_mean) << "M = " << causal[k].M;
   }
+}
+
+// Heads over sequences ([sequences, heads, L, d], grouped-query: 2 query heads read 1 key/value head): each query
+// head's learned row is advise_sequences' on that head's sequences with the head's seed, the key/value head shared.
+TEST(AdviseLearned, StackedHeadsAreEachFittedOnTheirOwnSequences) {
+  const HeadSequences a = sharp(3, 32), b = sharp(3, 32, 9);
+  const arma::uword S = 3, L = 32, d = 16, dv = 8;
+  TokenArray Q{{S, 2, L, d}, arma::mat(d, S * 2 * L)}, K{{S, 1, L, d}, arma::mat(d, S * L)},
+      V{{S, 1, L, dv}, arma::mat(dv, S * L)};
+  for (arma::uword s = 0; s < S; ++s) {
+    Q.data.cols(2 * s * L, (2 * s + 1) * L - 1) = a.Q[s];
+    Q.data.cols((2 * s + 1) * L, (2 * s + 2) * L - 1) = b.Q[s];
+    K.data.cols(s * L, (s + 1) * L - 1) = a.K[s];
+    V.data.cols(s * L, (s + 1) * L - 1) = a.V[s].t();
+  }
+  const HeadStack stack = stack_sequences(Q, K, &V, {"Q", "K", "V"});
+  ASSERT_EQ(stack.sequences, S);
+  AdviseOptions o = learned_options();
+  o.learned_features = {8, 16};
+  o.held_out = 1;
+  const HeadsAdvice heads = advise_heads(stack, o);
+  ASSERT_EQ(heads.heads.size(), 2u);
+  for (arma::uword h = 0; h < 2; ++h) {
+    const HeadSequences own = head_sequences(stack, h);
+    EXPECT_TRUE(arma::approx_equal(own.Q[2], h == 0 ? a.Q[2] : b.Q[2], "absdiff", 0.0));
+    EXPECT_TRUE(arma::approx_equal(own.K[2], a.K[2], "absdiff", 0.0));  // the shared key/value head
+    AdviseOptions mine = o;
+    mine.seed = head_seed(o.seed, 0, h);
+    const AdviceRow expected = advise_sequences(own, mine).rows.back();
+    const AdviceRow& got = heads.heads[h].advice.rows.back();
+    ASSERT_EQ(got.estimator, "hedgehog");
+    EXPECT_EQ(got.curve_p95, expected.curve_p95) << "head " << h;
+    EXPECT_EQ(got.decision, expected.decision) << "head " << h;
+  }
+  EXPECT_THROW(stack_sequences(Q, K, nullptr, {"Q", "K", "V"}), InvalidArgument);
 }
 
 TEST(AdviseLearned, LearnedMapsNeedSequences) {

@@ -666,8 +666,10 @@ TEST(BadInputs, AdviseLearnedNeedsSequencesOfOneHead) {
     EXPECT_FALSE(fs::exists(out)) << args;
   };
   const std::string seqs = "--queries " + q + " --keys " + k + " --values " + v;
-  refused("--queries " + q2 + " --keys " + q2 + " --values " + v2 + " --learned hedgehog" + adv,
-          "--queries: learned maps need the sequences of one head as [sequences, L, d], got [24, 4]");
+  refused(
+      "--queries " + q2 + " --keys " + q2 + " --values " + v2 + " --learned hedgehog" + adv,
+      "--queries: learned maps need sequences as [sequences, L, d], [sequences, heads, L, d] or [sequences, layers, "
+      "heads, L, d], got [24, 4]");
   refused(seqs + " --held-out 1 --quiet", "--held-out '1': only used with --learned");
   refused(seqs + " --learned hedgehog --metric tv" + adv, "--metric 'tv': learned maps are judged by the rmse");
   refused(seqs + " --learned hedgehog --sums fp16" + adv, "--sums 'fp16': the rounding of number formats");

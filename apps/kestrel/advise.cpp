@@ -146,14 +146,19 @@ void run_advise(Args& a, CLI::Option* values, const Global& g) {
   const bool out = a.io->out_option->count() > 0;
   const std::string png = out ? check_out(a) : "";
   const Files files = load_files(a);
-  if (!opt.learned.empty()) {  // --learned: [sequences, L, d], one head's sequences (every shape checked first)
+  if (!opt.learned
+           .empty()) {  // --learned: [sequences, L, d] (one head) or [sequences, heads, L, d], shapes checked first
     const TokenArray q = token_array(*files.q), k = token_array(*files.k);
     const std::optional<TokenArray> v = files.v ? std::optional(token_array(*files.v)) : std::nullopt;
-    const HeadSequences head = sequences_of(q, k, v ? &*v : nullptr, {"--queries", "--keys", "--values"});
+    const HeadStack stack = stack_sequences(q, k, v ? &*v : nullptr, {"--queries", "--keys", "--values"});
     std::unique_ptr<H5Writer> h5;
     if (out) h5 = std::make_unique<H5Writer>(a.io->out, a.io->force);
-    const Advice adv = advise_sequences(head, opt, [&](const std::string& m) { progress(g, m); });
-    report(a, g, h5, png, adv, provenance(g.command_line, record_advise(opt), input_files(a, files)));
+    const auto say = [&](const std::string& m) { progress(g, m); };
+    const auto prov = provenance(g.command_line, record_advise(opt), input_files(a, files));
+    if (q.shape.size() == 3)
+      report(a, g, h5, png, advise_sequences(head_sequences(stack, 0), opt, say), prov);
+    else
+      report(a, g, h5, png, advise_heads(stack, opt, say), prov);
     return;
   }
   if (files.stacked()) {  // heads and layers: every shape checked before the report file is opened

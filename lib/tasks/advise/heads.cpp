@@ -100,24 +100,57 @@ HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray
   return s;
 }
 
-HeadSequences sequences_of(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
-                           const std::array<std::string, 3>& names) {
+HeadStack stack_sequences(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                          const std::array<std::string, 3>& names) {
   const auto& [nq, nk, nv] = names;
   require(V, "learned maps are judged by the error of attention rows: give {} too", nv);
   for (const auto& [a, n] : {std::pair{&Q, &nq}, std::pair{&K, &nk}, std::pair{V, &nv}})
-    require(a->shape.size() == 3, "{}: learned maps need the sequences of one head as [sequences, L, d], got {}", *n,
-            shape_text(a->shape));
-  const arma::uword S = Q.shape[0], Lq = Q.shape[1], Lk = K.shape[1];
+    require(a->shape.size() >= 3 && a->shape.size() <= 5,
+            "{}: learned maps need sequences as [sequences, L, d], [sequences, heads, L, d] or [sequences, layers, "
+            "heads, L, d], got {}",
+            *n, shape_text(a->shape));
+  const arma::uword S = Q.shape[0];
   require(K.shape[0] == S && V->shape[0] == S, "{}, {} and {} need the same number of sequences, got {}, {} and {}", nq,
           nk, nv, S, K.shape[0], V->shape[0]);
-  require(Q.shape[2] == K.shape[2], "{} has d = {} but {} has d = {}", nq, Q.shape[2], nk, K.shape[2]);
-  require(V->shape[1] == Lk, "{} has {} tokens per sequence but {} has {}", nv, V->shape[1], nk, Lk);
-  const arma::mat values = unit_scaled_values(V->data.t());  // (S Lk) x dv, one scale for every sequence
-  HeadSequences h;
+  // Sequence s of an array: its axes after the first ([L, d] as one head, [1, L, d]), its columns the s-th S-th part.
+  const auto part = [S](const TokenArray& a, arma::uword s) {
+    TokenArray t{{a.shape.begin() + 1, a.shape.end()}, {}};
+    if (t.shape.size() == 2) t.shape.insert(t.shape.begin(), 1);
+    const arma::uword n = a.data.n_cols / S;
+    t.data = a.data.cols(s * n, (s + 1) * n - 1);
+    return t;
+  };
+  HeadStack out;
   for (arma::uword s = 0; s < S; ++s) {
-    h.Q.push_back(Q.data.cols(s * Lq, (s + 1) * Lq - 1));
-    h.K.push_back(K.data.cols(s * Lk, (s + 1) * Lk - 1));
-    h.V.push_back(values.rows(s * Lk, (s + 1) * Lk - 1));
+    const TokenArray v = part(*V, s);
+    HeadStack one = stack_heads(part(Q, s), part(K, s), &v, names);
+    if (s == 0) {
+      out = std::move(one);
+      continue;
+    }
+    for (auto [to, from] : {std::pair{&out.Q, &one.Q}, std::pair{&out.K, &one.K}, std::pair{&out.V, &one.V}})
+      to->insert(to->end(), from->begin(), from->end());
+  }
+  out.sequences = S;
+  return out;
+}
+
+HeadSequences head_sequences(const HeadStack& in, std::size_t i) {
+  const std::size_t heads = in.layers * in.q_heads, kv_heads = in.layers * in.kv_heads;
+  const std::size_t kv = (i / in.q_heads) * in.kv_heads + in.kv_of(i % in.q_heads);
+  require(!in.V.empty(), "learned maps are judged by the error of attention rows: give the values too");
+  std::vector<arma::mat> rows;
+  for (arma::uword s = 0; s < in.sequences; ++s) rows.push_back(in.V[s * kv_heads + kv]);
+  arma::mat all;  // one scale for every sequence of the head: (sum Lk) x dv
+  for (const arma::mat& v : rows) all = arma::join_cols(all, v);
+  all = unit_scaled_values(all);
+  HeadSequences h;
+  arma::uword at = 0;
+  for (arma::uword s = 0; s < in.sequences; ++s) {
+    h.Q.push_back(in.Q[s * heads + i]);
+    h.K.push_back(in.K[s * kv_heads + kv]);
+    h.V.push_back(all.rows(at, at + rows[s].n_rows - 1));
+    at += rows[s].n_rows;
   }
   return h;
 }
@@ -290,13 +323,15 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
     o.seed = h.seed;
     // Attention is timed once, on layer 0 head 0 (every head has the same shapes), not by heads timing each other.
     o.timing = opt.timing && i == 0;
-    try {
-      h.advice = advise(in.Q[i], in.K[kv], in.V.empty() ? arma::mat() : unit_scaled_values(in.V[kv]), o,
-                        [&](const std::string& m) {
-                          if (!progress) return;
-                          const std::lock_guard<std::mutex> lock(say_mu);
-                          progress(who + ": " + m);
-                        });
+    const auto say = [&](const std::string& m) {
+      if (!progress) return;
+      const std::lock_guard<std::mutex> lock(say_mu);
+      progress(who + ": " + m);
+    };
+    try {  // with learned maps, the random rows on sequence 0 and the maps fitted and judged over the sequences
+      h.advice = o.learned.empty()
+                     ? advise(in.Q[i], in.K[kv], in.V.empty() ? arma::mat() : unit_scaled_values(in.V[kv]), o, say)
+                     : advise_sequences(head_sequences(in, i), o, say);
     } catch (...) {
       errors[i] = std::current_exception();
       return;

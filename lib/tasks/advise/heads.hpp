@@ -28,8 +28,9 @@ struct TokenArray {
 
 // The inputs per head. Query head (l, h) is Q[l * q_heads + h]; it reads key/value head kv = h / (q_heads / kv_heads),
 // K[l * kv_heads + kv] and V[l * kv_heads + kv] (V empty: the normalisers).
+// Sequences (stack_sequences): Q, K, V hold sequence s's heads from index s * layers * heads on (sequence 0 first).
 struct HeadStack {
-  arma::uword layers = 1, q_heads = 1, kv_heads = 1;
+  arma::uword layers = 1, q_heads = 1, kv_heads = 1, sequences = 1;
   bool layered = false;            // the input had a layer axis
   std::vector<arma::mat> Q, K, V;  // d x Lq, d x Lk, Lk x dv
   arma::uword kv_of(arma::uword head) const { return head / (q_heads / kv_heads); }
@@ -41,12 +42,16 @@ struct HeadStack {
 HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
                       const std::array<std::string, 3>& names);
 
-// Sequences of one head (advise_sequences, --learned): Q, K, V as [sequences, L, d] (V [sequences, Lk, dv]) with the
-// same number of sequences, d (Q, K) and Lk (K, V); V is needed (the error is of attention rows) and is unit-scaled as
-// one array (unit_scaled_values: every sequence by the same power of two). Throws InvalidArgument naming the values.
+// Sequences of the heads (--learned: the map is fitted on some sequences and judged on the others): Q, K, V as
+// [sequences, L, d], [sequences, heads, L, d] or [sequences, layers, heads, L, d] (V: dv for d) with the same number of
+// sequences, each sequence checked as stack_heads checks a stack; V is needed (the error is of attention rows). The
+// stack holds every sequence (HeadStack::sequences). Throws InvalidArgument naming the values.
+HeadStack stack_sequences(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
+                          const std::array<std::string, 3>& names);
+// Query head i's (layer-major) sequences with its key/value head's keys and values; the values unit-scaled as one array
+// (unit_scaled_values: every sequence of the head by the same power of two).
 struct HeadSequences;
-HeadSequences sequences_of(const TokenArray& Q, const TokenArray& K, const TokenArray* V,
-                           const std::array<std::string, 3>& names);
+HeadSequences head_sequences(const HeadStack& in, std::size_t i);
 
 // The seed of head (layer, head): the seed itself for (0, 0), so that a one-head stack is the 2-D run; a SplitMix64
 // mix of (seed, layer, head) below 2^63 (a valid --seed) otherwise. It depends on neither the number of heads nor the
@@ -97,10 +102,10 @@ struct HeadsAdvice {
   std::string grouped_query;  // "" or what grouped-query attention means here
 };
 
-// Each head's advise() (its V through unit_scaled_values, as the single-head callers do), in parallel over the heads
-// (each with head_seed), then the summary. Results are identical for any thread count. An error of one head is rethrown
-// naming it (the first head in order that failed). With opt.timing, attention is timed on layer 0 head 0 only (the
-// heads have the same shapes).
+// Each head's advise() (its V through unit_scaled_values, as the single-head callers do; with opt.learned,
+// advise_sequences on head_sequences), in parallel over the heads (each with head_seed), then the summary. Results are
+// identical for any thread count. An error of one head is rethrown naming it (the first head in order that failed).
+// With opt.timing, attention is timed on layer 0 head 0 only (the heads have the same shapes).
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
                          const std::function<void(const std::string&)>& progress = {});
 
