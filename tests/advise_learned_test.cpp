@@ -172,6 +172,29 @@ TEST(AdviseLearned, StackedHeadsAreEachFittedOnTheirOwnSequences) {
   EXPECT_THROW(stack_sequences(Q, K, nullptr, {"Q", "K", "V"}), InvalidArgument);
 }
 
+// Scaling none (logits q.k, as kestrel.torch passes a model's q and k) fits the map to the same attention as sqrt-d
+// on the points times d^(1/4): the two learned curves agree (to 1e-6 relative: the points differ by the rounding of
+// x d^(1/4) / d^(1/4), which 100 L-BFGS iterations carry on; a map fitted to logits q.k / sqrt(d) instead differs
+// by more than 5%, the negative control below).
+TEST(AdviseLearned, ScalingNoneFitsTheLogitsItIsGiven) {
+  const HeadSequences h = sharp(4, 48);
+  AdviseOptions o = learned_options();
+  o.learned_features = {8, 16};
+  o.held_out = 1;
+  const AdviceRow sqrt_d = advise_sequences(h, o).rows.back();
+  HeadSequences small = h;
+  for (auto* side : {&small.Q, &small.K})
+    for (arma::mat& X : *side) X /= 2.0;  // d^(1/4) = 2 at d = 16
+  o.scale_sqrt_d = false;
+  const AdviceRow none = advise_sequences(small, o).rows.back();
+  ASSERT_EQ(none.curve_p95.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k)
+    EXPECT_NEAR(none.curve_p95[k], sqrt_d.curve_p95[k], 1e-6 * sqrt_d.curve_p95[k]) << "M = " << none.curve_m[k];
+  o.scale_sqrt_d = true;  // the negative control: the same points read with logits q.k / sqrt(d)
+  const AdviceRow softer = advise_sequences(small, o).rows.back();
+  EXPECT_GT(std::abs(softer.curve_p95[1] - sqrt_d.curve_p95[1]), 0.05 * sqrt_d.curve_p95[1]);
+}
+
 TEST(AdviseLearned, LearnedMapsNeedSequences) {
   const HeadSequences h = sharp(3, 32);
   AdviseOptions o = learned_options();

@@ -28,13 +28,18 @@ void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions&
     lo.held_out = opt.held_out;
     lo.fit_seeds = opt.fit_seeds;
     lo.seed = opt.seed;
-    if (head->causal == opt.causal) {
+    const bool scaled = !opt.scale_sqrt_d;  // scaling none: the logits are q.k; the fit reads q.k / sqrt(d)
+    if (head->causal == opt.causal && !scaled) {
       a.rows.push_back(learned_row(learned_attention_curve(*head, lo), opt));
-    } else {  // fitted and judged with the mask advise's random rows use
-      HeadSequences masked = *head;
-      masked.causal = opt.causal;
-      a.rows.push_back(learned_row(learned_attention_curve(masked, lo), opt));
+      continue;
     }
+    HeadSequences h = *head;  // with advise's mask and logits, as the random rows (inputs.cpp: Qa, Ka)
+    h.causal = opt.causal;
+    const double root4 = std::pow(static_cast<double>(h.Q.front().n_rows), 0.25);
+    if (scaled)
+      for (auto* side : {&h.Q, &h.K})
+        for (arma::mat& X : *side) X *= root4;
+    a.rows.push_back(learned_row(learned_attention_curve(h, lo), opt));
   }
 }
 

@@ -111,7 +111,8 @@ const std::vector<AdviceColumn>& advice_columns() {
           "m"),
       col("learned/parameters",
           "learned rows: the fitted parameters' names and shapes (their values: the HDF5 datasets parameter_NAME of "
-          "the row's group, row-major)",
+          "the row's group, row-major). The map phi(x) = [exp(W x + b), exp(-(W x + b))] acts on the kernel points "
+          "x = q / d^(1/4) (scaling sqrt-d) or x = q (scaling none): the points whose dot products are the logits",
           kJson,
           [](Row r, Opt) -> J {
             if (r.parameters.empty()) return std::nullopt;

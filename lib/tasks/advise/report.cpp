@@ -268,8 +268,10 @@ void advise_steps::write_row_groups(H5Writer& h5, const std::string& root, const
     h5.group(g);
     write_columns(h5, g, r, o, advice_columns());
     for (const auto& p : r.parameters) {  // a learned row's fitted parameters, named, in their shapes
-      const std::string what =
-          fmt::format("fitted parameter {} of the learned map at M = {} (fit seed 0)", p.name, r.parameters_m);
+      const std::string what = fmt::format(
+          "fitted parameter {} of the learned map at M = {} (fit seed 0), phi(x) = [exp(W x + b), "
+          "exp(-(W x + b))] of the kernel points x (logits x_q . x_k)",
+          p.name, r.parameters_m);
       if (p.shape.size() == 2)
         h5.write(g + "/parameter_" + p.name, arma::mat(p.values.data(), p.shape[1], p.shape[0]).t().eval(),
                  {what, "row,column"});
