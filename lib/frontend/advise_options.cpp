@@ -59,6 +59,10 @@ void add_learned_options(std::vector<AdviseOption>& t) {
                               &O::fit_seeds, 1, 64));
   t.push_back(count_option<O>("held-out", "With --learned: sequences each fit holds out to be judged on", &O::held_out,
                               1, 1u << 20));
+  t.push_back(count_option<O>("fit-iterations",
+                              "With --learned: L-BFGS iterations per M at most (a fit also stops when an iteration "
+                              "lowers the objective by less than 1e-9 of it)",
+                              &O::fit_iterations, 1, 100000));
 }
 
 std::vector<AdviseOption> make_table() {
@@ -221,7 +225,7 @@ AdviseOptions advise_options_from(const StudyValues& values) {
         fmt::format("{} '{}': the chunk is the order of the key sums in number formats: give --sums "
                     "too (e.g. --sums fp32,bf16,fp16)",
                     values.at("chunk").where, values.at("chunk").text));
-  for (const char* name : {"learned-features", "fit-seeds", "held-out"})
+  for (const char* name : {"learned-features", "fit-seeds", "held-out", "fit-iterations"})
     if (values.count(name) && o.learned.empty())
       throw InvalidArgument(fmt::format("{} '{}': only used with --learned (e.g. --learned hedgehog)",
                                         values.at(name).where, values.at(name).text));

@@ -121,6 +121,7 @@ def advise(
     learned_features: int | Sequence[int] = [8, 16, 32, 64],
     fit_seeds: int = 3,
     held_out: int = 1,
+    fit_iterations: int = 100,
     progress: bool = False,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,

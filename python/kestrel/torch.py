@@ -349,6 +349,23 @@ def stack(captures, sequence=0):
     return Q, K, V, first[4], info
 
 
+def stack_sequences(captures):
+    """Every sequence of the batch as Q [sequences, layers, H, Lq, d], K and V likewise (stack() of each), as learned
+    maps take them (kestrel.advise(learned=...): fitted on some sequences, judged on the others). The sequences need
+    the same lengths once padded positions are dropped. Returns (Q, K, V, causal, info)."""
+    if not captures:
+        raise ValueError("no captures")
+    per = [stack(captures, s) for s in range(captures[0].q.shape[0])]
+    lengths = sorted({p[0].shape[-2] for p in per} | {p[1].shape[-2] for p in per})
+    if len(lengths) > 1:
+        raise ValueError(f"the sequences have {lengths} tokens once padded positions are dropped: learned maps need "
+                         "sequences of one length (a batch without padding, or one length per batch)")
+    Q, K, V = (np.ascontiguousarray(np.stack([p[i] for p in per])) for i in range(3))
+    info = dict(per[0][4], sequence="all", sequences=len(per),
+                padded_positions_dropped=max(p[4]["padded_positions_dropped"] for p in per))
+    return Q, K, V, per[0][3], info
+
+
 def save_hdf5(path, captures, sequence=0, force=False):
     """Writes sequence `sequence` as /Q, /K, /V of [layers, heads, tokens, d] with the axes named, which
     `kestrel advise --queries PATH:/Q --keys PATH:/K --values PATH:/V --scaling none [--causal]` reads; the root's
@@ -379,14 +396,18 @@ def _cli_args(path, group, causal):
 
 
 def _write_inputs(f, path, group, Q, K, V, causal, info):
+    """Q, K, V with their axes named; [sequences, layers, ...] (learned maps) are read back by kestrel.advise, the
+    others by the command line too (the advise_arguments attribute)."""
     g = f.require_group(group)
+    sequences = Q.ndim == len(AXES) + 1
     for name, a in zip("QKV", (Q, K, V)):
         g[name] = a
-        for axis, label in enumerate(AXES):
+        for axis, label in enumerate(("sequences",) * sequences + AXES):
             g[name].dims[axis].label = label
     g.attrs["causal"] = causal
     g.attrs["kestrel_torch"] = json.dumps(info)
-    g.attrs["advise_arguments"] = " ".join(_cli_args(path, group, causal))
+    if not sequences:
+        g.attrs["advise_arguments"] = " ".join(_cli_args(path, group, causal))
 
 
 def _write_new(path, force, write):
@@ -443,7 +464,10 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
     (modules, sequence, padded positions dropped, capture and advise seconds). out="R.h5" writes the report with the
     command line's own writer (kestrel.advise(out=...): what `kestrel advise --out` writes, every head's datasets
     included), adds the captured inputs as /inputs/Q, K, V with their axes named and the capture's provenance, and
-    draws R.png beside it; force=True replaces them."""
+    draws R.png beside it; force=True replaces them. learned=["hedgehog"] (with learned_features, fit_seeds,
+    held_out) adds learned maps fitted per head on some sequences of the batch and judged on the others
+    (stack_sequences()); the HDF5 report then holds each head's fitted parameters under
+    /advise/layer<l>/head<h>/hedgehog/learned."""
     import kestrel
 
     if "scaling" in options:
@@ -457,9 +481,13 @@ def advise_model(model, batch, *, sequence=0, adapters=None, modules=None, out=N
             raise ValueError(f"out: expected a path ending in .h5 (the plot goes beside it as .png), got '{out}'")
         for p in (out, out[:-3] + ".png"):
             _check_new(p, force)
+    learned = bool(options.get("learned"))
+    if learned and sequence != 0:
+        raise ValueError(f"sequence={sequence}: with learned maps every sequence of the batch is used (the random rows "
+                         "on the first, the maps fitted on some and judged on the others): leave sequence out")
     t0 = time.perf_counter()
     captures = capture(model, batch, adapters=adapters, modules=modules)
-    Q, K, V, causal, info = stack(captures, sequence)
+    Q, K, V, causal, info = stack_sequences(captures) if learned else stack(captures, sequence)
     t1 = time.perf_counter()
     if options.get("causal", causal) != causal:
         raise ValueError(f"causal={options['causal']} but the model's masks say causal={causal}")

@@ -28,6 +28,7 @@ void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions&
     lo.held_out = opt.held_out;
     lo.fit_seeds = opt.fit_seeds;
     lo.seed = opt.seed;
+    lo.fit.iterations = opt.fit_iterations;
     const bool scaled = !opt.scale_sqrt_d;  // scaling none: the logits are q.k; the fit reads q.k / sqrt(d)
     if (head->causal == opt.causal && !scaled) {
       a.rows.push_back(learned_row(learned_attention_curve(*head, lo), opt));

@@ -97,10 +97,11 @@ struct AdviseOptions {
   bool causal = false;
   arma::uword from_position = 0;
   // Learned candidates (learned.hpp; advise_sequences): the maps to fit per head ("hedgehog"), at each M of
-  // learned_features, fit_seeds times, each fit holding out held_out of the sequences.
+  // learned_features, fit_seeds times, each fit holding out held_out of the sequences, with at most fit_iterations
+  // L-BFGS iterations per M (hedgehog/fit.hpp's stop rule).
   std::vector<std::string> learned;
   std::vector<arma::uword> learned_features{8, 16, 32, 64};
-  arma::uword fit_seeds = 3, held_out = 1;
+  arma::uword fit_seeds = 3, held_out = 1, fit_iterations = 100;
 };
 
 // Largest and smallest natural-log magnitudes a format holds: finite maximum, smallest normal, smallest subnormal.

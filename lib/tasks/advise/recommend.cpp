@@ -41,6 +41,25 @@ std::string error_name(const Advice& a, const Inputs& in) {
                                                       : "row error";
 }
 
+// Why a learned row out of reach is: its held-out and training errors at the grid's largest M. A training error below
+// the target is a map that does not generalise from its sequences; above it, one that does not fit at that M.
+std::string learned_unreached(const Advice& a) {
+  std::string s;
+  for (const auto& r : a.rows) {
+    if (!learned(r) || r.status != "ok" || r.decision != "out of reach") continue;
+    const double held = r.curve_p95.back(), train = r.curve_train_p95.back();
+    s += fmt::format(
+        " The learned map {} is out of reach at its largest fitted M = {}: {} on held-out sequences and {} on those it "
+        "was fitted on, so {}.",
+        r.estimator, r.curve_m.back(), percent(held), percent(train),
+        train <= a.options.target
+            ? "it fits the tokens it saw but does not carry over to others: fit it on more sequences"
+            : "it does not reach the target even on the tokens it saw: it needs a larger M (--learned-features), "
+              "longer fits (--fit-iterations) or another map");
+  }
+  return s;
+}
+
 // The words when no row reaches the target: the closest one, by the lowest 95th percentile at the largest M every
 // curve reached (the budget unless some curve ended where the target is out of reach).
 std::string unreached(Advice& a, const Inputs& in) {
@@ -75,6 +94,7 @@ std::string unreached(Advice& a, const Inputs& in) {
                   below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
                   row_label(*closest), percent(closest_p95), common,
                   below ? ", below the target, but within the simulation's noise its M is still open" : "");
+  s += learned_unreached(a);
   std::size_t open = 0, most = 0, open_learned = 0;  // rows not settled, the draws that would settle the hardest one
   for (const auto& r : a.rows)
     if (r.status == "ok" && r.decision == "not settled")
