@@ -195,6 +195,42 @@ TEST(AdviseLearned, ScalingNoneFitsTheLogitsItIsGiven) {
   EXPECT_GT(std::abs(softer.curve_p95[1] - sqrt_d.curve_p95[1]), 0.05 * sqrt_d.curve_p95[1]);
 }
 
+// The grid rule on made-up curves (M = 8, 16, 32, 64; SE 0.02 at each M; target 0.5): settled where the curve -+ 2 SE
+// cross the target before the same fitted M, which is named; crossings before different fitted M are not settled; a
+// curve - 2 SE above the target at M = 64 is out of reach.
+LearnedCurvePoint made_up_point(arma::uword M, double p95, double se) {
+  LearnedCurvePoint p;
+  p.M = M, p.held_out_mean = p95, p.held_out_se = se, p.train_mean = 0.9 * p95;
+  for (int s = 0; s < 2; ++s) {
+    LearnedFitResult f;
+    f.fit.params = hedgehog_init(4, M, 1);
+    f.held_out.errors = {p95, p95};
+    f.held_out.quantile = p95;
+    p.fits.push_back(f);
+  }
+  return p;
+}
+
+AdviceRow made_up_row(const std::vector<double>& p95) {
+  std::vector<LearnedCurvePoint> curve;
+  for (std::size_t k = 0; k < p95.size(); ++k) curve.push_back(made_up_point(8u << k, p95[k], 0.02));
+  AdviseOptions o = learned_options();
+  o.target = 0.5;
+  return learned_row(curve, o);
+}
+
+TEST(AdviseLearned, TheMIsNamedOnTheGrid) {
+  const AdviceRow settled = made_up_row({0.9, 0.7, 0.45, 0.3});  // -+ 2 SE cross 0.5 between 16 and 32
+  EXPECT_EQ(settled.decision, "M");
+  EXPECT_EQ(settled.m_p95, 32u);
+  EXPECT_EQ(settled.parameters_m, 32u);
+  EXPECT_DOUBLE_EQ(settled.at_m_p95, 0.45);
+  const AdviceRow open = made_up_row({0.9, 0.53, 0.47, 0.3});  // + 2 SE crosses after 32, - 2 SE before 16
+  EXPECT_EQ(open.decision, "not settled");
+  EXPECT_EQ(open.m_p95, 0u);
+  EXPECT_EQ(made_up_row({0.9, 0.8, 0.7, 0.6}).decision, "out of reach");
+}
+
 TEST(AdviseLearned, LearnedMapsNeedSequences) {
   const HeadSequences h = sharp(3, 32);
   AdviseOptions o = learned_options();

@@ -47,8 +47,19 @@ AdviceRow learned_row(const std::vector<LearnedCurvePoint>& curve, const AdviseO
   AdviseOptions o = opt;
   o.budget = curve.back().M;  // the learned rows' budget: the grid's largest M
   advise_steps::decide_on_curve(row, 0, true, o);
-  // A learned map exists at the grid's M only: the M named is the first fitted one at or above the curve's crossing,
-  // its error that map's (the interval stays the curve's).
+  // A learned map exists at the grid's M only, so the random rows' rule (an interval at most 1.5x wide) is read on the
+  // grid: settled where the curve -+ 2 SE cross the target before the same fitted M, which is the M named (its error
+  // that map's; the interval stays the curve's).
+  const auto fitted_at_or_above = [&](arma::uword m) -> arma::uword {
+    for (const LearnedCurvePoint& p : curve)
+      if (m && p.M >= m) return p.M;
+    return 0;
+  };
+  if (row.decision != "out of reach") {
+    const arma::uword lo = fitted_at_or_above(row.m_p95_low), hi = fitted_at_or_above(row.m_p95_high);
+    row.decision = lo && lo == hi ? "M" : "not settled";
+    row.m_p95 = row.decision == "M" ? lo : 0;
+  }
   const auto& at = row.m_p95 ? *std::find_if(curve.begin(), curve.end(),
                                              [&](const LearnedCurvePoint& p) { return p.M >= row.m_p95; })
                              : curve.back();

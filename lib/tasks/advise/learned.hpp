@@ -2,8 +2,9 @@
 // sequences and judged on the others (tasks/learned_attention.hpp), as an advice row decided by the rules of the random
 // rows (advise_steps::decide_on_curve): its curve is the held-out 95th-percentile row error against M (mean over the
 // fit seeds, each with its own split and start) with the SE over the seeds, from the grid's smallest M to its largest
-// (the learned rows' budget). The map is deterministic at inference: no draws, its error a bias judged on held-out
-// tokens only.
+// (the learned rows' budget), read on the grid: the row names a fitted M where the curve -+ 2 SE cross the target
+// before the same fitted M (else "not settled"; "out of reach" where the curve - 2 SE is above it at the grid's largest
+// M). The map is deterministic at inference: no draws, its error a bias judged on held-out tokens only.
 #pragma once
 #include <vector>
 

@@ -93,7 +93,9 @@ std::string unreached(Advice& a, const Inputs& in) {
       fmt::format("No estimator {} a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}{}.",
                   below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
                   row_label(*closest), percent(closest_p95), common,
-                  below ? ", below the target, but within the simulation's noise its M is still open" : "");
+                  !below              ? ""
+                  : learned(*closest) ? ", below the target, but within the spread over fits its M is still open"
+                                      : ", below the target, but within the simulation's noise its M is still open");
   s += learned_unreached(a);
   std::size_t open = 0, most = 0, open_learned = 0;  // rows not settled, the draws that would settle the hardest one
   for (const auto& r : a.rows)
