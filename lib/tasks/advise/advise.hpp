@@ -260,9 +260,10 @@ struct Advice {
   std::optional<std::size_t> best;  // index into rows
   AdviceCost cost;
   double offset_share = 0;  // |v|^2 / mean_i |Y_i|^2, v the mean row of V: near 1, |Y| is mostly V's offset
-  // The choice at this input's L (recommend.cpp): "random features" (the best row at its M costs fewer FLOPs than
-  // exact attention), "exact softmax" (it does not, or every row is out of reach within the budget) or "not settled"
-  // (no M is named and some row's M is still open); choice_reason says which case.
+  // The choice at this input's L (recommend.cpp): "random features" or "learned features" (the best row, random or
+  // learned, at its M costs fewer FLOPs than exact attention), "exact softmax" (it does not, or every row is out of
+  // reach within the budget) or "not settled" (no M is named and some row's M is still open); choice_reason says which
+  // case.
   std::string choice, choice_reason;
   std::string recommendation;      // plain words with the numbers
   std::optional<SumsReport> sums;  // --sums

@@ -242,12 +242,13 @@ std::string exact_words(HeadsAdvice& a, const HeadsSummary& s) {
       static_cast<double>(first.Lq), static_cast<double>(first.Lk), static_cast<double>(first.d),
       static_cast<double>(first.dv ? first.dv : 1), static_cast<double>(s.m_every));
   const bool pays = rf < c.exact_flops;
-  a.choice = pays ? "random features" : "exact softmax";
+  const std::string kind = s.sampler == "learned" ? "learned features" : "random features";
+  a.choice = pays ? kind : "exact softmax";
   return fmt::format(
-      " At L = {}{}, exact softmax attention costs {:.3g} GFLOP per head against {:.3g} at M = {}{} (random features "
-      "at this M cost fewer FLOPs from L > {:.0f}).",
+      " At L = {}{}, exact softmax attention costs {:.3g} GFLOP per head against {:.3g} at M = {}{} ({} at this M "
+      "cost fewer FLOPs from L > {:.0f}).",
       first.Lk, c.causal ? ", causal" : "", c.exact_flops / 1e9, rf / 1e9, s.m_every,
-      pays ? "" : ": keep exact softmax attention on every head", s.pays_from_length);
+      pays ? "" : ": keep exact softmax attention on every head", kind, s.pays_from_length);
 }
 
 // Each head's own choice (its fewest M against exact attention), counted.

@@ -161,7 +161,7 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
   const std::string what = error_name(a, in);
   const AdviceRow& b = a.rows[*a.best];
   std::string s = fmt::format(
-      "{}{}, M = {}, the fewest features of the settled answers (the cost of random-feature attention "
+      "{}{}, M = {}, the fewest features of the settled answers (the cost of feature attention "
       "grows with M): {} 95th-percentile {} {}{} (median {}).",
       b.estimator, b.sampler == "iid" ? "" : " with " + b.sampler + " features", b.m_p95,
       learned(b) ? "held-out" : "predicted", what, percent(b.at_m_p95),
@@ -181,8 +181,8 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
     s += ".";
   }
   if (b.m_p95_low != b.m_p95_high)
-    s += fmt::format(" Within the simulation's noise (+-2 SE) the M for the target lies in [{}, {}].", b.m_p95_low,
-                     count(b.m_p95_high, opt));
+    s += fmt::format(" Within the {} (+-2 SE) the M for the target lies in [{}, {}].",
+                     learned(b) ? "spread over fits" : "simulation's noise", b.m_p95_low, count(b.m_p95_high, opt));
   for (const auto& r : a.rows)  // an open question that could change the answer
     if (r.status == "ok" && r.decision == "not settled" && r.m_p95_low && r.m_p95_low < b.m_p95)
       s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; {}).", row_label(r), r.m_p95_low,
@@ -217,17 +217,19 @@ std::string cost_words(Advice& a, const AdviceRow& b) {
     return "";
   }
   const bool pays = c.rf_flops[k] < c.exact_flops;
-  a.choice = pays ? "random features" : "exact softmax";
-  a.choice_reason = pays ? "random features at the named M cost fewer FLOPs than exact attention at this L"
-                         : "exact attention costs no more FLOPs than random features at the named M at this L";
+  const std::string kind = features_kind(b);
+  a.choice = pays ? kind : "exact softmax";
+  a.choice_reason = pays ? kind + " at the named M cost fewer FLOPs than exact attention at this L"
+                         : "exact attention costs no more FLOPs than " + kind + " at the named M at this L";
   const std::string at = fmt::format("L = {}{}", a.Lk, c.causal ? ", causal" : "");
   std::string s = fmt::format(
       "{} {:.3g} GFLOP and keeps {:.3g} MB of keys and values against {:.3g} GFLOP "
-      "and {:.3g} MB of key sums for {} at M = {}; random features cost fewer FLOPs from L > {:.0f}{}.",
+      "and {:.3g} MB of key sums for {} at M = {}; {} cost fewer FLOPs from L > {:.0f}{}.",
       pays ? fmt::format(" At {}, exact softmax attention costs", at)
            : fmt::format("Keep exact softmax attention: at {} it costs", at),
       c.exact_flops / 1e9, c.exact_state_bytes / 1e6, c.rf_flops[k] / 1e9, c.rf_state_bytes[k] / 1e6, row_label(b),
-      b.m_p95, c.crossover_length[k], c.causal ? " (a causal mask halves exact attention's work)" : " when Lq = Lk");
+      b.m_p95, kind, c.crossover_length[k],
+      c.causal ? " (a causal mask halves exact attention's work)" : " when Lq = Lk");
   if (c.rf_seconds >= 0 && c.exact_seconds > 0)
     s += fmt::format(" Measured on this machine: {:.3g} s against {:.3g} s for exact attention ({:.2g}x).",
                      c.rf_seconds, c.exact_seconds, c.rf_seconds / c.exact_seconds);

@@ -130,6 +130,8 @@ void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_p
 std::string row_label(const AdviceRow& r);
 // A learned row (learned.hpp): fitted, not drawn; its SE is over fits.
 inline bool learned(const AdviceRow& r) { return r.sampler == "learned"; }
+// What the row's map is, as Advice::choice names it: "learned features" or "random features".
+inline const char* features_kind(const AdviceRow& r) { return learned(r) ? "learned features" : "random features"; }
 // The best row, the cost (timed where asked) and the recommendation in words.
 void cost_and_recommendation(Advice& a, const Inputs& in, const std::vector<std::unique_ptr<Estimator>>& fitted,
                              const Say& say);
