@@ -95,8 +95,8 @@ struct HeadsAdvice {
   std::vector<HeadsSummary> summary;
   std::optional<std::size_t> best;  // the summary entry with the smallest M for every head
   // At the input's L (Advice::choice): the recommended row at its M for every head against exact attention,
-  // "random features", "learned features" or "exact softmax"; without a recommended row "exact softmax" where every head's own choice is,
-  // else "per head" (each head's Advice::choice says).
+  // "random features", "learned features" or "exact softmax"; without a recommended row "exact softmax" where every
+  // head's own choice is, else "per head" (each head's Advice::choice says).
   std::string choice;
   std::string recommendation;
   std::string grouped_query;  // "" or what grouped-query attention means here
