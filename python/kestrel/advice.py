@@ -81,10 +81,13 @@ def plot_report(report, points=(), title=None):
                 ax.fill_between(m, np.maximum(p95 - 2 * se, p95 / 10), p95 + 2 * se, color=color, alpha=0.15, lw=0)
             ax.plot(m, c["median"], ":", color=color, lw=0.9)
             lo, hi = r.get("m_for_target_p95_interval") or (None, None)
-            if r.get("decision") == "M" and lo and hi:  # the named M and its interval, on the target line
-                ax.errorbar([r["m_for_target_p95"]], [target], xerr=[[r["m_for_target_p95"] - lo],
-                                                                    [hi - r["m_for_target_p95"]]],
-                            fmt="|", color=color, ms=8, capsize=2, lw=1)
+            named = r.get("m_for_target_p95")
+            if r.get("decision") == "M" and lo and hi and lo <= named <= hi:  # the named M and its interval
+                ax.errorbar([named], [target], xerr=[[named - lo], [hi - named]], fmt="|", color=color, ms=8,
+                            capsize=2, lw=1)
+            elif r.get("decision") == "M" and lo and hi:  # a learned map's M: the fitted one at or above the interval
+                ax.plot([lo, hi], [target, target], color=color, lw=1)
+                ax.plot([named], [target], "|", color=color, ms=8)
             for p in (p for p in pts if p["estimator"] == r["estimator"] and p["sampler"] == sampler):
                 ax.errorbar([p["m"]], [p["measured_p95"]], yerr=[2 * p["measured_p95_se"]], fmt=marker, color=color,
                             mfc="white", ms=6, capsize=2)

@@ -11,7 +11,7 @@ import pytest
 import kestrel
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
-LISTS = {"estimators", "samplers", "sums"}
+LISTS = {"estimators", "samplers", "sums", "learned"}
 
 
 def page(name):
@@ -127,3 +127,25 @@ def test_readme_advise_example_names_the_m_and_the_choice_its_text_says(tmp_path
     k = cost["m"].index(sderf["m_for_target_p95"])
     assert round(cost["rf_flops"][k] / cost["exact_flops"]) == times
     assert abs(cost["crossover_length"][k] - pays) <= 0.1 * pays
+
+
+def test_learned_map_example_names_the_m_its_text_says(tmp_path):
+    text = page("advise-guide.md")
+    rep = run_block(sh_block(text, "learned.h5"), tmp_path)
+    said = re.search(r"out of reach of (\d+)% at M = (\d+) \(their 95th-percentile\s+errors there (\d+)% to (\d+)%\), "
+                     r"while the learned map is named at M = (\d+) with a held-out error of ([\d.]+)% \((\d+)% on the\s+"
+                     r"sequences it was fitted on\), and it is the recommendation", text)
+    assert said, "the sentence on the learned example"
+    target, budget, low, high, m = (int(said.group(i)) for i in range(1, 6))
+    held, train = float(said.group(6)), int(said.group(7))
+    assert rep["options"]["target"] == pytest.approx(target / 100) and rep["options"]["budget"] == budget
+    random = [r for r in rep["rows"] if r["sampler"] != "learned"]
+    assert len(random) == 4 and all(r["decision"] == "out of reach" for r in random)
+    errors = sorted(r["error_at_budget_p95"] for r in random)
+    assert (round(100 * errors[0]), round(100 * errors[-1])) == (low, high), errors
+    learned = row(rep, "hedgehog", "learned")
+    assert (learned["decision"], learned["m_for_target_p95"]) == ("M", m)
+    assert round(100 * learned["error_at_m_p95"], 1) == held
+    curve = dict(zip(learned["curve"]["m"], learned["learned"]["train_p95"]))
+    assert round(100 * curve[float(m)]) == train
+    assert rep["recommendation"].startswith(f"hedgehog with learned features, M = {m},") and rep["choice"] == "learned features"
