@@ -5,7 +5,8 @@ f(w, x) = D exp(A |w|^2 + B w.x - |x|^2 / 2) / sqrt(M), B = sqrt(1 - 4A), D = (1
 kestrel (Estimator.draw: the same draws as `kestrel advise` at that seed and sampler), A fitted by kestrel on the
 calibration batch's queries and keys. Attention is sum_j f(q_i).f(k_j) v_j / sum_j f(q_i).f(k_j); causal by prefix sums
 (Performer's unidirectional mode). Forward and backward run in torch (float64), so gradients reach the model's
-projections. Stabilised: a per-query-row and one key maximum are subtracted from the log-features (they cancel)."""
+projections. A learned head (advise --learned hedgehog) has log-features [z, -z], z = W x + b, with W and b trainable.
+Stabilised: a per-query-row and one key maximum are subtracted from the log-features (they cancel)."""
 import copy
 import math
 
@@ -19,12 +20,19 @@ def _torch():
 
 
 def _check_entry(name, h, e):
-    """A plan entry: {"kind": "softmax"} or {"kind": "random", "estimator": a registered name, "m": M >= 1, and optional
-    "sampler" (iid, orthogonal), "seed"}."""
+    """A plan entry: {"kind": "softmax"}, {"kind": "random", "estimator": a registered name, "m": M >= 1, and optional
+    "sampler" (iid, orthogonal), "seed"} or {"kind": "learned", "map": "hedgehog", "W": [P x d], "b": [P]}."""
     where = f"plan['{name}'][{h}]"
-    if not isinstance(e, dict) or e.get("kind") not in ("softmax", "random"):
-        raise ValueError(f"{where} = {e!r}: each head's entry is {{'kind': 'softmax'}} or {{'kind': 'random', "
-                         "'estimator': 'pos', 'm': 256}}")
+    if not isinstance(e, dict) or e.get("kind") not in ("softmax", "random", "learned"):
+        raise ValueError(f"{where} = {e!r}: each head's entry is {{'kind': 'softmax'}}, {{'kind': 'random', "
+                         "'estimator': 'pos', 'm': 256}} or {'kind': 'learned', 'map': 'hedgehog', 'W': ..., 'b': ...}")
+    if e["kind"] == "learned":
+        if e.get("map") != "hedgehog":
+            raise ValueError(f"{where}: map {e.get('map')!r}: the learned maps linearize computes are: hedgehog")
+        W, b = np.asarray(e.get("W"), dtype=float), np.asarray(e.get("b"), dtype=float)
+        if W.ndim != 2 or b.shape != (W.shape[0],) or not (np.isfinite(W).all() and np.isfinite(b).all()):
+            raise ValueError(f"{where}: W must be a finite P x d matrix and b P finite numbers, got shapes "
+                             f"{W.shape} and {b.shape}")
     if e["kind"] == "random":
         import kestrel
         if e.get("estimator") not in kestrel.estimators():
@@ -59,6 +67,28 @@ class _RandomHead:
         c = 0.25 * d * math.log(1 - 4 * self.A) - 0.5 * math.log(M)
         return (c + self.A * (self.omega ** 2).sum(0) + math.sqrt(1 - 4 * self.A) * (x @ self.omega)
                 - 0.5 * (x ** 2).sum(-1, keepdim=True))
+
+
+def _learned_head(entry, d):
+    """A Hedgehog map (advise --learned hedgehog) as a torch module whose W [P, d] and b [P] are trainable parameters:
+    log-features [z, -z], z = x W^T + b, of the points x whose dot products are the logits (as advise fits them with
+    scaling none, which kestrel.torch uses)."""
+    torch = _torch()
+
+    class LearnedHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = torch.nn.Parameter(torch.as_tensor(np.asarray(entry["W"], dtype=float), dtype=torch.float64))
+            self.b = torch.nn.Parameter(torch.as_tensor(np.asarray(entry["b"], dtype=float), dtype=torch.float64))
+
+        def log_features(self, x):
+            z = x @ self.W.T + self.b
+            return torch.cat([z, -z], -1)
+
+    head = LearnedHead()
+    if head.W.shape[1] != d:
+        raise ValueError(f"a learned map with d = {head.W.shape[1]} for a head of d = {d}")
+    return head
 
 
 def random_attention(head, q, k, v, causal=False, keep=None):
@@ -116,9 +146,11 @@ def _forward(module, name, adapter, heads, original):
 
 def linearize(model, plan, calibration, *, adapters=None):
     """A deep copy of `model` whose attention modules named in `plan` compute, per head, the plan's entry: `plan` maps a
-    module name (as kestrel.torch.capture names them) to a list with one entry per query head, {"kind": "softmax"} or
+    module name (as kestrel.torch.capture names them) to a list with one entry per query head, {"kind": "softmax"},
     {"kind": "random", "estimator": NAME, "m": M, "sampler": "iid" | "orthogonal", "seed": s}, NAME a family of
-    real positive GERF features (PosRF, OPRF, GERF).
+    real positive GERF features (PosRF, OPRF, GERF), or {"kind": "learned", "map": "hedgehog", "W": ..., "b": ...}
+    (advise's fitted map, e.g. from a report's learned/parameters): its W and b become trainable parameters of the
+    copy (registered on the attention module), so that the copy can be fine-tuned.
     Each random head's estimator is fitted on that head's queries and keys in `calibration` (a batch as capture takes
     it; every sequence's tokens pooled) and its draw of M features is fixed by the seed; the model itself is not
     changed. The copy runs forward and backward; its random draws are buffers, not parameters."""
@@ -145,8 +177,12 @@ def linearize(model, plan, calibration, *, adapters=None):
             _check_entry(name, h, e)
             q = c.q[:, h].reshape(-1, c.q.shape[-1]).T  # d x (batch L): the tokens pooled
             k = c.k[:, h // group].reshape(-1, c.k.shape[-1]).T
-            heads.append(None if e["kind"] == "softmax" else _RandomHead(e, q, k))
+            heads.append(None if e["kind"] == "softmax" else
+                         _learned_head(e, q.shape[0]) if e["kind"] == "learned" else _RandomHead(e, q, k))
         mod = mods[name]
+        for h, head in enumerate(heads):  # learned maps: their parameters are the copy's, to fine-tune
+            if head is not None and not isinstance(head, _RandomHead):
+                mod.add_module(f"kestrel_learned_head{h}", head)
         adapter = next(a for cls, a in adapters.items() if isinstance(mod, cls))
         dtype = next((p.dtype for p in mod.parameters()), torch.float32)
         mod.forward = _forward(mod, name, adapter, heads, torch.empty(0, dtype=dtype))

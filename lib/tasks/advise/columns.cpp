@@ -110,14 +110,15 @@ const std::vector<AdviceColumn>& advice_columns() {
           kJson | kDataset, [](Row r, Opt) -> J { return r.curve_fit_seconds.empty() ? J() : J(r.curve_fit_seconds); },
           "m"),
       col("learned/parameters",
-          "learned rows: the fitted parameters' names and shapes (their values: the HDF5 datasets parameter_NAME of "
-          "the row's group, row-major). The map phi(x) = [exp(W x + b), exp(-(W x + b))] acts on the kernel points "
+          "learned rows: the fitted parameters' names, shapes and values (row-major; in HDF5 the datasets "
+          "parameter_NAME of the row's group, in their shapes). The map phi(x) = [exp(W x + b), exp(-(W x + b))] acts on the kernel points "
           "x = q / d^(1/4) (scaling sqrt-d) or x = q (scaling none): the points whose dot products are the logits",
           kJson,
           [](Row r, Opt) -> J {
             if (r.parameters.empty()) return std::nullopt;
             nlohmann::json j = nlohmann::json::array();
-            for (const auto& p : r.parameters) j.push_back({{"name", p.name}, {"shape", p.shape}});
+            for (const auto& p : r.parameters)
+              j.push_back({{"name", p.name}, {"shape", p.shape}, {"values", p.values}});
             return j;
           }),
       col("learned/held_out_sequences", "learned rows: the sequences (0-based) the held parameters were judged on",
