@@ -23,6 +23,7 @@
 #include "io/provenance.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"
+#include "tasks/advise/steps.hpp"
 #include "tasks/learned_attention.hpp"
 
 namespace py = pybind11;
@@ -230,6 +231,15 @@ void bind_output_files(py::module_& m) {
   m.def("_check_output", &check_output, py::arg("path"), py::arg("force"),
         "Refuses an output that cannot be written, or exists without force (io/output.hpp check_output)");
   m.def("_temp_beside", &temp_beside, py::arg("path"), "A temporary name beside path (io/output.hpp temp_beside)");
+  m.def(
+      "_attention_flops",
+      [](double Lq, double Lk, double d, double dv, bool causal, double M) {
+        return M > 0 ? advise_steps::rf_attention_flops(Lq, Lk, d, dv, M)
+                     : advise_steps::exact_attention_flops(Lq, Lk, d, dv, causal);
+      },
+      py::arg("Lq"), py::arg("Lk"), py::arg("d"), py::arg("dv"), py::arg("causal"), py::arg("M") = 0,
+      "advise's FLOPs of attention (tasks/advise/cost.cpp): exact softmax (M = 0; causal: the pairs the mask keeps) or "
+      "feature attention at M features");
   m.def("_publish_output", &publish_output, py::arg("tmp"), py::arg("path"), py::arg("replace"),
         "Moves the finished tmp onto path, atomically; without replace it refuses a path that appeared meanwhile");
   m.def(

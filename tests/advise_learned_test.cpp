@@ -111,7 +111,8 @@ TEST(AdviseLearned, TheReportHoldsTheParametersNamedWithTheirShapes) {
   EXPECT_EQ(r.read_vec("/advise/hedgehog/learned/curve_m").n_elem, 2u);
   const nlohmann::json j = to_json(a, record_advise(o));
   EXPECT_EQ(j["rows"][1]["learned"]["parameters"][0]["name"], "W");
-  EXPECT_EQ(j["rows"][1]["learned"]["parameters"][0]["values"].get<std::vector<double>>(), learned.parameters[0].values);
+  EXPECT_EQ(j["rows"][1]["learned"]["parameters"][0]["values"].get<std::vector<double>>(),
+            learned.parameters[0].values);
   std::filesystem::remove(path);
 }
 

@@ -111,8 +111,9 @@ const std::vector<AdviceColumn>& advice_columns() {
           "m"),
       col("learned/parameters",
           "learned rows: the fitted parameters' names, shapes and values (row-major; in HDF5 the datasets "
-          "parameter_NAME of the row's group, in their shapes). The map phi(x) = [exp(W x + b), exp(-(W x + b))] acts on the kernel points "
-          "x = q / d^(1/4) (scaling sqrt-d) or x = q (scaling none): the points whose dot products are the logits",
+          "parameter_NAME of the row's group, in their shapes). The map phi(x) = [exp(W x + b), exp(-(W x + b))] acts "
+          "on the kernel points x = q / d^(1/4) (scaling sqrt-d) or x = q (scaling none): the points whose dot "
+          "products are the logits",
           kJson,
           [](Row r, Opt) -> J {
             if (r.parameters.empty()) return std::nullopt;
