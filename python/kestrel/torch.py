@@ -574,3 +574,4 @@ def write_report(report, out, force=False, inputs=None):
 
 
 from kestrel.linearize import linearize, random_attention, softmax_attention  # noqa: E402  (issue 67 item 2)
+from kestrel.plan import plan  # noqa: E402  (issue 67 items 1 and 3)

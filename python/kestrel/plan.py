@@ -1,0 +1,134 @@
+"""kestrel.torch.plan (issue 67 items 1 and 3): per head of a model, keep softmax attention, or random features at M,
+or a learned Hedgehog map at M: of the rows advise names an M for at the per-head target (predicted: advise's
+simulated, or held-out, 95th-percentile row error), the one with the fewest FLOPs at the model's length, if it costs
+fewer than softmax attention there (advise's FLOP counts, tasks/advise/cost.cpp). Then measured: the linearized
+model's loss on a held-out batch against the model's own, over `draws` draws of the random heads (mean and SE of the
+increase). With a loss budget the plan is met only when the increase + 2 SE is within it; otherwise heads go back to
+softmax, the one with the largest predicted error relative to the target first, and the plan is measured again."""
+import math
+
+import numpy as np
+
+LINEARIZED = ("pos", "oprf", "gerf")  # the random families linearize computes in torch (the GERF family)
+
+
+def _entry(row, seed):
+    """linearize's entry for an advise row at its named M."""
+    if row["sampler"] == "learned":
+        par = {p["name"]: np.reshape(p["values"], p["shape"]) for p in row["learned"]["parameters"]}
+        return {"kind": "learned", "map": row["estimator"], "W": par["W"], "b": par["b"]}
+    return {"kind": "random", "estimator": row["estimator"], "m": int(row["m_for_target_p95"]),
+            "sampler": row["sampler"], "seed": seed}
+
+
+def _choose(rows, inputs, causal, length):
+    """The head's choice: (row or None, its FLOPs, softmax's FLOPs) at Lq = Lk = length."""
+    from . import _kestrel
+
+    L, d, dv = float(length), float(inputs["d"]), float(inputs["dv"] or 1)
+    exact = _kestrel._attention_flops(L, L, d, dv, causal)
+    named = [r for r in rows if r.get("status") == "ok" and r["decision"] == "M"
+             and (r["sampler"] == "learned" or r["estimator"] in LINEARIZED)]
+    best = min(named, key=lambda r: r["m_for_target_p95"], default=None)
+    flops = _kestrel._attention_flops(L, L, d, dv, causal, best["m_for_target_p95"]) if best else exact
+    return (best, flops, exact) if best and flops < exact else (None, exact, exact)
+
+
+def _measure(model, linear_plan, calibration, holdout, loss, draws, seed, adapters):
+    """The loss of the linearized model on holdout over draws (each random head's seed + k): (mean, SE, values)."""
+    from .linearize import linearize
+    from .torch import _torch
+
+    torch = _torch()
+    random = any(e["kind"] == "random" for es in linear_plan.values() for e in es)
+    values = []
+    for k in range(draws if random else 1):
+        shifted = {n: [dict(e, seed=seed + k) if e["kind"] == "random" else e for e in es]
+                   for n, es in linear_plan.items()}
+        lin = linearize(model, shifted, calibration, adapters=adapters)
+        with torch.no_grad():
+            values.append(float(loss(lin, holdout)))
+    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+    return float(np.mean(values)), se, values
+
+
+def _heads(rep, causal, length):
+    """Each head's choice from advise's report (rows per layer and head)."""
+    names = rep["torch"]["modules"]
+    heads = []
+    for h in rep["heads"]:
+        rows = [r for r in rep["rows"] if r.get("layer") == h["layer"] and r.get("head") == h["head"]]
+        best, flops, exact = _choose(rows, h["inputs"], causal, length or h["inputs"]["Lk"])
+        heads.append({"layer": h["layer"], "head": h["head"], "module": names[h["layer"]], "flops": flops,
+                      "softmax_flops": exact, "_row": None})
+        _set(heads[-1], best)
+    return heads
+
+
+def _set(h, row):
+    """A head's choice: row (random or learned at its M) or None (softmax)."""
+    h.update(choice="softmax" if row is None else "learned" if row["sampler"] == "learned" else "random",
+             estimator=row and row["estimator"], sampler=row and row["sampler"],
+             m=row and int(row["m_for_target_p95"]), predicted_p95=row and row["error_at_m_p95"],
+             predicted_p95_se=row and row["error_at_m_p95_se"], _row=row)
+    if row is None:
+        h["flops"] = h["softmax_flops"]
+
+
+def _within_budget(heads, base, target, budget, measure, seed):
+    """Measures the plan; while the increase + 2 SE exceeds the budget, the linearized head with the largest predicted
+    error relative to the target goes back to softmax. Returns (plan, mean, SE, values, met, tried)."""
+    tried = []
+    while True:
+        linear_plan = {}
+        for h in heads:
+            linear_plan.setdefault(h["module"], []).append(
+                {"kind": "softmax"} if h["_row"] is None else _entry(h["_row"], seed))
+        mean, se, values = measure(linear_plan)
+        tried.append({"heads_softmax": sum(h["_row"] is None for h in heads), "loss_mean": mean, "loss_se": se,
+                      "increase": mean - base})
+        met = budget is None or mean - base + 2 * se <= budget
+        linearized = [h for h in heads if h["_row"] is not None]
+        if met or not linearized:
+            return linear_plan, mean, se, values, met, tried
+        _set(max(linearized, key=lambda h: h["predicted_p95"] / target), None)
+
+
+def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_budget=None, draws=4, seed=1,
+         estimators=LINEARIZED, samplers=("iid",), learned=False, adapters=None, modules=None, **options):
+    """A plan for every attention head of `model` and its measured effect on `loss(model, holdout)` (a float, lower is
+    better: e.g. the held-out cross-entropy). advise runs on `calibration` (kestrel.torch.advise_model with target,
+    estimators, samplers and `options`; learned=True adds Hedgehog maps fitted on some sequences of the calibration
+    batch and judged on the others). `length` is the sequence length the costs are counted at (default: the
+    calibration batch's). Returns a dict: "plan" (linearize's plan: {module: [entry per head]}), "heads" (per layer and
+    head: choice, estimator, sampler, M, predicted p95 +- SE, FLOPs against softmax's), "cost" (the model's attention
+    FLOPs against all-softmax), "loss" (the model's, the plan's mean +- SE over draws, the increase, the draws), "met"
+    (with loss_budget: increase + 2 SE <= budget) and "tried" (each plan measured, in order)."""
+    from .torch import _torch, advise_model
+
+    if loss_budget is not None and not (isinstance(loss_budget, (int, float)) and loss_budget >= 0):
+        raise ValueError(f"loss_budget: expected a number >= 0 (the largest loss increase to accept), got {loss_budget!r}")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 2:
+        raise ValueError(f"draws: expected a whole number >= 2 (the SE of the loss needs two draws), got {draws!r}")
+    extra = dict(learned=["hedgehog"]) if learned else {}
+    rep = advise_model(model, calibration, target=target, estimators=list(estimators), samplers=list(samplers),
+                       seed=seed, adapters=adapters, modules=modules, **extra, **options)
+    causal = bool(rep["options"].get("causal", False))
+    heads = _heads(rep, causal, length)
+    with _torch().no_grad():
+        base = float(loss(model, holdout))
+
+    def measure(p):
+        return _measure(model, p, calibration, holdout, loss, draws, seed, adapters)
+
+    linear_plan, mean, se, values, met, tried = _within_budget(heads, base, target, loss_budget, measure, seed)
+    for h in heads:
+        del h["_row"]
+    return {"schema": "kestrel.plan", "target": target, "length": length or rep["heads"][0]["inputs"]["Lk"],
+            "causal": causal, "plan": linear_plan, "heads": heads,
+            "cost": {"flops": sum(h["flops"] for h in heads), "softmax_flops": sum(h["softmax_flops"] for h in heads)},
+            "loss": {"model": base, "plan_mean": mean, "plan_se": se, "increase": mean - base, "draws": len(values),
+                     "values": values, "what": "measured: the loss of the linearized model on holdout"},
+            "predicted": "per head: advise's 95th-percentile row error at M (simulated for random rows, held out for "
+                         "learned ones)",
+            "loss_budget": loss_budget, "met": met, "tried": tried}
