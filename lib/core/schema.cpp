@@ -23,6 +23,9 @@ const std::vector<Schema>& schemas() {
       {Output::Capture, "kestrel.capture", 1, 0,
        "kestrel.torch.save_hdf5: a model's captured queries, keys and values (kestrel advise --queries "
        "FILE:/inputs/Q)"},
+      {Output::Plan, "kestrel.plan", 1, 0,
+       "kestrel.torch.plan: per head softmax, random or learned features at M, and the linearized model's measured "
+       "loss (the returned dict; out=FILE.h5: /plan/report.json, the choice and M per layer x head, and FILE.png)"},
   };
   return table;
 }

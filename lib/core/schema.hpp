@@ -18,6 +18,7 @@ enum class Output {
   Reproduce,    // kestrel reproduce NAME: NAME.h5
   Claims,       // kestrel reproduce NAME: NAME.claims.json
   Capture,      // kestrel.torch.save_hdf5: a model's captured queries, keys and values
+  Plan,         // kestrel.torch.plan: a model's plan per head and its measured loss
 };
 
 struct Schema {

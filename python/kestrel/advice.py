@@ -31,6 +31,19 @@ def check_points(Q, K, V, targets=(0.4, 0.2, 0.1, 0.05), validate=100, **options
     return out
 
 
+def _named_m(ax, r, target, color):
+    """The named M and its interval on the target line; a learned map's M is the fitted one at or above it."""
+    lo, hi = r.get("m_for_target_p95_interval") or (None, None)
+    named = r.get("m_for_target_p95")
+    if r.get("decision") != "M" or not (lo and hi):
+        return
+    if lo <= named <= hi:
+        ax.errorbar([named], [target], xerr=[[named - lo], [hi - named]], fmt="|", color=color, ms=8, capsize=2, lw=1)
+    else:
+        ax.plot([lo, hi], [target, target], color=color, lw=1)
+        ax.plot([named], [target], "|", color=color, ms=8)
+
+
 def plot_report(report, points=(), title=None):
     """A figure of the report's curves (95th percentile solid with its +-2 SE band, median dotted; each estimator its
     own colour and marker, the recommended curve drawn thick), the target dashed, the named M and its interval as a
@@ -80,14 +93,7 @@ def plot_report(report, points=(), title=None):
             if np.any(se > 0):
                 ax.fill_between(m, np.maximum(p95 - 2 * se, p95 / 10), p95 + 2 * se, color=color, alpha=0.15, lw=0)
             ax.plot(m, c["median"], ":", color=color, lw=0.9)
-            lo, hi = r.get("m_for_target_p95_interval") or (None, None)
-            named = r.get("m_for_target_p95")
-            if r.get("decision") == "M" and lo and hi and lo <= named <= hi:  # the named M and its interval
-                ax.errorbar([named], [target], xerr=[[named - lo], [hi - named]], fmt="|", color=color, ms=8,
-                            capsize=2, lw=1)
-            elif r.get("decision") == "M" and lo and hi:  # a learned map's M: the fitted one at or above the interval
-                ax.plot([lo, hi], [target, target], color=color, lw=1)
-                ax.plot([named], [target], "|", color=color, ms=8)
+            _named_m(ax, r, target, color)
             for p in (p for p in pts if p["estimator"] == r["estimator"] and p["sampler"] == sampler):
                 ax.errorbar([p["m"]], [p["measured_p95"]], yerr=[2 * p["measured_p95_se"]], fmt=marker, color=color,
                             mfc="white", ms=6, capsize=2)

@@ -6,6 +6,7 @@ model's loss on a held-out batch against the model's own, over `draws` draws of 
 increase). With a loss budget the plan is met only when the increase + 2 SE is within it; otherwise heads go back to
 softmax, the one with the largest predicted error relative to the target first, and the plan is measured again."""
 import math
+import os
 
 import numpy as np
 
@@ -15,7 +16,7 @@ LINEARIZED = ("pos", "oprf", "gerf")  # the random families linearize computes i
 def _entry(row, seed):
     """linearize's entry for an advise row at its named M."""
     if row["sampler"] == "learned":
-        par = {p["name"]: np.reshape(p["values"], p["shape"]) for p in row["learned"]["parameters"]}
+        par = {p["name"]: np.reshape(p["values"], p["shape"]).tolist() for p in row["learned"]["parameters"]}
         return {"kind": "learned", "map": row["estimator"], "W": par["W"], "b": par["b"]}
     return {"kind": "random", "estimator": row["estimator"], "m": int(row["m_for_target_p95"]),
             "sampler": row["sampler"], "seed": seed}
@@ -94,8 +95,78 @@ def _within_budget(heads, base, target, budget, measure, seed):
         _set(max(linearized, key=lambda h: h["predicted_p95"] / target), None)
 
 
+CHOICES = ("softmax", "random", "learned")  # the codes of /plan/choice
+
+
+def plot_plan(report):
+    """The plan's figure: layers x heads, coloured by choice, with each head's M."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    layers = 1 + max(h["layer"] for h in report["heads"])
+    heads = 1 + max(h["head"] for h in report["heads"])
+    grid = np.zeros((layers, heads))
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * heads, 1.0 + 0.6 * layers))
+    for h in report["heads"]:
+        grid[h["layer"], h["head"]] = CHOICES.index(h["choice"])
+        ax.text(h["head"], h["layer"], "softmax" if h["m"] is None else f"{h['estimator']}\nM = {h['m']}",
+                ha="center", va="center", fontsize=8)
+    ax.imshow(grid, cmap=ListedColormap(["#dddddd", "#9ecae1", "#a1d99b"]), vmin=0, vmax=2, aspect="auto")
+    ax.set(xlabel="head", ylabel="layer", xticks=range(heads), yticks=range(layers))
+    loss = report["loss"]
+    ax.set_title(f"plan at L = {report['length']}: loss {loss['model']:.4g} -> {loss['plan_mean']:.4g} +- "
+                 f"{loss['plan_se']:.2g} (measured, {loss['draws']} draws); FLOPs "
+                 f"{report['cost']['flops'] / report['cost']['softmax_flops']:.0%} of softmax", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _write(report, out, force):
+    """out.h5 (/plan/report.json, /plan/choice and /plan/m per layer x head, the provenance as root attributes) and
+    out.png beside it, each written to a temporary file and published only when both are done."""
+    import json
+
+    import matplotlib
+
+    from . import _kestrel
+    from .torch import _publish, _stamp
+
+    matplotlib.use("Agg")
+    png = out[:-3] + ".png"
+    tmp_h5, tmp_png = _kestrel._temp_beside(out), _kestrel._temp_beside(png)
+    try:
+        plot_plan(report).savefig(tmp_png, dpi=130, bbox_inches="tight")
+        import h5py
+        with h5py.File(tmp_h5, "w") as f:
+            _stamp(f, "kestrel.plan")
+            f.attrs["provenance"] = json.dumps(report["provenance"])
+            g = f.create_group("plan")
+            g["report.json"] = json.dumps(report, default=str)
+            shape = (1 + max(h["layer"] for h in report["heads"]), 1 + max(h["head"] for h in report["heads"]))
+            choice, m = np.zeros(shape, dtype=np.int8), np.zeros(shape, dtype=np.int64)
+            for h in report["heads"]:
+                choice[h["layer"], h["head"]] = CHOICES.index(h["choice"])
+                m[h["layer"], h["head"]] = h["m"] or 0
+            for name, a, what in (("choice", choice, "0 softmax, 1 random features, 2 learned map"),
+                                  ("m", m, "features per head (0: softmax kept)")):
+                g[name] = a
+                g[name].attrs["description"] = what
+                g[name].dims[0].label, g[name].dims[1].label = "layers", "heads"
+        _publish(tmp_h5, out, force)
+        try:
+            _publish(tmp_png, png, force)
+        except (OSError, ValueError):
+            os.unlink(out)  # no report without its figure
+            raise
+    finally:
+        for p in (tmp_h5, tmp_png):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
 def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_budget=None, draws=4, seed=1,
-         estimators=LINEARIZED, samplers=("iid",), learned=False, adapters=None, modules=None, **options):
+         estimators=LINEARIZED, samplers=("iid",), learned=False, adapters=None, modules=None, out=None, force=False,
+         **options):
     """A plan for every attention head of `model` and its measured effect on `loss(model, holdout)` (a float, lower is
     better: e.g. the held-out cross-entropy). advise runs on `calibration` (kestrel.torch.advise_model with target,
     estimators, samplers and `options`; learned=True adds Hedgehog maps fitted on some sequences of the calibration
@@ -103,13 +174,20 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
     calibration batch's). Returns a dict: "plan" (linearize's plan: {module: [entry per head]}), "heads" (per layer and
     head: choice, estimator, sampler, M, predicted p95 +- SE, FLOPs against softmax's), "cost" (the model's attention
     FLOPs against all-softmax), "loss" (the model's, the plan's mean +- SE over draws, the increase, the draws), "met"
-    (with loss_budget: increase + 2 SE <= budget) and "tried" (each plan measured, in order)."""
-    from .torch import _torch, advise_model
+    (with loss_budget: increase + 2 SE <= budget), "tried" (each plan measured, in order), the provenance (advise's,
+    with the plan's options) and the schema. out="P.h5" also writes it (_write) and P.png; force=True replaces them."""
+    from .torch import _check_new, _path, _torch, advise_model
 
     if loss_budget is not None and not (isinstance(loss_budget, (int, float)) and loss_budget >= 0):
         raise ValueError(f"loss_budget: expected a number >= 0 (the largest loss increase to accept), got {loss_budget!r}")
     if not isinstance(draws, int) or isinstance(draws, bool) or draws < 2:
         raise ValueError(f"draws: expected a whole number >= 2 (the SE of the loss needs two draws), got {draws!r}")
+    if out is not None:
+        out = _path(out, "out")
+        if not out.endswith(".h5"):
+            raise ValueError(f"out: expected a path ending in .h5 (the figure goes beside it as .png), got '{out}'")
+        for p in (out, out[:-3] + ".png"):
+            _check_new(p, force)
     extra = dict(learned=["hedgehog"]) if learned else {}
     rep = advise_model(model, calibration, target=target, estimators=list(estimators), samplers=list(samplers),
                        seed=seed, adapters=adapters, modules=modules, **extra, **options)
@@ -124,7 +202,14 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
     linear_plan, mean, se, values, met, tried = _within_budget(heads, base, target, loss_budget, measure, seed)
     for h in heads:
         del h["_row"]
-    return {"schema": "kestrel.plan", "target": target, "length": length or rep["heads"][0]["inputs"]["Lk"],
+    from . import _kestrel
+
+    version = next(x["version"] for x in _kestrel.schemas() if x["name"] == "kestrel.plan")
+    prov = dict(rep["provenance"], torch=rep["torch"],
+                plan_options={"target": target, "length": length, "loss_budget": loss_budget, "draws": draws,
+                              "seed": seed, "estimators": list(estimators), "samplers": list(samplers),
+                              "learned": learned})
+    report = {"schema": "kestrel.plan", "schema_version": version, "provenance": prov, "target": target, "length": length or rep["heads"][0]["inputs"]["Lk"],
             "causal": causal, "plan": linear_plan, "heads": heads,
             "cost": {"flops": sum(h["flops"] for h in heads), "softmax_flops": sum(h["softmax_flops"] for h in heads)},
             "loss": {"model": base, "plan_mean": mean, "plan_se": se, "increase": mean - base, "draws": len(values),
@@ -132,3 +217,6 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
             "predicted": "per head: advise's 95th-percentile row error at M (simulated for random rows, held out for "
                          "learned ones)",
             "loss_budget": loss_budget, "met": met, "tried": tried}
+    if out is not None:
+        _write(report, out, force)
+    return report

@@ -615,7 +615,7 @@ def test_learned_maps_are_judged_on_sequences_they_were_not_fitted_on(which, req
 # ---- (e) the model's plan: per head softmax, random or learned, and its measured effect on the loss --------------
 
 @needs_torch
-def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit):
+def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit, tmp_path):
     """kestrel.torch.plan on the trained ViT (issue 67), costs counted at L = 8192, per-head target 25%, PosRF iid
     (advise's options of the test above, so the heads' M are those it confirms), loss budget 0.12 nats of held-out
     cross-entropy on 400 test images (4 draws):
@@ -634,7 +634,8 @@ def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit):
         return nn.functional.cross_entropy(m(b[0]), b[1]).item()
 
     budget = 0.12
-    p = kt.plan(model, calib, hold, loss, target=0.25, length=8192, loss_budget=budget, draws=4, **ADVISE)
+    out = str(tmp_path / "plan.h5")
+    p = kt.plan(model, calib, hold, loss, target=0.25, length=8192, loss_budget=budget, draws=4, out=out, **ADVISE)
     print(f"\nplan: {[(h['layer'], h['head'], h['choice'], h['m']) for h in p['heads']]}, tried {p['tried']}, "
           f"loss {p['loss']['model']:.4f} -> {p['loss']['plan_mean']:.4f} +- {p['loss']['plan_se']:.4f}, FLOPs "
           f"{p['cost']['flops']:.3g} against {p['cost']['softmax_flops']:.3g}")
@@ -654,6 +655,18 @@ def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit):
     with torch.no_grad():
         again = loss(kt.linearize(model, p["plan"], calib), hold)
     assert abs(again - p["loss"]["values"][0]) <= 1e-6 * again
+    import h5py
+    with h5py.File(out) as f:  # the report file: schema, the choice per layer x head, the JSON, and its figure
+        assert f.attrs["schema"] == "kestrel.plan" and "git_revision" in json.loads(f.attrs["provenance"])
+        choice = f["/plan/choice"][()]
+        assert [f["/plan/choice"].dims[i].label for i in (0, 1)] == ["layers", "heads"]
+        for h in p["heads"]:
+            assert choice[h["layer"], h["head"]] == ("softmax", "random", "learned").index(h["choice"])
+            assert f["/plan/m"][h["layer"], h["head"]] == (h["m"] or 0)
+        assert json.loads(f["/plan/report.json"][()])["loss"] == p["loss"]
+    assert os.path.getsize(out[:-3] + ".png") > 0
+    with pytest.raises(ValueError, match="exists"):
+        kt.plan(model, calib, hold, loss, out=out, **ADVISE)
     # A learned map, fine-tuned in the linearized model.
     Q, K, V, causal, _ = kt.stack_sequences(kt.capture(model, calib, modules=[p["heads"][0]["module"]]))
     rep = kestrel.advise(Q[:, 0, 0], K[:, 0, 0], V[:, 0, 0], scaling="none", learned=["hedgehog"], held_out=4,
