@@ -76,6 +76,45 @@ def _set(h, row):
         h["flops"] = h["softmax_flops"]
 
 
+def _measure_heads(model, heads, linear_plan, calibration, draws, adapters):
+    """Each linearized head's error measured in place by linearize's own torch maps on sequence 0 of the calibration
+    batch (random heads over `draws` draws: advise's metric, per row sqrt(mean over draws |Y-hat_i - Y_i|^2) / RMS
+    |Y|, its 95th percentile and the SE of the row there by the delta method; learned heads once, on the sequences
+    their fit held out)."""
+    from . import torch as kt
+    from .linearize import _RandomHead, _learned_head, random_attention
+
+    torch = kt._torch()
+    caps = {c.name: c for c in kt.capture(model, calibration, adapters=adapters, modules=list(linear_plan))}
+    for h in heads:
+        if h["_row"] is None:
+            continue
+        c, e = caps[h["module"]], linear_plan[h["module"]][h["head"]]
+        group = c.q.shape[1] // c.k.shape[1]
+        Y = kt.exact_attention(c)[:, h["head"]]
+        seqs = h["_row"]["learned"]["held_out_sequences"] if e["kind"] == "learned" else [0]
+        t = lambda a, s: torch.as_tensor(a[s], dtype=torch.float64)  # noqa: E731
+        q, k, v = (c.q[:, h["head"]], c.k[:, h["head"] // group], c.v[:, h["head"] // group])
+        sq = []
+        for j in range(1 if e["kind"] == "learned" else draws):
+            if e["kind"] == "learned":
+                head = _learned_head(e, q.shape[-1])
+            else:
+                head = _RandomHead(dict(e, seed=e["seed"] + j), q.reshape(-1, q.shape[-1]).T,
+                                   k.reshape(-1, k.shape[-1]).T)
+            with torch.no_grad():
+                sq.append(np.concatenate([((random_attention(head, t(q, s), t(k, s), t(v, s), c.causal).numpy()
+                                            - Y[s]) ** 2).sum(1) for s in seqs]))
+        sq = np.array(sq)
+        rms, mean = np.sqrt(np.concatenate([(Y[s] ** 2).sum(1) for s in seqs]).mean()), sq.mean(0)
+        rel = np.sqrt(mean) / rms
+        i = int(np.argsort(rel)[int(round(0.95 * (len(rel) - 1)))])
+        se = float(sq[:, i].std(ddof=1) / math.sqrt(len(sq)) / (2 * math.sqrt(mean[i]) * rms)) if len(sq) > 1 else 0.0
+        h.update(measured_p95=float(np.percentile(rel, 95)), measured_p95_se=se,
+                 measured_on="held-out sequences " + str(seqs) if e["kind"] == "learned" else
+                 f"sequence 0 of the calibration batch, {len(sq)} draws")
+
+
 def _within_budget(heads, base, target, budget, measure, seed):
     """Measures the plan; while the increase + 2 SE exceeds the budget, the linearized head with the largest predicted
     error relative to the target goes back to softmax. Returns (plan, mean, SE, values, met, tried)."""
@@ -164,7 +203,8 @@ def _write(report, out, force):
                 os.unlink(p)
 
 
-def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_budget=None, draws=4, seed=1,
+def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_budget=None, draws=4, head_draws=100,
+         seed=1,
          estimators=LINEARIZED, samplers=("iid",), learned=False, adapters=None, modules=None, out=None, force=False,
          **options):
     """A plan for every attention head of `model` and its measured effect on `loss(model, holdout)` (a float, lower is
@@ -173,15 +213,17 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
     batch and judged on the others). `length` is the sequence length the costs are counted at (default: the
     calibration batch's). Returns a dict: "plan" (linearize's plan: {module: [entry per head]}), "heads" (per layer and
     head: choice, estimator, sampler, M, predicted p95 +- SE, FLOPs against softmax's), "cost" (the model's attention
-    FLOPs against all-softmax), "loss" (the model's, the plan's mean +- SE over draws, the increase, the draws), "met"
+    FLOPs against all-softmax; each linearized head's error measured in place by linearize's torch maps, over
+    head_draws draws for random heads), "loss" (the model's, the plan's mean +- SE over draws, the increase, the draws), "met"
     (with loss_budget: increase + 2 SE <= budget), "tried" (each plan measured, in order), the provenance (advise's,
     with the plan's options) and the schema. out="P.h5" also writes it (_write) and P.png; force=True replaces them."""
     from .torch import _check_new, _path, _torch, advise_model
 
     if loss_budget is not None and not (isinstance(loss_budget, (int, float)) and loss_budget >= 0):
         raise ValueError(f"loss_budget: expected a number >= 0 (the largest loss increase to accept), got {loss_budget!r}")
-    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 2:
-        raise ValueError(f"draws: expected a whole number >= 2 (the SE of the loss needs two draws), got {draws!r}")
+    for name, n in (("draws", draws), ("head_draws", head_draws)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"{name}: expected a whole number >= 2 (an SE needs two draws), got {n!r}")
     if out is not None:
         out = _path(out, "out")
         if not out.endswith(".h5"):
@@ -200,6 +242,7 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
         return _measure(model, p, calibration, holdout, loss, draws, seed, adapters)
 
     linear_plan, mean, se, values, met, tried = _within_budget(heads, base, target, loss_budget, measure, seed)
+    _measure_heads(model, heads, linear_plan, calibration, head_draws, adapters)
     for h in heads:
         del h["_row"]
     from . import _kestrel
@@ -207,6 +250,7 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
     version = next(x["version"] for x in _kestrel.schemas() if x["name"] == "kestrel.plan")
     prov = dict(rep["provenance"], torch=rep["torch"],
                 plan_options={"target": target, "length": length, "loss_budget": loss_budget, "draws": draws,
+                              "head_draws": head_draws,
                               "seed": seed, "estimators": list(estimators), "samplers": list(samplers),
                               "learned": learned})
     report = {"schema": "kestrel.plan", "schema_version": version, "provenance": prov, "target": target, "length": length or rep["heads"][0]["inputs"]["Lk"],

@@ -622,7 +622,7 @@ def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit, t
     - the plan meets the budget as measured (increase + 2 SE <= 0.12) with at least one head linearized, and costs
       fewer FLOPs than softmax everywhere; the first plan (every named head) did not, so a head went back to softmax;
     - each linearized head's attention error, measured in place with the PosRF attention written above (300 draws),
-      meets the target and equals advise's prediction within K_SE SE;
+      meets the target and equals advise's prediction within K_SE SE, and so does the plan's own measurement;
     - the plan's first draw rebuilt by linearize gives the loss the plan measured (deterministic);
     - a learned map (advise's Hedgehog fit for layer 0 head 0 on 12 images, at its largest M) put in the linearized
       model and fine-tuned for 15 Adam steps on 64 training images lowers the held-out loss of that model."""
@@ -652,6 +652,10 @@ def test_plan_meets_a_loss_budget_on_the_vit_and_a_learned_map_fine_tunes(vit, t
               f"{h['predicted_p95_se']:.4f}, measured in place {measured:.4f} +- {se:.4f}")
         assert measured <= 0.25 + K_SE * math.hypot(se, h["predicted_p95_se"])
         assert abs(measured - h["predicted_p95"]) <= K_SE * math.hypot(se, h["predicted_p95_se"])
+        # the plan's own measurement in place (linearize's torch maps, 100 draws) agrees with both
+        print(f"  the plan's own: {h['measured_p95']:.4f} +- {h['measured_p95_se']:.4f} ({h['measured_on']})")
+        assert abs(h["measured_p95"] - h["predicted_p95"]) <= K_SE * math.hypot(h["measured_p95_se"],
+                                                                                h["predicted_p95_se"])
     with torch.no_grad():
         again = loss(kt.linearize(model, p["plan"], calib), hold)
     assert abs(again - p["loss"]["values"][0]) <= 1e-6 * again
