@@ -8,6 +8,7 @@ calibration batch's queries and keys. Attention is sum_j f(q_i).f(k_j) v_j / sum
 projections. A learned head (advise --learned hedgehog) has log-features [z, -z], z = W x + b, with W and b trainable.
 Stabilised: a per-query-row and one key maximum are subtracted from the log-features (they cancel)."""
 import copy
+import functools
 import math
 
 import numpy as np
@@ -45,6 +46,23 @@ def _check_entry(name, h, e):
             raise ValueError(f"{where}: sampler {e.get('sampler')!r}: use iid or orthogonal")
 
 
+def _computed(params):
+    """Whether fitted parameters are the GERF family's real positive features (A real, s = 1), which torch computes."""
+    return "A_re" in params and params.get("s", 1) == 1 and params.get("A_im", 0.0) == 0.0
+
+
+@functools.lru_cache(maxsize=None)
+def computes(estimator):
+    """Whether linearize computes this registered estimator in torch: its parameters, fitted on a few small points, are
+    the GERF family's (the registry's names are not listed here: they are asked)."""
+    import kestrel
+    x = np.random.default_rng(0).normal(size=(4, 16)) * 0.3
+    try:
+        return _computed(kestrel.fit(estimator, x, x).params())
+    except (ValueError, RuntimeError):  # e.g. a learned map: not an estimator with a draw
+        return False
+
+
 class _RandomHead:
     """One head's fixed draw: omega [d, M] and A as float64 tensors."""
 
@@ -52,7 +70,7 @@ class _RandomHead:
         import kestrel
         e = kestrel.fit(entry["estimator"], q, k)  # q, k: d x L, the calibration tokens (logits q.k)
         p = e.params()
-        if "A_re" not in p or p.get("s", 1) != 1 or p.get("A_im", 0.0) != 0.0:  # GERF's parameters, real, s = 1
+        if not _computed(p):
             raise ValueError(f"estimator {entry['estimator']!r} is not one linearize computes in torch: it has the "
                              "real positive features of the GERF family (PosRF, OPRF, GERF), and this one's "
                              f"parameters are {p}"[:300])

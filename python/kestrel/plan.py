@@ -10,7 +10,6 @@ import os
 
 import numpy as np
 
-LINEARIZED = ("pos", "oprf", "gerf")  # the random families linearize computes in torch (the GERF family)
 
 
 def _entry(row, seed):
@@ -25,11 +24,12 @@ def _entry(row, seed):
 def _choose(rows, inputs, causal, length):
     """The head's choice: (row or None, its FLOPs, softmax's FLOPs) at Lq = Lk = length."""
     from . import _kestrel
+    from .linearize import computes
 
     L, d, dv = float(length), float(inputs["d"]), float(inputs["dv"] or 1)
     exact = _kestrel._attention_flops(L, L, d, dv, causal)
     named = [r for r in rows if r.get("status") == "ok" and r["decision"] == "M"
-             and (r["sampler"] == "learned" or r["estimator"] in LINEARIZED)]
+             and (r["sampler"] == "learned" or (computes(r["estimator"]) and r["sampler"] in ("iid", "orthogonal")))]
     best = min(named, key=lambda r: r["m_for_target_p95"], default=None)
     flops = _kestrel._attention_flops(L, L, d, dv, causal, best["m_for_target_p95"]) if best else exact
     return (best, flops, exact) if best and flops < exact else (None, exact, exact)
@@ -181,6 +181,8 @@ def _write(report, out, force):
             f.attrs["provenance"] = json.dumps(report["provenance"])
             g = f.create_group("plan")
             g["report.json"] = json.dumps(report, default=str)
+            g["report.json"].attrs["description"] = "the plan as kestrel.torch.plan returns it (JSON)"
+            g["report.json"].attrs["axes"] = ""
             shape = (1 + max(h["layer"] for h in report["heads"]), 1 + max(h["head"] for h in report["heads"]))
             choice, m = np.zeros(shape, dtype=np.int8), np.zeros(shape, dtype=np.int64)
             for h in report["heads"]:
@@ -190,6 +192,7 @@ def _write(report, out, force):
                                   ("m", m, "features per head (0: softmax kept)")):
                 g[name] = a
                 g[name].attrs["description"] = what
+                g[name].attrs["axes"] = "layer,head"
                 g[name].dims[0].label, g[name].dims[1].label = "layers", "heads"
         _publish(tmp_h5, out, force)
         try:
@@ -204,23 +207,28 @@ def _write(report, out, force):
 
 
 def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_budget=None, draws=4, head_draws=100,
-         seed=1,
-         estimators=LINEARIZED, samplers=("iid",), learned=False, adapters=None, modules=None, out=None, force=False,
-         **options):
+         seed=1, estimators=None, samplers=("iid",), learned=False, adapters=None, modules=None, out=None,
+         force=False, **options):
     """A plan for every attention head of `model` and its measured effect on `loss(model, holdout)` (a float, lower is
     better: e.g. the held-out cross-entropy). advise runs on `calibration` (kestrel.torch.advise_model with target,
     estimators, samplers and `options`; learned=True adds Hedgehog maps fitted on some sequences of the calibration
     batch and judged on the others). `length` is the sequence length the costs are counted at (default: the
-    calibration batch's). Returns a dict: "plan" (linearize's plan: {module: [entry per head]}), "heads" (per layer and
-    head: choice, estimator, sampler, M, predicted p95 +- SE, FLOPs against softmax's), "cost" (the model's attention
-    FLOPs against all-softmax; each linearized head's error measured in place by linearize's torch maps, over
-    head_draws draws for random heads), "loss" (the model's, the plan's mean +- SE over draws, the increase, the draws), "met"
-    (with loss_budget: increase + 2 SE <= budget), "tried" (each plan measured, in order), the provenance (advise's,
-    with the plan's options) and the schema. out="P.h5" also writes it (_write) and P.png; force=True replaces them."""
+    calibration batch's). estimators: default, every registered one linearize computes in torch (linearize.computes).
+    Returns a dict:
+      "plan": linearize's plan, {module: [entry per head]};
+      "heads": per layer and head the choice, estimator, sampler, M, predicted p95 +- SE, FLOPs against softmax's,
+        and each linearized head's error measured in place by linearize's torch maps (random heads over head_draws
+        draws);
+      "cost": the model's attention FLOPs against all-softmax;
+      "loss": the model's, the plan's mean +- SE over `draws` draws, the increase and every draw's value;
+      "met" (with loss_budget: increase + 2 SE <= budget), "tried" (each plan measured, in order), the provenance
+        (advise's, with the plan's options) and the schema.
+    out="P.h5" also writes it (_write) and P.png; force=True replaces them."""
     from .torch import _check_new, _path, _torch, advise_model
 
     if loss_budget is not None and not (isinstance(loss_budget, (int, float)) and loss_budget >= 0):
-        raise ValueError(f"loss_budget: expected a number >= 0 (the largest loss increase to accept), got {loss_budget!r}")
+        raise ValueError("loss_budget: expected a number >= 0 (the largest loss increase to accept), got "
+                         f"{loss_budget!r}")
     for name, n in (("draws", draws), ("head_draws", head_draws)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 2:
             raise ValueError(f"{name}: expected a whole number >= 2 (an SE needs two draws), got {n!r}")
@@ -230,6 +238,10 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
             raise ValueError(f"out: expected a path ending in .h5 (the figure goes beside it as .png), got '{out}'")
         for p in (out, out[:-3] + ".png"):
             _check_new(p, force)
+    if estimators is None:
+        import kestrel
+        from .linearize import computes
+        estimators = [n for n in kestrel.estimators() if computes(n)]
     extra = dict(learned=["hedgehog"]) if learned else {}
     rep = advise_model(model, calibration, target=target, estimators=list(estimators), samplers=list(samplers),
                        seed=seed, adapters=adapters, modules=modules, **extra, **options)
@@ -253,7 +265,8 @@ def plan(model, calibration, holdout, loss, *, target=0.25, length=None, loss_bu
                               "head_draws": head_draws,
                               "seed": seed, "estimators": list(estimators), "samplers": list(samplers),
                               "learned": learned})
-    report = {"schema": "kestrel.plan", "schema_version": version, "provenance": prov, "target": target, "length": length or rep["heads"][0]["inputs"]["Lk"],
+    report = {"schema": "kestrel.plan", "schema_version": version, "provenance": prov, "target": target,
+              "length": length or rep["heads"][0]["inputs"]["Lk"],
             "causal": causal, "plan": linear_plan, "heads": heads,
             "cost": {"flops": sum(h["flops"] for h in heads), "softmax_flops": sum(h["softmax_flops"] for h in heads)},
             "loss": {"model": base, "plan_mean": mean, "plan_se": se, "increase": mean - base, "draws": len(values),

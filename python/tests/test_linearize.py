@@ -178,3 +178,50 @@ def test_a_learned_head_is_advises_fitted_map_and_fine_tunes():
     print(f"fine-tuning the learned head: loss {losses[0]:.4g} -> {losses[-1]:.4g}")
     assert losses[-1] < 0.75 * losses[0]  # measured: 0.343 -> 0.179
     assert m.in_proj_weight.grad is None, "the model itself is not touched"
+
+
+class CausalBlock(nn.Module if torch is not None else object):
+    """One causal self-attention module (2 heads, d = 8) with sharp logits: a decoder's attention in miniature."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True).double()
+        with torch.no_grad():
+            self.attn.in_proj_weight.mul_(2.0)
+
+    def forward(self, x):
+        L = x.shape[1]
+        return self.attn(x, x, x, attn_mask=nn.Transformer.generate_square_subsequent_mask(L).double())[0]
+
+
+@needs_torch
+def test_a_causal_plan_with_learned_maps_runs_and_reports_what_it_measured(tmp_path):
+    """plan on a causal block with learned maps among the candidates, a loose target and costs at L = 4096 (so every
+    named head pays): each head's choice is a named row of advise (or softmax), every linearized head carries its
+    measured error beside the prediction, the loss is measured (finite, SE from the draws), and bad arguments are
+    refused naming them. The loss is the mean squared distance to the block's own output."""
+    model = CausalBlock().eval()
+    x = torch.randn(8, 24, 16, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    hold = torch.randn(4, 24, 16, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+
+    def loss(m, b):
+        return float((m(b) - model(b)).pow(2).mean())
+
+    p = kt.plan(model, (x,), hold, loss, target=0.6, length=4096, draws=3, head_draws=20, learned=True,
+                learned_features=[4, 8], fit_seeds=2, held_out=3, estimators=["pos"], budget=256, no_timing=True,
+                out=str(tmp_path / "p.h5"))
+    assert p["causal"] and p["schema"] == "kestrel.plan" and len(p["heads"]) == 2
+    for h in p["heads"]:
+        assert h["choice"] in ("softmax", "random", "learned")
+        if h["choice"] != "softmax":
+            assert h["m"] >= 1 and h["flops"] < h["softmax_flops"]
+            assert np.isfinite(h["measured_p95"]) and h["measured_p95_se"] >= 0
+    assert np.isfinite(p["loss"]["plan_mean"]) and p["loss"]["draws"] in (1, 3) and p["met"]
+    assert (tmp_path / "p.png").exists()
+    for bad, words in ((dict(draws=1), "draws: expected a whole number >= 2"),
+                       (dict(loss_budget=-1), "loss_budget: expected a number >= 0"),
+                       (dict(out=str(tmp_path / "p.txt")), "out: expected a path ending in .h5"),
+                       (dict(out=str(tmp_path / "p.h5")), "exists")):
+        with pytest.raises(ValueError, match=words):
+            kt.plan(model, (x,), hold, loss, **bad)
