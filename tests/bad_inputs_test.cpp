@@ -676,6 +676,16 @@ TEST(BadInputs, AdviseLearnedNeedsSequencesOfOneHead) {
   refused(seqs + " --learned luna" + adv, "luna");
   refused("--queries " + q + " --keys " + k + " --learned hedgehog" + adv, "give --values too");
   refused(seqs + " --learned hedgehog --held-out 3" + adv, "held");
+  // [sequences, layers, heads, L, d]: 2 query heads sharing 1 key/value head, advised per head (not without --learned)
+  const std::string q5 = npy("q5.npy", {3, 1, 2, 24, 4}, 6), k5 = npy("k5.npy", {3, 1, 1, 24, 4}, 7),
+                    v5 = npy("v5.npy", {3, 1, 1, 24, 2}, 8);
+  const std::string five = "--queries " + q5 + " --keys " + k5 + " --values " + v5;
+  refused(five + " --budget 16 --quiet", "got 5 axes");
+  const CliRun stacked = run("advise " + five + " --learned hedgehog --json" + adv);
+  ASSERT_EQ(stacked.code, 0) << stacked.err;
+  const auto heads = nlohmann::json::parse(stacked.out)["advice"]["heads"];
+  ASSERT_EQ(heads.size(), 2u);
+  EXPECT_EQ(heads[1]["kv_head"], 0);
   const CliRun ok = run("advise " + seqs + " --learned hedgehog --json" + adv);
   ASSERT_EQ(ok.code, 0) << ok.err;
   const auto rows = nlohmann::json::parse(ok.out)["advice"]["rows"];
@@ -716,15 +726,19 @@ TEST(BadInputs, AdviseHeadsThatDoNotFitAreRefusedAndGroupedQueryIsSaid) {
           "--values has L = 23 tokens per head but --keys has L = 24");
   refused("--queries " + q3 + " --keys " + k4d, "--keys has the shape [1, 1, 24, 4] but --queries has [3, 24, 4]");
   // Issue 68 item 4: a stack of values beside 2-D queries and keys names --values (not --keys against --queries,
-  // whose shapes agree); a 5-D file says the shapes advise takes (not "points need a 2-D array").
+  // whose shapes agree); a 6-D file says the shapes advise takes (not "points need a 2-D array"), a 5-D one that only
+  // learned maps take it.
   const std::string q2 = npy("q2.npy", {24, 4}, 8), v3 = npy("v3.npy", {1, 24, 2}, 9),
-                    q5 = npy("q5.npy", {1, 1, 1, 24, 4}, 10);
+                    q5 = npy("q5.npy", {1, 1, 1, 24, 4}, 10), q6 = npy("q6.npy", {1, 1, 1, 1, 24, 4}, 11);
   refused("--queries " + q2 + " --keys " + q2 + " --values " + v3,
           "--values has the shape [1, 24, 2] but --queries has [24, 4] and --keys has [24, 4]: give all of them as "
           "[heads, L, d], or --values with 2 axes as they are");
-  refused("--queries " + q5 + " --keys " + q5,
-          "the array has 5 dimensions; tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, d] or "
-          "[layers, heads, L, d]");
+  refused("--queries " + q6 + " --keys " + q6,
+          "the array has 6 dimensions; tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, d] or "
+          "[layers, heads, L, d] (with --learned: [sequences, ...] first)");
+  refused("--queries " + q5 + " --keys " + q5,  // 5 axes are read, and only --learned takes them
+          "--queries: expected [L, d], [heads, L, d] or [layers, heads, L, d] (learned maps: a sequences axis first), "
+          "got 5 axes [1, 1, 1, 24, 4]");
   // The 2-D commands that read points files still refuse stacks.
   expect_refused(run("variance --regime file --sigma 0.5 --estimators oprf --quiet --x-file " + q3), "variance",
                  {"the array has 3 dimensions; points need a 2-D array"});

@@ -219,7 +219,8 @@ void convert(const char* data, std::size_t n, double* out) {
   }
 }
 
-// lead: the leading axes of a 3-D or 4-D C-order array (read as its last two axes, stack after stack).
+// lead: the leading axes of a 3-D to 5-D C-order array (read as its last two axes, stack after stack); 5 axes are
+// [sequences, layers, heads, L, d], which advise --learned reads (tasks/advise/heads.hpp stack_sequences).
 arma::mat load_npy(const std::string& path, bool stacked, std::vector<std::size_t>& lead) {
   const std::string bytes = read_all(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
@@ -252,11 +253,11 @@ arma::mat load_npy(const std::string& path, bool stacked, std::vector<std::size_
         "{}: a structured array (named fields {}) is not supported: save a plain 2-D float array, one point per row "
         "(numpy.lib.recfunctions.structured_to_unstructured converts it)",
         path, descr.size() > 60 ? descr.substr(0, 60) + "...]" : descr));
-  if (shape.size() < 2 || shape.size() > 4)
+  if (shape.size() < 2 || shape.size() > (stacked ? 5u : 4u))
     throw InputFileError(fmt::format("{}: the array has {} dimensions; {}", path, shape.size(),
                                      stacked
                                          ? "tokens need a 2-D array [L, d] (one token per row) or a stack [heads, L, "
-                                           "d] or [layers, heads, L, d]"
+                                           "d] or [layers, heads, L, d] (with --learned: [sequences, ...] first)"
                                          : "points need a 2-D array (one point per row)"));
   if (shape.size() > 2 && fortran)
     throw InputFileError(

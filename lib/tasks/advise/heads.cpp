@@ -60,8 +60,10 @@ HeadStack stack_heads(const TokenArray& Q, const TokenArray& K, const TokenArray
   const auto inputs = {std::pair{&Q, &qn}, std::pair{&K, &kn}, std::pair{V, &vn}};
   for (const auto& [a, name] : inputs)
     if (a && a->shape.size() == n)
-      require(n == 3 || n == 4, "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d], got {} axes {}", *name, n,
-              shape_text(a->shape));
+      require(n == 3 || n == 4,
+              "{}: expected [L, d], [heads, L, d] or [layers, heads, L, d] (learned maps: a sequences axis first), got "
+              "{} axes {}",
+              *name, n, shape_text(a->shape));
   for (const auto& [a, name] : inputs)
     if (a)
       require(std::find(a->shape.begin(), a->shape.end(), 0) == a->shape.end(), "{} has the shape {}: an axis is empty",

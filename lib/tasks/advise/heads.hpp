@@ -18,7 +18,8 @@
 
 namespace kestrel {
 
-// An array of tokens as stored in C order: shape has 2 to 4 axes ([L, d], [heads, L, d], [layers, heads, L, d]);
+// An array of tokens as stored in C order: shape has 2 to 4 axes ([L, d], [heads, L, d], [layers, heads, L, d]; 5 with
+// a sequences axis first, for stack_sequences);
 // data is shape.back() x (the product of the others), so stack s (C order over the leading axes) is columns
 // [s * L, (s + 1) * L): exactly a .npy file's or a C-contiguous NumPy array's memory.
 struct TokenArray {
