@@ -13,6 +13,7 @@
 #include "core/rng.hpp"
 #include "frontend/advise_options.hpp"
 #include "io/hdf5.hpp"
+#include "sharp_head.hpp"
 #include "tasks/advise/advise.hpp"
 #include "tasks/advise/heads.hpp"
 #include "tasks/advise/learned.hpp"
@@ -21,28 +22,7 @@
 namespace kestrel {
 namespace {
 
-// A sharp head (as learned_attention_test.cpp's): 8 orthonormal directions shared by the sequences, each token one of
-// them scaled to aligned logits of 6 plus noise, so that each attention row sits on a few keys.
-HeadSequences sharp(arma::uword n, arma::uword L, std::uint64_t seed = 5) {
-  const arma::uword d = 16, C = 8;
-  const double a = std::sqrt(24.0);
-  Rng rng(seed, Stream::User, 1000);
-  arma::mat U, R;
-  if (!arma::qr_econ(U, R, rng.normal_matrix(d, C))) throw NumericalError("QR failed");
-  HeadSequences h;
-  for (arma::uword s = 0; s < n; ++s) {
-    Rng r(seed, Stream::User, s);
-    arma::mat Q(d, L), K(d, L);
-    for (arma::uword j = 0; j < L; ++j) {
-      Q.col(j) = a * U.col(static_cast<arma::uword>(r.uniform() * C));
-      K.col(j) = a * U.col(static_cast<arma::uword>(r.uniform() * C));
-    }
-    h.Q.push_back(Q + 0.5 * r.normal_matrix(d, L));
-    h.K.push_back(K + 0.5 * r.normal_matrix(d, L));
-    h.V.push_back(r.normal_matrix(L, 8));
-  }
-  return h;
-}
+using test::sharp_head;
 
 AdviseOptions learned_options() {
   AdviseOptions o;
@@ -61,7 +41,7 @@ AdviseOptions learned_options() {
 TEST(AdviseLearned, ALearnedMapIsNamedWherePositiveFeaturesAreOutOfReach) {
   // PosRF at M <= 64 on this head has a p95 row error about 1.25 (learned_attention_test.cpp): out of reach of 60%;
   // the learned map, judged on 2 held-out sequences, reaches it at a fitted M, and is the recommendation.
-  const HeadSequences h = sharp(6, 128);
+  const HeadSequences h = sharp_head(6, 128);
   const AdviseOptions o = learned_options();
   const Advice a = advise_sequences(h, o);
   ASSERT_EQ(a.rows.size(), 2u);
@@ -90,7 +70,7 @@ TEST(AdviseLearned, ALearnedMapIsNamedWherePositiveFeaturesAreOutOfReach) {
 }
 
 TEST(AdviseLearned, TheReportHoldsTheParametersNamedWithTheirShapes) {
-  const HeadSequences h = sharp(4, 64);
+  const HeadSequences h = sharp_head(4, 64);
   AdviseOptions o = learned_options();
   o.learned_features = {8, 16};
   o.held_out = 1;
@@ -120,7 +100,7 @@ TEST(AdviseLearned, TheReportHoldsTheParametersNamedWithTheirShapes) {
 // objective's gradient and the masked held-out errors against plain loops): the row is the causal curve's, not the
 // bidirectional one's.
 TEST(AdviseLearned, CausalRowsAreFittedAndJudgedUnderTheMask) {
-  HeadSequences h = sharp(4, 64);
+  HeadSequences h = sharp_head(4, 64);
   AdviseOptions o = learned_options();
   o.learned_features = {8, 16};
   o.held_out = 1;
@@ -142,7 +122,7 @@ TEST(AdviseLearned, CausalRowsAreFittedAndJudgedUnderTheMask) {
 // Heads over sequences ([sequences, heads, L, d], grouped-query: 2 query heads read 1 key/value head): each query
 // head's learned row is advise_sequences' on that head's sequences with the head's seed, the key/value head shared.
 TEST(AdviseLearned, StackedHeadsAreEachFittedOnTheirOwnSequences) {
-  const HeadSequences a = sharp(3, 32), b = sharp(3, 32, 9);
+  const HeadSequences a = sharp_head(3, 32), b = sharp_head(3, 32, 9);
   const arma::uword S = 3, L = 32, d = 16, dv = 8;
   TokenArray Q{{S, 2, L, d}, arma::mat(d, S * 2 * L)}, K{{S, 1, L, d}, arma::mat(d, S * L)},
       V{{S, 1, L, dv}, arma::mat(dv, S * L)};
@@ -179,7 +159,7 @@ TEST(AdviseLearned, StackedHeadsAreEachFittedOnTheirOwnSequences) {
 // x d^(1/4) / d^(1/4), which 100 L-BFGS iterations carry on; a map fitted to logits q.k / sqrt(d) instead differs
 // by more than 5%, the negative control below).
 TEST(AdviseLearned, ScalingNoneFitsTheLogitsItIsGiven) {
-  const HeadSequences h = sharp(4, 48);
+  const HeadSequences h = sharp_head(4, 48);
   AdviseOptions o = learned_options();
   o.learned_features = {8, 16};
   o.held_out = 1;
@@ -234,7 +214,7 @@ TEST(AdviseLearned, TheMIsNamedOnTheGrid) {
 }
 
 TEST(AdviseLearned, LearnedMapsNeedSequences) {
-  const HeadSequences h = sharp(3, 32);
+  const HeadSequences h = sharp_head(3, 32);
   AdviseOptions o = learned_options();
   EXPECT_THROW(advise(h.Q[0], h.K[0], h.V[0], o), InvalidArgument);
   o.learned = {"luna"};

@@ -16,6 +16,7 @@
 #include "core/rng.hpp"
 #include "estimators/hedgehog/fit.hpp"
 #include "estimators/hedgehog/hedgehog.hpp"
+#include "sharp_head.hpp"
 #include "tasks/attention.hpp"
 #include "tasks/learned_attention.hpp"
 #include "test_util.hpp"
@@ -34,30 +35,6 @@ HeadSequences random_head(arma::uword n, arma::uword L, arma::uword d, arma::uwo
     h.Q.push_back(scale * rng.normal_matrix(d, L));
     h.K.push_back(scale * rng.normal_matrix(d, L));
     h.V.push_back(rng.normal_matrix(L, dv));
-  }
-  return h;
-}
-
-// A sharp head: C orthonormal directions u_c shared by every sequence (the head's structure); each query and key is
-// a u_c + noise for a uniformly drawn c, so a query's logits are about a^2 / sqrt(d) on the keys of its own direction
-// and about 0 on the others, spread by the noise: each row puts almost all of its mass on a few keys.
-HeadSequences sharp_head(arma::uword n, arma::uword L, std::uint64_t seed) {
-  const arma::uword d = 16, C = 8, dv = 8;
-  const double a = std::sqrt(6.0 * 4.0), noise = 0.5;  // aligned logits a^2 / sqrt(16) = 6
-  Rng rng(seed, Stream::User, 1000);
-  arma::mat U, R;
-  if (!arma::qr_econ(U, R, rng.normal_matrix(d, C))) throw NumericalError("QR failed");
-  HeadSequences h;
-  for (arma::uword s = 0; s < n; ++s) {
-    Rng r(seed, Stream::User, s);
-    arma::mat Q(d, L), K(d, L);
-    for (arma::uword j = 0; j < L; ++j) {
-      Q.col(j) = a * U.col(static_cast<arma::uword>(r.uniform() * C));
-      K.col(j) = a * U.col(static_cast<arma::uword>(r.uniform() * C));
-    }
-    h.Q.push_back(Q + noise * r.normal_matrix(d, L));
-    h.K.push_back(K + noise * r.normal_matrix(d, L));
-    h.V.push_back(r.normal_matrix(L, dv));
   }
   return h;
 }
@@ -379,7 +356,7 @@ PosRfP95 posrf_p95(const HeadSequences& h, const arma::uvec& which, arma::uword 
 // a convex combination of V's rows), so its bootstrap over 32 draws is not fooled by an unbounded tail.
 TEST(LearnedAttention, LearnedMapBeatsPositiveRandomFeaturesOnASharpHead) {
   const arma::uword L = 192, R = 32;
-  const HeadSequences h = sharp_head(6, L, 2024);
+  const HeadSequences h = test::sharp_head(6, L, 2024);
   const LearnedCurveOptions opt{
       .features = {16, 64}, .held_out = 2, .fit_seeds = 2, .seed = 3, .fit = {.iterations = 100}};
   const auto curve = learned_attention_curve(h, opt);

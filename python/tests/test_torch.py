@@ -444,6 +444,12 @@ def positive_rf_attention(q, k, v, M, gen, causal):
     the ratio (and 1/sqrt(M) with them)."""
     w = torch.randn(M, q.shape[1], generator=gen, dtype=torch.float64)
     lq, lk = q @ w.T - (q * q).sum(1, keepdim=True) / 2, k @ w.T - (k * k).sum(1, keepdim=True) / 2
+    return feature_attention(lq, lk, v, causal)
+
+
+def feature_attention(lq, lk, v, causal):
+    """Y-hat = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1) from the log-features lq [Lq, M], lk [Lk, M], causal by
+    prefix sums over the keys; a per-query and one key-wide shift of the exponents cancel in the ratio."""
     fq, fk = torch.exp(lq - lq.max(1, keepdim=True).values), torch.exp(lk - lk.max())
     if causal:
         num = torch.einsum("lm,lmd->ld", fq, torch.cumsum(fk[:, :, None] * v[:, None, :], 0))
@@ -525,14 +531,9 @@ def learned_batch(which, n=12):
 def hedgehog_attention(q, k, v, W, b, causal):
     """The Hedgehog map's attention from its saved parameters: phi(x) = [exp(W x + b), exp(-(W x + b))] of the points
     whose dot products are the logits (advise's scaling none: the captured q and k), Y-hat = phi(Q) (phi(K)^T V) /
-    phi(Q) (phi(K)^T 1), causal by prefix sums; a shift of every exponent cancels in the ratio."""
+    phi(Q) (phi(K)^T 1), causal by prefix sums."""
     zq, zk = q @ W.T + b, k @ W.T + b
-    lq, lk = torch.cat([zq, -zq], 1), torch.cat([zk, -zk], 1)
-    fq, fk = torch.exp(lq - lq.max(1, keepdim=True).values), torch.exp(lk - lk.max())
-    if causal:
-        num = torch.einsum("lm,lmd->ld", fq, torch.cumsum(fk[:, :, None] * v[:, None, :], 0))
-        return num / (fq * torch.cumsum(fk, 0)).sum(1, keepdim=True)
-    return (fq @ (fk.T @ v)) / (fq @ fk.sum(0))[:, None]
+    return feature_attention(torch.cat([zq, -zq], 1), torch.cat([zk, -zk], 1), v, causal)
 
 
 def held_out_p95(mha, x, head, sequences, W, b, causal):
