@@ -180,8 +180,11 @@ void check_decisions(const Advice& a, const AdviseOptions& o) {
       EXPECT_EQ(r.m_p95, 0u) << who << "no point estimate the interval does not support";
       EXPECT_TRUE(lo == 0 || hi == 0 || hi > kSettledWidth * lo) << who;
       EXPECT_FALSE(r.sampler != "iid" && lo >= static_cast<double>(a.d) && hi - lo <= static_cast<double>(a.d)) << who;
-      EXPECT_TRUE(r.settle_draws >= o.max_draws || r.draws_to_settle > o.max_draws)
-          << who << "the work allowed is spent first, unless the projection says it would not settle it";
+      // Stopped by --max-draws, or its settling would take more than its allowance, which is at least an equal share
+      // of the first pass's half of --time-budget.
+      const bool capped = o.max_draws && (r.settle_draws >= o.max_draws || r.draws_to_settle > o.max_draws);
+      EXPECT_TRUE(capped || r.settle_seconds >= 0.999 * o.time_budget / (2.0 * static_cast<double>(a.rows.size() * o.samplers.size())))
+          << who << r.settle_seconds << " s would settle it";
       EXPECT_GT(r.draws_to_settle, r.settle_draws) << who;
     }
     const auto d = static_cast<double>(a.d);

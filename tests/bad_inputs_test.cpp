@@ -414,6 +414,7 @@ TEST(BadInputs, OutOfContextOptionsAndOtherUnclearMessages) {
            {"--kernel gaussian", {"--kernel 'gaussian'", "quantity kernel"}},
            {"--quantity kernel --metric tv", {"--metric 'tv'", "quantity attention", "the quantity is 'kernel'"}},
            {"--quantity kernel --draws 8", {"--draws '8'", "quantity attention"}},
+           {"--quantity kernel --time-budget 5", {"--time-budget '5'", "quantity attention"}},
            {"--quantity kernel --full-curve", {"--full-curve", "quantity attention"}}})
     expect_refused(run(std::regex_replace(adv, std::regex(" --values \\S+| --draws \\d+"), "") + " " + args),
                    "advise " + args, words);

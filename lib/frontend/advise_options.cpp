@@ -152,11 +152,31 @@ std::vector<AdviseOption> make_table() {
                       "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
                       ">= 2",
                       &O::draws, 2, 1u << 20));
-  t.push_back(count_option<O>(
+  t.push_back(option<O>(
+      "time-budget",
+      "Seconds of simulation work per input (per head when stacked) for settling the simulated rows, shared by them "
+      "in order (each gets at least an equal share); a row whose settling would take more says \"not settled\" and "
+      "how long it would take. Work is counted, not timed (the same decisions on any machine), at the rate of the "
+      "2-core machine the docs use",
+      OptionKind::Real,
+      [](O& o, W where, W text) {
+        const double v = parse_real(where, text);
+        require(v >= 0 && v <= 1e6, "{}: expected seconds in [0, 1e6], got '{}'", where, text);
+        o.time_budget = v;
+      },
+      [](const O& o) { return fmt::format("{}", o.time_budget); }));
+  t.push_back(option<O>(
       "max-draws",
-      "Most draws at the M around a simulated row's answer before it says \"not settled\" (the answer is settled when "
-      "its interval is at most 1.5x wide; a row whose projected draws to settle exceed it stops sooner); >= 2",
-      &O::max_draws, 2, 1u << 20));
+      "Most draws at the M around a simulated row's answer before it says \"not settled\" (0: as many as "
+      "--time-budget allows; else >= 2)",
+      OptionKind::Integer,
+      [](O& o, W where, W text) {
+        const auto v = parse_uint(where, text);
+        require(v == 0 || (v >= 2 && v <= (1u << 20)), "{}: expected 0 or a number in [2, 1048576], got '{}'", where,
+                text);
+        o.max_draws = v;
+      },
+      [](const O& o) { return std::to_string(o.max_draws); }));
   t.push_back(flag_option<O>(
       "full-curve",
       "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
@@ -212,7 +232,8 @@ AdviseOptions advise_options_from(const StudyValues& values) {
   // and pairs are for kernel entries; metric, draws, max-draws and full-curve for simulated attention rows (kernel
   // entries are exact).
   const bool kernel = o.quantity == AdviseQuantity::Kernel;
-  for (const char* name : {"kernel", "pairs", "metric", "draws", "max-draws", "full-curve", "sums", "chunk"}) {
+  for (const char* name :
+       {"kernel", "pairs", "metric", "draws", "max-draws", "time-budget", "full-curve", "sums", "chunk"}) {
     const bool for_kernel = std::string(name) == "kernel" || std::string(name) == "pairs";
     if (values.count(name) && for_kernel != kernel)
       throw InvalidArgument(fmt::format("{} '{}': only used with quantity {} (the quantity is '{}'{})",

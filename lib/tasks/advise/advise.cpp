@@ -4,6 +4,10 @@
 // rows (learned.hpp) when several sequences are given.
 #include "tasks/advise/steps.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "tasks/advise/learned.hpp"
 
@@ -44,6 +48,69 @@ void add_learned_rows(Advice& a, const HeadSequences* head, const AdviseOptions&
   }
 }
 
+// One (estimator, sampler) row predicted (predict.cpp) within in.work_allowance; a family's Undefined is "not
+// applicable", any other failure "failed", each with its reason.
+AdviceRow one_row(const AdviceRow& base, Sampler sampler, const Family& f, const Estimator& e,
+                  const std::optional<ThreePointForm>& form, const Inputs& in, const ExactAttention& exact,
+                  const arma::vec& log_norm, const AdviseOptions& opt, const Say& say) {
+  AdviceRow row = base;
+  row.sampler = to_string(sampler);
+  try {
+    predict_row(row, f, e, form, in, exact, log_norm, sampler, opt, say);
+  } catch (const Undefined& ex) {
+    row = base;
+    row.sampler = to_string(sampler);
+    row.status = "not applicable";
+    row.reason = ex.what();
+  } catch (const std::exception& ex) {
+    row = base;
+    row.sampler = to_string(sampler);
+    row.status = "failed";
+    row.reason = ex.what();
+  }
+  return row;
+}
+
+// A row whose settling could change the decision: not settled, simulated, and its interval starts below every named M.
+bool could_change(const AdviceRow& r, const std::vector<AdviceRow>& rows) {
+  if (r.status != "ok" || r.decision != "not settled" || r.work_seconds <= 0) return false;
+  for (const AdviceRow& o : rows)
+    if (o.status == "ok" && o.m_p95 && o.m_p95 <= r.m_p95_low) return false;
+  return true;
+}
+
+// What a row was predicted from, for the second pass of --time-budget (null where it was not predicted).
+struct RowMaker {
+  const Family* f = nullptr;
+  const Estimator* e = nullptr;
+  std::optional<ThreePointForm> form;
+  Sampler sampler = Sampler::Iid;
+};
+
+// The second pass of --time-budget: the rows whose open interval could change the decision, the cheapest to settle
+// first (settle_seconds), each predicted again with up to twice the work projected to settle it while the budget lasts
+// (the same seed: it repeats its own draws, then goes on; the whole of it is charged).
+void settle_open_rows(Advice& a, const std::vector<RowMaker>& of_row, Inputs& in, const ExactAttention& exact,
+                      const arma::vec& log_norm, double work_left, const AdviseOptions& opt, const Say& say) {
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < a.rows.size(); ++i)
+    if (of_row[i].e && could_change(a.rows[i], a.rows)) open.push_back(i);
+  std::stable_sort(open.begin(), open.end(),
+                   [&](std::size_t i, std::size_t j) { return a.rows[i].settle_seconds < a.rows[j].settle_seconds; });
+  for (std::size_t i : open) {
+    const double need = a.rows[i].settle_seconds * kWorkPerSecond;
+    if (need > work_left) break;
+    if (!could_change(a.rows[i], a.rows)) continue;  // another row's M, settled meanwhile, is below its interval
+    in.work_allowance = std::min(work_left, 2 * need);
+    AdviceRow base;
+    base.estimator = a.rows[i].estimator;
+    const RowMaker& m = of_row[i];
+    say(fmt::format("settling {} ({}) further: it could change the decision", base.estimator, to_string(m.sampler)));
+    a.rows[i] = one_row(base, m.sampler, *m.f, *m.e, m.form, in, exact, log_norm, opt, say);
+    work_left -= a.rows[i].work_seconds * kWorkPerSecond;
+  }
+}
+
 Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const HeadSequences* head,
                  const AdviseOptions& opt, const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& m) {
@@ -67,12 +134,20 @@ Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, con
   else
     for (const auto& n : opt.estimators) families.push_back(find_family(n));
   std::vector<std::unique_ptr<Estimator>> fitted;
+  std::vector<RowMaker> of_row;
+  // --time-budget: the first pass shares half of it by the rows in order (each may spend what is left of that half
+  // over the rows still to come, so at least an equal share); the second pass spends what is left on the rows whose
+  // open interval could change the decision (settle_open_rows).
+  double work_left = opt.time_budget * kWorkPerSecond, first_left = work_left / 2;
+  std::size_t rows_left = families.size() * opt.samplers.size();
   for (const Family& f : families) {
     AdviceRow base;
     base.estimator = f.name;
     if (!applicable(f, base)) {
       base.sampler = "any";
       a.rows.push_back(base);
+      of_row.push_back({});
+      rows_left -= opt.samplers.size();
       continue;
     }
     say("fitting " + f.name);
@@ -84,31 +159,23 @@ Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, con
       base.status = "failed";
       base.reason = std::string("fitting failed: ") + ex.what();
       a.rows.push_back(base);
+      of_row.push_back({});
       fitted.push_back(nullptr);
+      rows_left -= opt.samplers.size();
       continue;
     }
     std::optional<ThreePointForm> form;
     if (opt.quantity == AdviseQuantity::Attention) form = three_point_form(*e);
     for (Sampler sampler : opt.samplers) {
-      AdviceRow row = base;
-      row.sampler = to_string(sampler);
-      try {
-        predict_row(row, f, *e, form, in, exact, log_norm, sampler, opt, say);
-      } catch (const Undefined& ex) {
-        row = base;
-        row.sampler = to_string(sampler);
-        row.status = "not applicable";
-        row.reason = ex.what();
-      } catch (const std::exception& ex) {
-        row = base;
-        row.sampler = to_string(sampler);
-        row.status = "failed";
-        row.reason = ex.what();
-      }
-      a.rows.push_back(std::move(row));
+      in.work_allowance = first_left / static_cast<double>(rows_left--);
+      a.rows.push_back(one_row(base, sampler, f, *e, form, in, exact, log_norm, opt, say));
+      of_row.push_back({&f, e.get(), form, sampler});
+      first_left -= a.rows.back().work_seconds * kWorkPerSecond;
+      work_left -= a.rows.back().work_seconds * kWorkPerSecond;
     }
     fitted.push_back(std::move(e));
   }
+  settle_open_rows(a, of_row, in, exact, log_norm, work_left, opt, say);
   add_learned_rows(a, head, opt, say);
   cost_and_recommendation(a, in, fitted, say);
   emulate_sums(a, in, fitted, say);

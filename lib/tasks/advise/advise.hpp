@@ -82,7 +82,8 @@ struct AdviseOptions {
   std::size_t validate = 0;      // R draws at each estimator's M for the target (0: none; rows that do not
                                  // reach the target within the budget are not drawn)
   std::size_t draws = 64;        // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
-  std::size_t max_draws = 1024;  // most draws at the grid points around a simulated answer ("not settled" beyond)
+  std::size_t max_draws = 0;     // most draws at the grid points around a simulated answer (0: as --time-budget allows)
+  double time_budget = 60;       // seconds of simulation work per input (per head), at kWorkPerSecond
   bool full_curve = false;       // simulate every curve to the budget (default: 2x past the first M whose p95 + 2 SE
                                  // reaches the target)
   std::uint64_t seed = kDefaultSeed;
@@ -127,6 +128,14 @@ struct FeatureRange {
 // or simplex features) when its ends are adjacent blocks.
 inline constexpr double kSettledWidth = 1.5;
 
+// The simulation work of attention rows is counted, not timed, so that every decision is the same on every machine and
+// for any thread count: a draw of M features on r sampled rows and L keys is M (r + L) (d + dv + kExpWork) units (the
+// features' projections and key sums, and their exponentials and log-domain scaling as kExpWork multiply-adds).
+// --time-budget converts seconds to work at kWorkPerSecond, fitted to the times of simulated rows on the 2-core
+// machine the docs were written on (d = 16 and 32, L = 64 and 128; docs/advise.md, "Settled within a time budget").
+constexpr double kExpWork = 64;
+constexpr double kWorkPerSecond = 2.5e10;
+
 struct AdviceRow {
   std::string estimator, sampler;
   // Stacked inputs (heads.hpp): the query head's layer and index, and the key/value head it reads (absent for 2-D).
@@ -150,11 +159,14 @@ struct AdviceRow {
   arma::uword m_p95_low = 0, m_p95_high = 0;
   // What the row decides (kSettledWidth): "M": m_p95 is named, its interval [m_p95_low, m_p95_high] at most
   // kSettledWidth wide; "out of reach": simulated (or exact) at the budget, the 95th percentile - 2 SE is above the
-  // target; "not settled": after the work allowed (--max-draws) the interval is wider, so no M is named (m_p95 = 0) and
-  // [m_p95_low, m_p95_high] is the interval reached (high 0: beyond the budget).
+  // target; "not settled": settling it would take more work than the row's share of --time-budget (or than
+  // --max-draws), so no M is named (m_p95 = 0) and [m_p95_low, m_p95_high] is the interval reached (high 0: beyond the
+  // budget).
   std::string decision = "M";
   std::size_t settle_draws = 0;     // simulated rows: the draws behind the grid points around the decision
   std::size_t draws_to_settle = 0;  // "not settled": about how many draws would settle it (0 otherwise)
+  double work_seconds = 0;          // simulated rows: the simulation work spent, in seconds at kWorkPerSecond
+  double settle_seconds = 0;        // "not settled": about how much simulation work would settle it, the same way
   // The control variate's variance reduction (plain variance / with it) of the rows' squared errors at the decision's
   // grid point: the median over the rows at or above the 90th percentile, which set the 95th (1 where none is used).
   double variance_reduction = 1;

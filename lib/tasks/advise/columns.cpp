@@ -158,7 +158,8 @@ const std::vector<AdviceColumn>& advice_columns() {
           kJson | kAttr, [](Row r, Opt) -> J { return count_or_null(r.m_p95); }),
       col("decision",
           "M (m_for_target_p95 is named, its interval at most 1.5x wide), out of reach (at the budget the 95th "
-          "percentile - 2 SE is above the target) or not settled (the interval is wider after --max-draws)",
+          "percentile - 2 SE is above the target) or not settled (settling it would take more than its share of "
+          "--time-budget, or --max-draws; see settle_seconds)",
           kJson | kAttr, field<&AdviceRow::decision>),
       shown(col("answer", "the table's answer: the M named, or the decision", 0,
                 [](Row r, Opt) -> J { return r.decision == "M" ? std::to_string(r.m_p95) : r.decision; }),
@@ -197,6 +198,14 @@ const std::vector<AdviceColumn>& advice_columns() {
           kJson | kAttr, field<&AdviceRow::settle_draws>),
       col("draws_to_settle", "not settled: about how many draws there would settle it (0 otherwise)", kJson | kAttr,
           field<&AdviceRow::draws_to_settle>),
+      col("work_seconds",
+          "simulated rows: the simulation work spent, in seconds at the stated rate (kWorkPerSecond multiply-adds a "
+          "second; counted, not timed, so the same on every machine)",
+          kJson | kAttr, field<&AdviceRow::work_seconds>),
+      col("settle_seconds",
+          "not settled: about how much simulation work would settle it, in seconds at the same rate (0 otherwise; "
+          "--time-budget gives each simulated row at least its equal share)",
+          kJson | kAttr, field<&AdviceRow::settle_seconds>),
       col("variance_reduction",
           "the control variate's variance reduction of the rows' squared errors at the decision (plain / reduced "
           "variance, median over the rows at or above the 90th percentile; 1 where none)",

@@ -4,6 +4,7 @@
 #include "tasks/advise/steps.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -97,13 +98,20 @@ std::string unreached(Advice& a, const Inputs& in) {
                   : learned(*closest) ? ", below the target, but within the spread over fits its M is still open"
                                       : ", below the target, but within the simulation's noise its M is still open");
   s += learned_unreached(a);
-  std::size_t open = 0, most = 0, open_learned = 0;  // rows not settled, the draws that would settle the hardest one
-  for (const auto& r : a.rows)
+  std::size_t open = 0, open_learned = 0, simulated = 0;  // rows not settled; rows simulated (they share the budget)
+  double most = 0;                                        // the work that would settle the hardest one
+  for (const auto& r : a.rows) {
+    simulated += r.status == "ok" && r.work_seconds > 0;
     if (r.status == "ok" && r.decision == "not settled")
-      learned(r) ? ++open_learned : (++open, most = std::max(most, r.draws_to_settle));
+      learned(r) ? ++open_learned : (++open, most = std::max(most, r.settle_seconds));
+  }
   if (open)
-    s += fmt::format(" {} of the rows are not settled within --max-draws {}: about {} draws would settle them.", open,
-                     opt.max_draws, most);
+    s += fmt::format(
+        " {} of the rows are not settled within --time-budget {:g} s{}: settling the hardest would take about {} of "
+        "simulation, so --time-budget {:.0f} would settle them (its first half is shared by the {} simulated rows, "
+        "each getting at least an equal share).",
+        open, opt.time_budget, opt.max_draws ? fmt::format(" and --max-draws {}", opt.max_draws) : "",
+        work_time(most), std::ceil(2 * most * static_cast<double>(simulated)), simulated);
   if (open_learned)
     s += fmt::format(
         " {} of the learned rows are not settled with {} fits per M: more fits (--fit-seeds) would "
@@ -188,7 +196,8 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
       s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; {}).", row_label(r), r.m_p95_low,
                        count(r.m_p95_high, opt),
                        learned(r) ? "more fits would settle it (--fit-seeds)"
-                                  : fmt::format("about {} draws would settle it", r.draws_to_settle));
+                                  : fmt::format("about {} draws, {} of simulation, would settle it",
+                                                r.draws_to_settle, work_time(r.settle_seconds)));
   return s + offset_note(a, in);
 }
 
@@ -237,6 +246,13 @@ std::string cost_words(Advice& a, const AdviceRow& b) {
 }
 
 }  // namespace
+
+std::string work_time(double seconds) {
+  if (seconds < 60) return fmt::format("{:.2g} s", seconds);
+  if (seconds < 3600) return fmt::format("{:.2g} min", seconds / 60);
+  if (seconds < 86400) return fmt::format("{:.2g} h", seconds / 3600);
+  return "more than a day";
+}
 
 std::string row_label(const AdviceRow& r) {
   return r.sampler == "iid" ? r.estimator : fmt::format("{} ({})", r.estimator, r.sampler);

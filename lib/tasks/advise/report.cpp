@@ -16,6 +16,7 @@
 namespace kestrel {
 
 using advise_steps::row_label;
+using advise_steps::work_time;
 
 // A row's JSON: who and its status; for ok rows the note and every JSON column of the table ("a/b" inside object a).
 // Rows without range or validation leave them out.
@@ -173,9 +174,9 @@ void advise_steps::write_rows_table(std::ostream& out, const std::vector<const A
                                           "interval",
                                           label, r.curve_draws.empty() ? 0.0 : r.curve_draws.front()));
     else if (r.decision == "not settled")
-      notes.push_back(where + fmt::format("{}: not settled with {} draws around the answer; about {} would settle it "
-                                          "(--max-draws)",
-                                          label, r.settle_draws, r.draws_to_settle));
+      notes.push_back(where + fmt::format("{}: not settled with {} draws around the answer; about {} ({} of "
+                                          "simulation) would settle it (--time-budget)",
+                                          label, r.settle_draws, r.draws_to_settle, work_time(r.settle_seconds)));
     if (!r.note.empty()) notes.push_back(where + label + ": " + r.note);
     if (!r.bands.empty()) {  // causal: the error against position
       std::string line = fmt::format("{}: p95 error by position at M = {}:", label, r.position_m);

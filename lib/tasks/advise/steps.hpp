@@ -38,9 +38,12 @@ struct Inputs {
   bool normaliser = false;
   arma::vec norm;        // per sampled row: what the metric divides by (one value repeated for the pooled ones)
   arma::uvec positions;  // causal: each sampled row's last key (its position); empty: every key
+  double work_allowance = 0;  // the simulation work (kWorkPerSecond) the row being predicted may spend
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
+// Simulation work in seconds at kWorkPerSecond, in words: "40 s", "3.2 min", "5.1 h", "more than a day".
+std::string work_time(double seconds);
 
 // ----- inputs.cpp -----
 // The inputs and options checked together (the parser checked each option alone).
