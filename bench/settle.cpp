@@ -56,6 +56,6 @@ int main(int argc, char** argv) {
     tb.seconds += b.seconds, ta.seconds += a.seconds, tb.work += b.work, ta.work += a.work;
     tb.open += b.open, ta.open += a.open, ta.rows += a.rows;
   }
-  std::printf("| all | %d | %.1f | %.1f | %.1f | %.1f | %d | %d |\n", ta.rows, tb.seconds, ta.seconds, tb.work,
-              ta.work, tb.open, ta.open);
+  std::printf("| all | %d | %.1f | %.1f | %.1f | %.1f | %d | %d |\n", ta.rows, tb.seconds, ta.seconds, tb.work, ta.work,
+              tb.open, ta.open);
 }

@@ -183,7 +183,8 @@ void check_decisions(const Advice& a, const AdviseOptions& o) {
       // Stopped by --max-draws, or its settling would take more than its allowance, which is at least an equal share
       // of the first pass's half of --time-budget.
       const bool capped = o.max_draws && (r.settle_draws >= o.max_draws || r.draws_to_settle > o.max_draws);
-      EXPECT_TRUE(capped || r.settle_seconds >= 0.999 * o.time_budget / (2.0 * static_cast<double>(a.rows.size() * o.samplers.size())))
+      EXPECT_TRUE(capped || r.settle_seconds >=
+                                0.999 * o.time_budget / (2.0 * static_cast<double>(a.rows.size() * o.samplers.size())))
           << who << r.settle_seconds << " s would settle it";
       EXPECT_GT(r.draws_to_settle, r.settle_draws) << who;
     }

@@ -65,6 +65,53 @@ void add_learned_options(std::vector<AdviseOption>& t) {
                               &O::fit_iterations, 1, 100000));
 }
 
+// The options of simulated attention rows: their validation, draws and the work that settles them.
+void add_simulation_options(std::vector<AdviseOption>& t) {
+  t.push_back(option<O>(
+      "validate", "Check each prediction with this many draws at its M (0: no check; else >= 2)", OptionKind::Integer,
+      [](O& o, W where, W text) {
+        const auto v = parse_uint(where, text);
+        require(v == 0 || v >= 2, "{}: expected 0 or a number >= 2, got '{}'", where, text);
+        o.validate = v;
+      },
+      [](const O& o) { return std::to_string(o.validate); }));
+  t.push_back(
+      count_option<O>("draws",
+                      "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
+                      ">= 2",
+                      &O::draws, 2, 1u << 20));
+  t.push_back(option<O>(
+      "time-budget",
+      "Seconds of simulation work per input (per head when stacked) for settling the simulated rows, shared by them "
+      "in order (each gets at least an equal share); a row whose settling would take more says \"not settled\" and "
+      "how long it would take. Work is counted, not timed (the same decisions on any machine), at the rate of the "
+      "2-core machine the docs use",
+      OptionKind::Real,
+      [](O& o, W where, W text) {
+        const double v = parse_real(where, text);
+        require(v >= 0 && v <= 1e6, "{}: expected seconds in [0, 1e6], got '{}'", where, text);
+        o.time_budget = v;
+      },
+      [](const O& o) { return fmt::format("{}", o.time_budget); }));
+  t.push_back(option<O>(
+      "max-draws",
+      "Most draws at the M around a simulated row's answer before it says \"not settled\" (0: as many as "
+      "--time-budget allows; else >= 2)",
+      OptionKind::Integer,
+      [](O& o, W where, W text) {
+        const auto v = parse_uint(where, text);
+        require(v == 0 || (v >= 2 && v <= (1u << 20)), "{}: expected 0 or a number in [2, 1048576], got '{}'", where,
+                text);
+        o.max_draws = v;
+      },
+      [](const O& o) { return std::to_string(o.max_draws); }));
+  t.push_back(flag_option<O>(
+      "full-curve",
+      "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
+      "2 SE reaches the target; draws are then added around the answer until it is settled)",
+      &O::full_curve));
+}
+
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
   t.push_back(option<O>(
@@ -139,49 +186,7 @@ std::vector<AdviseOption> make_table() {
   t.push_back(count_option<O>("rows", "Query rows sampled for the error quantiles (all when fewer)", &O::rows, 2));
   t.push_back(
       count_option<O>("pairs", "About how many (query, key) pairs the kernel-entry quantiles use", &O::pairs, 1));
-  t.push_back(option<O>(
-      "validate", "Check each prediction with this many draws at its M (0: no check; else >= 2)", OptionKind::Integer,
-      [](O& o, W where, W text) {
-        const auto v = parse_uint(where, text);
-        require(v == 0 || v >= 2, "{}: expected 0 or a number >= 2, got '{}'", where, text);
-        o.validate = v;
-      },
-      [](const O& o) { return std::to_string(o.validate); }));
-  t.push_back(
-      count_option<O>("draws",
-                      "Nested draws behind each simulated prediction up to M = 128 (fewer above, at least a quarter); "
-                      ">= 2",
-                      &O::draws, 2, 1u << 20));
-  t.push_back(option<O>(
-      "time-budget",
-      "Seconds of simulation work per input (per head when stacked) for settling the simulated rows, shared by them "
-      "in order (each gets at least an equal share); a row whose settling would take more says \"not settled\" and "
-      "how long it would take. Work is counted, not timed (the same decisions on any machine), at the rate of the "
-      "2-core machine the docs use",
-      OptionKind::Real,
-      [](O& o, W where, W text) {
-        const double v = parse_real(where, text);
-        require(v >= 0 && v <= 1e6, "{}: expected seconds in [0, 1e6], got '{}'", where, text);
-        o.time_budget = v;
-      },
-      [](const O& o) { return fmt::format("{}", o.time_budget); }));
-  t.push_back(option<O>(
-      "max-draws",
-      "Most draws at the M around a simulated row's answer before it says \"not settled\" (0: as many as "
-      "--time-budget allows; else >= 2)",
-      OptionKind::Integer,
-      [](O& o, W where, W text) {
-        const auto v = parse_uint(where, text);
-        require(v == 0 || (v >= 2 && v <= (1u << 20)), "{}: expected 0 or a number in [2, 1048576], got '{}'", where,
-                text);
-        o.max_draws = v;
-      },
-      [](const O& o) { return std::to_string(o.max_draws); }));
-  t.push_back(flag_option<O>(
-      "full-curve",
-      "Simulate every error curve up to --budget (default: stop 2x past the M where the 95th percentile + "
-      "2 SE reaches the target; draws are then added around the answer until it is settled)",
-      &O::full_curve));
+  add_simulation_options(t);
   t.push_back(option<O>(
       "sums",
       "Number formats to hold the key sums S = sum_j phi(k_j) [v_j, 1]^T in: fp32, bf16, fp16 (comma-separated; "

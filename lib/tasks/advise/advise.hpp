@@ -77,15 +77,15 @@ struct AdviseOptions {
   arma::uword budget = 4096;            // largest M considered
   std::vector<std::string> estimators;  // empty: every family in the registry (inapplicable ones say why)
   std::vector<Sampler> samplers{Sampler::Iid, Sampler::Orthogonal};
-  arma::uword rows = 512;        // query rows sampled (all when fewer)
-  arma::uword pairs = 4096;      // kernel: (query, key) pairs sampled
-  std::size_t validate = 0;      // R draws at each estimator's M for the target (0: none; rows that do not
-                                 // reach the target within the budget are not drawn)
-  std::size_t draws = 64;        // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
-  std::size_t max_draws = 0;     // most draws at the grid points around a simulated answer (0: as --time-budget allows)
-  double time_budget = 60;       // seconds of simulation work per input (per head), at kWorkPerSecond
-  bool full_curve = false;       // simulate every curve to the budget (default: 2x past the first M whose p95 + 2 SE
-                                 // reaches the target)
+  arma::uword rows = 512;     // query rows sampled (all when fewer)
+  arma::uword pairs = 4096;   // kernel: (query, key) pairs sampled
+  std::size_t validate = 0;   // R draws at each estimator's M for the target (0: none; rows that do not
+                              // reach the target within the budget are not drawn)
+  std::size_t draws = 64;     // simulated predictions: nested draws up to M = 128, fewer above (prediction_draws)
+  std::size_t max_draws = 0;  // most draws at the grid points around a simulated answer (0: as --time-budget allows)
+  double time_budget = 60;    // seconds of simulation work per input (per head), at kWorkPerSecond
+  bool full_curve = false;    // simulate every curve to the budget (default: 2x past the first M whose p95 + 2 SE
+                              // reaches the target)
   std::uint64_t seed = kDefaultSeed;
   bool timing = true;  // time exact and random-feature attention on this machine
   // --sums: number formats (fp32, bf16, fp16) the key sums are emulated in (sums.cpp); --chunk: tokens per chunk

@@ -110,8 +110,8 @@ std::string unreached(Advice& a, const Inputs& in) {
         " {} of the rows are not settled within --time-budget {:g} s{}: settling the hardest would take about {} of "
         "simulation, so --time-budget {:.0f} would settle them (its first half is shared by the {} simulated rows, "
         "each getting at least an equal share).",
-        open, opt.time_budget, opt.max_draws ? fmt::format(" and --max-draws {}", opt.max_draws) : "",
-        work_time(most), std::ceil(2 * most * static_cast<double>(simulated)), simulated);
+        open, opt.time_budget, opt.max_draws ? fmt::format(" and --max-draws {}", opt.max_draws) : "", work_time(most),
+        std::ceil(2 * most * static_cast<double>(simulated)), simulated);
   if (open_learned)
     s += fmt::format(
         " {} of the learned rows are not settled with {} fits per M: more fits (--fit-seeds) would "
@@ -196,8 +196,8 @@ std::string best_and_others(const Advice& a, const Inputs& in) {
       s += fmt::format(" {} is not settled and might need fewer (M in [{}, {}]; {}).", row_label(r), r.m_p95_low,
                        count(r.m_p95_high, opt),
                        learned(r) ? "more fits would settle it (--fit-seeds)"
-                                  : fmt::format("about {} draws, {} of simulation, would settle it",
-                                                r.draws_to_settle, work_time(r.settle_seconds)));
+                                  : fmt::format("about {} draws, {} of simulation, would settle it", r.draws_to_settle,
+                                                work_time(r.settle_seconds)));
   return s + offset_note(a, in);
 }
 

@@ -146,6 +146,41 @@ void add_draws(std::vector<GridColumn>& cols, const Estimator& e, const Inputs& 
   }
 }
 
+// The work (kWorkPerSecond) of one feature drawn on every sampled row and key, and of a first pass: a draw reaching
+// grid point k has drawn grid[k] features.
+double work_per_feature(const Inputs& in) {
+  return static_cast<double>(in.rows.n_elem + in.Kk.n_cols) *
+         (static_cast<double>(in.Qk.n_rows + in.V.n_cols) + kExpWork);
+}
+double first_pass_work(const NestedErrors& ne, const std::vector<arma::uword>& grid, double per_m) {
+  double work = 0;
+  for (std::size_t k = 0; k < ne.sq.n_cols; ++k)
+    work += static_cast<double>(ne.draws[k]) * static_cast<double>(grid[k] - (k ? grid[k - 1] : 0)) * per_m;
+  return work;
+}
+
+// The settle rule's next round at the grid points around the decision: how many fresh draws to add there (doubling
+// them within the row's work allowance and --max-draws; grid points the first pass never reached, have = 0, start
+// with its last count), or 0 to stop: settled, capped by --max-draws, out of the allowance, or the draws projected to
+// settle it beyond kProjectionSlack times what it can afford. A row that stops not settled gets draws_to_settle and
+// settle_seconds. work: spent so far; unit: the work of one draw there.
+std::size_t settle_round(AdviceRow& row, bool settled, std::size_t have, std::size_t need, double work, double unit,
+                         std::size_t first_last, const Inputs& in, const AdviseOptions& opt) {
+  const double affordable = std::max(0.0, std::floor((in.work_allowance - work) / unit));
+  const bool capped = opt.max_draws && (have >= opt.max_draws || need > opt.max_draws);
+  const bool hopeless = static_cast<double>(need) > static_cast<double>(have) + kProjectionSlack * affordable;
+  if (settled || capped || hopeless || affordable < 2) {
+    if (row.decision == "not settled") {
+      row.draws_to_settle = std::max(need, have + 1);
+      row.settle_seconds = (work + static_cast<double>(row.draws_to_settle - have) * unit) / kWorkPerSecond;
+    }
+    return 0;
+  }
+  std::size_t more = std::min<std::size_t>(have ? have : first_last, static_cast<std::size_t>(affordable));
+  if (opt.max_draws) more = std::min(more, opt.max_draws - have);
+  return std::max<std::size_t>(more, 2);
+}
+
 }  // namespace
 
 double heading_p95(double n_before, double p_before, double n, double p) {
@@ -197,14 +232,9 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
   const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
                                           in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, draws_on);
   std::vector<GridColumn> cols;
-  // The work (kWorkPerSecond): a draw reaching grid point k has drawn grid[k] features on every sampled row and key.
-  const double per_m = static_cast<double>(in.rows.n_elem + in.Kk.n_cols) *
-                       (static_cast<double>(in.Qk.n_rows + in.V.n_cols) + kExpWork);
-  double work = 0;
-  for (std::size_t k = 0; k < ne.sq.n_cols; ++k) {
-    cols.push_back(column_of(ne, k, opt.metric));
-    work += static_cast<double>(ne.draws[k]) * static_cast<double>(grid[k] - (k ? grid[k - 1] : 0)) * per_m;
-  }
+  for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
+  const double per_m = work_per_feature(in);
+  double work = first_pass_work(ne, grid, per_m);
   std::uint64_t next = first.draws.front();
   struct AtBudget {
     double n, p;
@@ -267,9 +297,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     }
     // The draws that would settle it, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M to
     // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to the distance from the
-    // target of the value it is heading for (heading_p95). A row whose projection is beyond its share of
-    // --time-budget (Inputs::work_allowance) or beyond --max-draws is not drawn further: the allowance would not
-    // settle it.
+    // target of the value it is heading for (heading_p95). settle_round decides from it whether to go on.
     const bool at_budget = g.back() == opt.budget;
     const double p = row.curve_p95.back(), s = row.curve_p95_se.back(), n_now = static_cast<double>(draws.back());
     std::size_t need = 0;
@@ -284,21 +312,8 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     }
     if (at_budget) before = {n_now, p};
     const double unit = static_cast<double>(grid[k1]) * per_m;  // the work of one more draw at [k0, k1]
-    const double affordable = std::max(0.0, std::floor((in.work_allowance - work) / unit));
-    const bool capped = opt.max_draws && (have >= opt.max_draws || need > opt.max_draws);
-    const bool hopeless = static_cast<double>(need) > static_cast<double>(have) + kProjectionSlack * affordable;
-    if (settled || capped || hopeless || affordable < 2) {
-      if (row.decision == "not settled") {
-        row.draws_to_settle = std::max(need, have + 1);
-        row.settle_seconds = (work + static_cast<double>(row.draws_to_settle - have) * unit) / kWorkPerSecond;
-      }
-      break;
-    }
-    // Doubling the draws there (after a first pass that was cut, from a few: a decision a few more settle) within the
-    // allowance; grid points the first pass never reached (have = 0) start with its last count.
-    std::size_t more = std::min<std::size_t>(have ? have : first.draws.back(), static_cast<std::size_t>(affordable));
-    if (opt.max_draws) more = std::min(more, opt.max_draws - have);
-    more = std::max<std::size_t>(more, 2);
+    const std::size_t more = settle_round(row, settled, have, need, work, unit, first.draws.back(), in, opt);
+    if (!more) break;
     add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
     next += more;
     work += static_cast<double>(more) * unit;

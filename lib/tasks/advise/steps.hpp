@@ -36,8 +36,8 @@ struct Inputs {
   arma::uvec rows;   // sampled query rows
   arma::uvec keys;   // sampled keys (kernel quantity)
   bool normaliser = false;
-  arma::vec norm;        // per sampled row: what the metric divides by (one value repeated for the pooled ones)
-  arma::uvec positions;  // causal: each sampled row's last key (its position); empty: every key
+  arma::vec norm;             // per sampled row: what the metric divides by (one value repeated for the pooled ones)
+  arma::uvec positions;       // causal: each sampled row's last key (its position); empty: every key
   double work_allowance = 0;  // the simulation work (kWorkPerSecond) the row being predicted may spend
 };
 
