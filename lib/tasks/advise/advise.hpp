@@ -129,12 +129,12 @@ struct FeatureRange {
 inline constexpr double kSettledWidth = 1.5;
 
 // The simulation work of attention rows is counted, not timed, so that every decision is the same on every machine and
-// for any thread count: a draw of M features on r sampled rows and L keys is M (r + L) (d + dv + kExpWork) units (the
-// features' projections and key sums, and their exponentials and log-domain scaling as kExpWork multiply-adds).
-// --time-budget converts seconds to work at kWorkPerSecond, fitted to the times of simulated rows on the 2-core
-// machine the docs were written on (d = 16 and 32, L = 64 and 128; docs/advise.md, "Settled within a time budget").
+// for any thread count: a draw of M features on r sampled rows and L keys is M (r + L / 4) (d + dv + kExpWork) units
+// (a key costs a quarter of a row: its features go through one matrix product; kExpWork: the exponentials and the
+// log-domain scaling). --time-budget converts seconds to work at kWorkPerSecond, fitted to simulated rows on the
+// 2-core machine the docs were written on (docs/advise.md, "Settled within a time budget").
 constexpr double kExpWork = 64;
-constexpr double kWorkPerSecond = 2.5e10;
+constexpr double kWorkPerSecond = 2e10;
 
 struct AdviceRow {
   std::string estimator, sampler;

@@ -149,7 +149,7 @@ void add_draws(std::vector<GridColumn>& cols, const Estimator& e, const Inputs& 
 // The work (kWorkPerSecond) of one feature drawn on every sampled row and key, and of a first pass: a draw reaching
 // grid point k has drawn grid[k] features.
 double work_per_feature(const Inputs& in) {
-  return static_cast<double>(in.rows.n_elem + in.Kk.n_cols) *
+  return (static_cast<double>(in.rows.n_elem) + static_cast<double>(in.Kk.n_cols) / 4) *
          (static_cast<double>(in.Qk.n_rows + in.V.n_cols) + kExpWork);
 }
 double first_pass_work(const NestedErrors& ne, const std::vector<arma::uword>& grid, double per_m) {
