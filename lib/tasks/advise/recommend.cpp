@@ -121,7 +121,12 @@ std::string unreached(Advice& a, const Inputs& in) {
   if (open) {
     a.choice = "not settled";
     a.choice_reason = "no M is named and some row's M is still open";
-    return s + " Raise --budget, or accept a larger --target.";
+    const bool beyond = std::any_of(a.rows.begin(), a.rows.end(), [](const AdviceRow& r) {
+      return r.status == "ok" && r.decision == "not settled" && !r.m_p95_high;
+    });
+    if (open == open_learned) return s + " Or accept a larger --target.";
+    return s + fmt::format(" Raise --time-budget to settle them{}, or accept a larger --target.",
+                           beyond ? " (and --budget: an interval reaches beyond it)" : "");
   }
   a.choice_reason = "no estimator reaches the target within the budget";
   if (opt.quantity == AdviseQuantity::Kernel) {
