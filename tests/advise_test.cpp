@@ -281,6 +281,54 @@ TEST(Advise, ExactAttentionIsKeptWhereRandomFeaturesCostMore) {
   EXPECT_EQ(far.recommendation.find("Keep exact"), std::string::npos) << far.recommendation;
 }
 
+TEST(Advise, PaysOnlyConsidersTheMWhereRandomFeaturesCostFewerFlops) {
+  // paying_budget is the largest M whose random-feature attention costs fewer FLOPs than exact attention (the next M
+  // does not), for any shape; --pays-only caps the budget there. On the L = 48 input of the test above the M that
+  // reaches the target costs more than exact attention: with --pays-only no M is named, the choice is exact softmax
+  // and the words say why. At L = 1024 the named M pays, and --pays-only names it too.
+  using namespace advise_steps;
+  for (const bool causal : {false, true})
+    for (const double L : {2.0, 48.0, 197.0, 1024.0, 4097.0})
+      for (const auto& [d, dv] : {std::pair{16.0, 4.0}, std::pair{64.0, 64.0}}) {
+        const auto m = static_cast<double>(paying_budget(L, L, d, dv, causal));
+        if (m > 1) EXPECT_LT(rf_attention_flops(L, L, d, dv, m), exact_attention_flops(L, L, d, dv, causal)) << L;
+        EXPECT_GE(rf_attention_flops(L, L, d, dv, m + 1), exact_attention_flops(L, L, d, dv, causal)) << L;
+      }
+  EXPECT_EQ(paying_budget(197, 197, 64, 64, false), 98u);  // the option's help gives these two
+  EXPECT_EQ(paying_budget(1024, 1024, 64, 64, true), 256u);
+  AdviseOptions o = quick({"pos", "sderf"});
+  o.samplers = {Sampler::Iid};
+  o.target = 0.2;
+  o.metric = AdviseMetric::Centred;
+  o.budget = 2048;
+  const arma::mat Qn = test::points(8, 48, 0.5, 61), Kn = test::points(8, 48, 0.5, 62);
+  const arma::mat Vn = test::points(3, 48, 1.0, 63).t();
+  const Advice all = advise(Qn, Kn, Vn, o);
+  o.pays_only = true;
+  const Advice pays = advise(Qn, Kn, Vn, o);
+  const arma::uword cap = paying_budget(48, 48, 8, 3, false);
+  EXPECT_EQ(pays.options.budget, cap);
+  ASSERT_TRUE(all.best.has_value()) << all.recommendation;
+  ASSERT_GT(all.rows[*all.best].m_p95, cap) << all.recommendation;
+  EXPECT_FALSE(pays.best.has_value()) << pays.recommendation;
+  EXPECT_EQ(pays.choice, "exact softmax") << pays.recommendation;
+  EXPECT_NE(pays.recommendation.find("--pays-only: beyond it exact attention costs fewer FLOPs at L = 48"),
+            std::string::npos)
+      << pays.recommendation;
+  for (const auto& r : pays.rows)
+    if (r.status == "ok") EXPECT_LE(r.curve_m.back(), static_cast<double>(cap)) << r.estimator;
+  const arma::mat Q = test::points(8, 1024, 0.5, 64), K = test::points(8, 1024, 0.5, 65);
+  const arma::mat V = test::points(3, 1024, 1.0, 66).t() + 1.0;
+  o.metric = AdviseMetric::Rmse;
+  const Advice far = advise(Q, K, V, o);
+  ASSERT_TRUE(far.best.has_value()) << far.recommendation;
+  EXPECT_EQ(far.options.budget, paying_budget(1024, 1024, 8, 3, false));
+  EXPECT_EQ(far.choice, "random features") << far.recommendation;
+  check_words_match_table(far);
+  o.quantity = AdviseQuantity::Kernel;
+  EXPECT_THROW(advise(Qn, Kn, arma::mat(), o), InvalidArgument);
+}
+
 TEST(Advise, OutOfReachOnlyWhereTheBudgetSaysSo) {
   // Heavy input (d = 16, entries 0.9 N(0, 1)) and a 2% target, far out of reach at M = 2048: every row decides "out of
   // reach" from its simulation at the budget, or "not settled"; none names an M. The recommendation says so, without

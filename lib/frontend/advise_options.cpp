@@ -112,6 +112,19 @@ void add_simulation_options(std::vector<AdviseOption>& t) {
       &O::full_curve));
 }
 
+// The largest M considered: a number, capped with --pays-only where random features stop paying at the input's L.
+void add_budget_options(std::vector<AdviseOption>& t) {
+  t.push_back(
+      count_option<O>("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
+  t.push_back(flag_option<O>(
+      "pays-only",
+      "Consider only the M at which random-feature attention costs fewer FLOPs than exact attention at the input's L "
+      "(--budget capped there: M <= 98 at L = 197, M <= 256 at L = 1024 causal): a row that does not reach the "
+      "target there is a head to keep on softmax. For a whole model's heads, where most of the time otherwise goes to "
+      "settling M far beyond where random features pay",
+      &O::pays_only));
+}
+
 std::vector<AdviseOption> make_table() {
   std::vector<AdviseOption> t;
   t.push_back(option<O>(
@@ -152,8 +165,7 @@ std::vector<AdviseOption> make_table() {
         o.target = v;
       },
       [](const O& o) { return fmt::format("{}", o.target); }));
-  t.push_back(
-      count_option<O>("budget", "Largest number of features M considered (at most 1048576)", &O::budget, 1, 1 << 20));
+  add_budget_options(t);
   t.push_back(option<O>(
       "estimators", "Estimators to compare (comma-separated; default: every family in the registry)", OptionKind::Text,
       [](O& o, W where, W text) {

@@ -103,6 +103,7 @@ def advise(
     metric: str = 'rmse',
     target: float = 0.1,
     budget: int = 4096,
+    pays_only: bool = False,
     estimators: str | Sequence[str] = ['all'],
     samplers: str | Sequence[str] = ['iid', 'orthogonal'],
     rows: int = 512,

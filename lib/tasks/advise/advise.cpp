@@ -111,11 +111,24 @@ void settle_open_rows(Advice& a, const std::vector<RowMaker>& of_row, Inputs& in
   }
 }
 
+// The options as this input uses them: with --pays-only the budget capped at paying_budget for its shapes.
+AdviseOptions on_input(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const AdviseOptions& given) {
+  AdviseOptions opt = given;
+  if (!opt.pays_only) return opt;
+  require(opt.quantity == AdviseQuantity::Attention,
+          "--pays-only compares random features with exact attention: leave it out with --quantity kernel");
+  const auto n = [](arma::uword x) { return static_cast<double>(x); };
+  opt.budget = std::min(opt.budget,
+                        paying_budget(n(Q.n_cols), n(K.n_cols), n(Q.n_rows), n(V.n_cols ? V.n_cols : 1), opt.causal));
+  return opt;
+}
+
 Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, const HeadSequences* head,
-                 const AdviseOptions& opt, const std::function<void(const std::string&)>& progress) {
+                 const AdviseOptions& given, const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& m) {
     if (progress) progress(m);
   };
+  const AdviseOptions opt = on_input(Q, K, V, given);
   check_inputs(Q, K, V, opt);
   check_sums(V, opt);
 

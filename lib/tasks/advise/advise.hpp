@@ -73,8 +73,10 @@ struct AdviseOptions {
   Kernel kernel = Kernel::softmax();
   bool scale_sqrt_d = true;  // logits q.k / sqrt(d): points divided by d^(1/4)
   AdviseMetric metric = AdviseMetric::Rmse;
-  double target = 0.1;                  // of the metric
-  arma::uword budget = 4096;            // largest M considered
+  double target = 0.1;        // of the metric
+  arma::uword budget = 4096;  // largest M considered
+  bool pays_only = false;  // the budget capped at the largest M whose random-feature attention costs fewer FLOPs than
+                           // exact attention at the input's L (paying_budget; a head of 197 tokens: M <= 98)
   std::vector<std::string> estimators;  // empty: every family in the registry (inapplicable ones say why)
   std::vector<Sampler> samplers{Sampler::Iid, Sampler::Orthogonal};
   arma::uword rows = 512;     // query rows sampled (all when fewer)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,12 @@ double rf_attention_flops(double Lq, double Lk, double d, double dv, double M) {
 double crossover_length(double M, bool causal) {
   // Lq = Lk = L: exact L^2 c (causal L (L + 1) c / 2) against random features 2 L M c, c = 2d + 2dv + 3.
   return causal ? 4 * M - 1 : 2 * M;
+}
+
+arma::uword paying_budget(double Lq, double Lk, double d, double dv, bool causal) {
+  const double per_feature = rf_attention_flops(Lq, Lk, d, dv, 1);  // linear in M
+  const double m = std::ceil(exact_attention_flops(Lq, Lk, d, dv, causal) / per_feature) - 1;
+  return static_cast<arma::uword>(std::max(1.0, m));
 }
 
 // The FLOPs and memory of exact and random-feature attention at every M some row needs.

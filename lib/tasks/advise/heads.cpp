@@ -280,9 +280,10 @@ std::string heads_words(HeadsAdvice& a) {
       a.choice = "random features";
   } else {
     s = fmt::format(
-        "No estimator x sampler meets the target on all {} heads within the budget of {} features (see the summary: "
-        "the median head's M and each head's decision).",
-        H, a.options.budget);
+        "No estimator x sampler meets the target on all {} heads within the budget of {} features{} (see the "
+        "summary: the median head's M and each head's decision).",
+        H, a.options.budget,
+        a.options.pays_only ? fmt::format(", where random features pay at L = {}", a.heads.front().advice.Lk) : "");
     const bool all_exact = std::all_of(a.heads.begin(), a.heads.end(),
                                        [](const HeadAdvice& h) { return h.advice.choice == "exact softmax"; });
     a.choice = attention && all_exact ? "exact softmax" : "per head";
@@ -352,6 +353,7 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
       throw NumericalError(who + e.what());
     }
   }
+  if (n) a.options.budget = a.heads.front().advice.options.budget;  // as the heads used it (--pays-only: capped)
   summarise_all(a);
   return a;
 }

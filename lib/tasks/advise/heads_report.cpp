@@ -117,6 +117,7 @@ nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
             {"Lk", first.Lk},
             {"dv", first.dv}}},
           {"quantity", first.quantity_label},
+          {"budget_considered", a.options.budget},  // --budget, or where random features pay (--pays-only)
           {"rows", rows},
           {"summary", summary},
           {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},

@@ -90,13 +90,14 @@ std::string unreached(Advice& a, const Inputs& in) {
   // The closest row may be below the target where no M is named: its M is not settled (the noise leaves it open).
   const double closest_p95 = at(*closest);
   const bool below = closest_p95 <= opt.target;
-  std::string s =
-      fmt::format("No estimator {} a 95th-percentile {} of {} within M <= {}. The closest is {}: {} at M = {}{}.",
-                  below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
-                  row_label(*closest), percent(closest_p95), common,
-                  !below              ? ""
-                  : learned(*closest) ? ", below the target, but within the spread over fits its M is still open"
-                                      : ", below the target, but within the simulation's noise its M is still open");
+  std::string s = fmt::format(
+      "No estimator {} a 95th-percentile {} of {} within M <= {}{}. The closest is {}: {} at M = {}{}.",
+      below ? "settles its M for" : "reaches", error_name(a, in), percent(opt.target), opt.budget,
+      opt.pays_only ? fmt::format(" (--pays-only: beyond it exact attention costs fewer FLOPs at L = {})", a.Lk) : "",
+      row_label(*closest), percent(closest_p95), common,
+      !below              ? ""
+      : learned(*closest) ? ", below the target, but within the spread over fits its M is still open"
+                          : ", below the target, but within the simulation's noise its M is still open");
   s += learned_unreached(a);
   std::size_t open = 0, open_learned = 0, simulated = 0;  // rows not settled; rows simulated (they share the budget)
   double most = 0;                                        // the work that would settle the hardest one
@@ -128,12 +129,14 @@ std::string unreached(Advice& a, const Inputs& in) {
     return s + fmt::format(" Raise --time-budget to settle them{}, or accept a larger --target.",
                            beyond ? " (and --budget: an interval reaches beyond it)" : "");
   }
-  a.choice_reason = "no estimator reaches the target within the budget";
+  a.choice_reason = opt.pays_only ? "no estimator reaches the target at an M where random features pay at this L"
+                                  : "no estimator reaches the target within the budget";
   if (opt.quantity == AdviseQuantity::Kernel) {
     a.choice = "none";
     return s + " Raise --budget, or accept a larger --target.";
   }
   a.choice = "exact softmax";
+  if (opt.pays_only) return s + " Keep exact softmax attention, or accept a larger --target.";
   return s + " Keep exact softmax attention, or raise --budget, or accept a larger --target.";
 }
 

@@ -101,6 +101,7 @@ nlohmann::json to_json(const Advice& a, const nlohmann::json& options) {
           {"values_offset_share", a.offset_share},
           {"quantity", a.quantity_label},
           {"sampled_rows", a.sampled_rows.n_elem},
+          {"budget_considered", a.options.budget},  // --budget, or where random features pay (--pays-only)
           {"rows", rows},
           {"best", a.best ? nlohmann::json(row_label(a.rows[*a.best])) : nlohmann::json(nullptr)},
           {"cost", cost},

@@ -124,6 +124,9 @@ void validate_row(AdviceRow& row, const Estimator& e, const Inputs& in, const Ex
 double exact_attention_flops(double Lq, double Lk, double d, double dv, bool causal);
 double rf_attention_flops(double Lq, double Lk, double d, double dv, double M);
 double crossover_length(double M, bool causal);
+// The largest M whose random-feature attention costs fewer FLOPs than exact attention at Lq, Lk (at least 1): the
+// budget of --pays-only.
+arma::uword paying_budget(double Lq, double Lk, double d, double dv, bool causal);
 // The FLOPs and memory of exact and random-feature attention at every M some row needs.
 void attention_costs(Advice& a);
 // Exact and random-feature attention timed on this machine (the best row's estimator at its M), median of 3.
