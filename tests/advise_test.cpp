@@ -291,7 +291,9 @@ TEST(Advise, PaysOnlyConsidersTheMWhereRandomFeaturesCostFewerFlops) {
     for (const double L : {2.0, 48.0, 197.0, 1024.0, 4097.0})
       for (const auto& [d, dv] : {std::pair{16.0, 4.0}, std::pair{64.0, 64.0}}) {
         const auto m = static_cast<double>(paying_budget(L, L, d, dv, causal));
-        if (m > 1) EXPECT_LT(rf_attention_flops(L, L, d, dv, m), exact_attention_flops(L, L, d, dv, causal)) << L;
+        if (m > 1) {
+          EXPECT_LT(rf_attention_flops(L, L, d, dv, m), exact_attention_flops(L, L, d, dv, causal)) << L;
+        }
         EXPECT_GE(rf_attention_flops(L, L, d, dv, m + 1), exact_attention_flops(L, L, d, dv, causal)) << L;
       }
   EXPECT_EQ(paying_budget(197, 197, 64, 64, false), 98u);  // the option's help gives these two

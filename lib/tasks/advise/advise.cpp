@@ -85,12 +85,13 @@ struct RowMaker {
   const Estimator* e = nullptr;
   std::optional<ThreePointForm> form;
   Sampler sampler = Sampler::Iid;
+  std::shared_ptr<SimulatedRun> run;  // its simulated draws (Inputs::run), resumed by the second pass
 };
 
 // The second pass of --time-budget: the rows whose open interval could change the decision, the cheapest to settle
-// first (settle_seconds), each predicted again with up to twice the work projected to settle it while the budget lasts
-// (the same seed: it repeats its own draws, then goes on; the whole of it is charged).
-void settle_open_rows(Advice& a, const std::vector<RowMaker>& of_row, Inputs& in, const ExactAttention& exact,
+// first (settle_seconds), each resumed from its draws so far with up to twice the further work projected to settle it
+// (at least its work so far: one doubling round) while the budget lasts; only the further work is charged.
+void settle_open_rows(Advice& a, std::vector<RowMaker>& of_row, Inputs& in, const ExactAttention& exact,
                       const arma::vec& log_norm, double work_left, const AdviseOptions& opt, const Say& say) {
   std::vector<std::size_t> open;
   for (std::size_t i = 0; i < a.rows.size(); ++i)
@@ -98,16 +99,19 @@ void settle_open_rows(Advice& a, const std::vector<RowMaker>& of_row, Inputs& in
   std::stable_sort(open.begin(), open.end(),
                    [&](std::size_t i, std::size_t j) { return a.rows[i].settle_seconds < a.rows[j].settle_seconds; });
   for (std::size_t i : open) {
-    const double need = a.rows[i].settle_seconds * kWorkPerSecond;
+    const double spent = a.rows[i].work_seconds * kWorkPerSecond;
+    const double need = a.rows[i].settle_seconds * kWorkPerSecond - spent;
     if (need > work_left) break;
     if (!could_change(a.rows[i], a.rows)) continue;  // another row's M, settled meanwhile, is below its interval
-    in.work_allowance = std::min(work_left, 2 * need);
+    in.work_allowance = spent + std::min(work_left, std::max(2 * need, spent));  // at least a doubling round
     AdviceRow base;
     base.estimator = a.rows[i].estimator;
-    const RowMaker& m = of_row[i];
+    RowMaker& m = of_row[i];
     say(fmt::format("settling {} ({}) further: it could change the decision", base.estimator, to_string(m.sampler)));
+    in.run = &m.run;
     a.rows[i] = one_row(base, m.sampler, *m.f, *m.e, m.form, in, exact, log_norm, opt, say);
-    work_left -= a.rows[i].work_seconds * kWorkPerSecond;
+    in.run = nullptr;
+    work_left -= a.rows[i].work_seconds * kWorkPerSecond - spent;
   }
 }
 
@@ -181,8 +185,10 @@ Advice advise_on(const arma::mat& Q, const arma::mat& K, const arma::mat& V, con
     if (opt.quantity == AdviseQuantity::Attention) form = three_point_form(*e);
     for (Sampler sampler : opt.samplers) {
       in.work_allowance = first_left / static_cast<double>(rows_left--);
+      of_row.push_back({&f, e.get(), form, sampler, nullptr});
+      in.run = &of_row.back().run;
       a.rows.push_back(one_row(base, sampler, f, *e, form, in, exact, log_norm, opt, say));
-      of_row.push_back({&f, e.get(), form, sampler});
+      in.run = nullptr;
       first_left -= a.rows.back().work_seconds * kWorkPerSecond;
       work_left -= a.rows.back().work_seconds * kWorkPerSecond;
     }

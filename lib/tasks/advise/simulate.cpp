@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -146,6 +147,24 @@ void add_draws(std::vector<GridColumn>& cols, const Estimator& e, const Inputs& 
   }
 }
 
+}  // namespace
+
+// A simulated row's state between its settle rounds: the grid columns' sums, the work spent, the next draw's index and
+// the last round's p95 at the budget (heading_p95); and what the first pass was, for the row's method.
+struct SimulatedRun {
+  std::vector<GridColumn> cols;
+  double work = 0;
+  std::uint64_t next = 0;
+  struct AtBudget {
+    double n, p;
+  };
+  std::optional<AtBudget> before;
+  std::size_t first_draws = 0, first_last = 0;  // the first pass's draws at its first and last grid points
+  arma::uword kept_m = 0;                       // the last grid point all the first pass's draws reached
+};
+
+namespace {
+
 // The work (kWorkPerSecond) of one feature drawn on every sampled row and key, and of a first pass: a draw reaching
 // grid point k has drawn grid[k] features.
 double work_per_feature(const Inputs& in) {
@@ -171,7 +190,8 @@ std::size_t settle_round(AdviceRow& row, bool settled, std::size_t have, std::si
   const bool hopeless = static_cast<double>(need) > static_cast<double>(have) + kProjectionSlack * affordable;
   if (settled || capped || hopeless || affordable < 2) {
     if (row.decision == "not settled") {
-      row.draws_to_settle = std::max(need, have + 1);
+      // At least a doubling round: a projection at or below the draws it has is wrong (the row is open).
+      row.draws_to_settle = std::max(need, std::max<std::size_t>(2 * have, 2));
       row.settle_seconds = (work + static_cast<double>(row.draws_to_settle - have) * unit) / kWorkPerSecond;
     }
     return 0;
@@ -187,17 +207,14 @@ double heading_p95(double n_before, double p_before, double n, double p) {
   return n_before >= 16 && n >= 1.5 * n_before ? p + (p - p_before) / (n / n_before - 1) : p;
 }
 
-// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
-// First pass: the grid up to kCurveBeyond times the first M whose p95 + 2 SE is at or below the target (to the budget
-// where none is, or with --full-curve). Then, until the decision is settled (AdviceRow::decision), fresh draws are
-// added at the grid points around it: from the interval's ends / 1.25 to x 1.25 (the budget where the upper end is
-// beyond it), doubling the draws there each round up to --max-draws. Where asked, the control variate c = D-hat_i /
-// D_i - 1 (mean exactly 0) reduces the variance of the squared errors (analysis/control_variate.hpp).
-void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
-                       Sampler sampler, bool control_variate, const AdviseOptions& opt) {
-  const arma::uword d = e.dim(), block = sampler == Sampler::Iid ? 0 : d;
-  const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, d);
-  const arma::uvec from = from_rows(in, opt);
+namespace {
+
+// The first pass of a simulated curve: the grid up to kCurveBeyond times the first M whose p95 + 2 SE is at or below
+// the target (to the budget where none is, or with --full-curve), with fewer draws beyond kDrawsKeptUpTo and where the
+// curve heads out of reach.
+std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                                         const std::vector<arma::uword>& grid, const arma::uvec& from, Sampler sampler,
+                                         bool control_variate, const AdviseOptions& opt) {
   std::optional<arma::uword> reached;  // the first grid M whose p95 + 2 SE <= target (over all rows and from rows)
   const std::size_t min_draws = std::max<std::size_t>(2, opt.draws / 16);
   auto draws_on = [&](const NestedErrors& ne) {
@@ -231,15 +248,39 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
                             .positions = in.positions};
   const NestedErrors ne = simulate_nested(e, in.Qk.cols(in.rows), in.Kk, in.normaliser ? arma::mat() : in.V,
                                           in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, draws_on);
-  std::vector<GridColumn> cols;
-  for (std::size_t k = 0; k < ne.sq.n_cols; ++k) cols.push_back(column_of(ne, k, opt.metric));
+  auto run = std::make_shared<SimulatedRun>();
+  for (std::size_t k = 0; k < ne.sq.n_cols; ++k) run->cols.push_back(column_of(ne, k, opt.metric));
+  run->work = first_pass_work(ne, grid, work_per_feature(in));
+  run->next = first.draws.front();
+  run->first_draws = ne.draws.front();
+  run->first_last = first.draws.back();
+  std::size_t kept = 0;  // the last grid point the first pass's draws all reached (before any cut)
+  while (kept + 1 < ne.draws.size() && ne.draws[kept + 1] == ne.draws.front()) ++kept;
+  run->kept_m = grid[kept];
+  return run;
+}
+
+}  // namespace
+
+// Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
+// First pass (first_pass; resumed instead where Inputs::run holds the row's draws), then, until the decision is settled
+// (AdviceRow::decision), fresh draws are added at the grid points around it: from the interval's ends / 1.25 to x 1.25
+// (the budget where the upper end is beyond it), doubling the draws there each round up to --max-draws. Where asked,
+// the control variate c = D-hat_i / D_i - 1 (mean exactly 0) reduces the variance of the squared errors
+// (analysis/control_variate.hpp).
+void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
+                       Sampler sampler, bool control_variate, const AdviseOptions& opt) {
+  const arma::uword d = e.dim(), block = sampler == Sampler::Iid ? 0 : d;
+  const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, d);
+  const arma::uvec from = from_rows(in, opt);
+  const std::shared_ptr<SimulatedRun> run =
+      in.run && *in.run ? *in.run : first_pass(e, in, exact, grid, from, sampler, control_variate, opt);
+  if (in.run) *in.run = run;
+  std::vector<GridColumn>& cols = run->cols;
   const double per_m = work_per_feature(in);
-  double work = first_pass_work(ne, grid, per_m);
-  std::uint64_t next = first.draws.front();
-  struct AtBudget {
-    double n, p;
-  };
-  std::optional<AtBudget> before;  // the last round's draws and p95 at the budget
+  double& work = run->work;
+  std::uint64_t& next = run->next;
+  std::optional<SimulatedRun::AtBudget>& before = run->before;  // the last round's draws and p95 at the budget
   for (;;) {
     const std::vector<arma::uword> g(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(cols.size()));
     arma::mat err(in.rows.n_elem, cols.size()), se(in.rows.n_elem, cols.size()), red(in.rows.n_elem, cols.size());
@@ -312,17 +353,15 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     }
     if (at_budget) before = {n_now, p};
     const double unit = static_cast<double>(grid[k1]) * per_m;  // the work of one more draw at [k0, k1]
-    const std::size_t more = settle_round(row, settled, have, need, work, unit, first.draws.back(), in, opt);
+    const std::size_t more = settle_round(row, settled, have, need, work, unit, run->first_last, in, opt);
     if (!more) break;
     add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
     next += more;
     work += static_cast<double>(more) * unit;
   }
   row.work_seconds = work / kWorkPerSecond;
-  std::size_t kept = 0;  // the last grid point the first pass's draws all reached (before any cut)
-  while (kept + 1 < ne.draws.size() && ne.draws[kept + 1] == ne.draws.front()) ++kept;
-  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})", ne.draws.front(),
-                           grid[kept], row.settle_draws, opt.seed);
+  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})", run->first_draws,
+                           run->kept_m, row.settle_draws, opt.seed);
 }
 
 }  // namespace kestrel::advise_steps

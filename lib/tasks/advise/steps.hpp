@@ -29,6 +29,9 @@ inline constexpr double kMaxFeatureBytes = 4e9;
 
 // The inputs as the estimators see them: kernel points (scaled by d^(-1/4) when asked) and, for the attention
 // routines that scale themselves, points whose attention_scaled() are those kernel points.
+// A simulated row's draws so far (simulate.cpp): kept by the first pass of --time-budget, resumed by the second.
+struct SimulatedRun;
+
 struct Inputs {
   arma::mat Qk, Kk;  // kernel points
   arma::mat Qa, Ka;  // attention inputs: attention_scaled(Qa) == Qk
@@ -38,7 +41,9 @@ struct Inputs {
   bool normaliser = false;
   arma::vec norm;             // per sampled row: what the metric divides by (one value repeated for the pooled ones)
   arma::uvec positions;       // causal: each sampled row's last key (its position); empty: every key
-  double work_allowance = 0;  // the simulation work (kWorkPerSecond) the row being predicted may spend
+  double work_allowance = 0;  // the simulation work (kWorkPerSecond) the row being predicted may spend, in all
+  // Where the row being predicted keeps its simulated draws; one already there is resumed (null: neither).
+  std::shared_ptr<SimulatedRun>* run = nullptr;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
