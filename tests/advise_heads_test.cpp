@@ -180,6 +180,28 @@ TEST(AdviseHeads, OutOfReachOnAnyHeadIsOutOfReachForEvery) {
   EXPECT_NE(h.recommendation.find("exact softmax on 2 of the 2 heads"), std::string::npos) << h.recommendation;
 }
 
+TEST(AdviseHeads, PaysOnlyCapsEveryHeadAtWhereRandomFeaturesPay) {
+  // --pays-only on a stack: every head's budget, and the stack's, is the M where random features stop paying at its L
+  // (here 15 at L = 32); no curve goes beyond it, and the words say where the budget came from.
+  AdviseOptions o = quick();
+  o.target = 0.001;
+  o.pays_only = true;
+  const Heads q = heads(2, 8, 32, 0.4, 301), k = heads(2, 8, 32, 0.4, 401);
+  const HeadsAdvice h = advise_heads(stack_heads(q.array, k.array, nullptr, kNames), o);
+  const arma::uword cap = advise_steps::paying_budget(32, 32, 8, 1, false);
+  ASSERT_EQ(cap, 15u);
+  EXPECT_EQ(h.options.budget, cap);
+  for (const auto& head : h.heads) {
+    EXPECT_EQ(head.advice.options.budget, cap);
+    for (const auto& r : head.advice.rows)
+      if (r.status == "ok") EXPECT_LE(r.curve_m.back(), static_cast<double>(cap)) << r.estimator;
+  }
+  EXPECT_NE(h.recommendation.find("within the budget of 15 features, where random features pay at L = 32"),
+            std::string::npos)
+      << h.recommendation;
+  EXPECT_EQ(h.choice, "exact softmax") << h.recommendation;
+}
+
 // The report: JSON rows of every head with layer, head and kv_head from the column table; the summary; the HDF5 file's
 // heat map and summary datasets described, each head's groups; the table with layer and head columns.
 TEST(AdviseHeads, TheReportHasARowPerHeadAndTheSummary) {
