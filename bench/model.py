@@ -13,6 +13,7 @@ largest M whose random-feature attention costs fewer FLOPs than exact attention 
 causal). The peer measures PosRF (iid) at that M on each head with DRAWS draws on 512 rows (rmse metric, bootstrap
 SE) and so checks advise's pos (iid) decision on every head: "out of reach" is contradicted where the peer's p95 +
 2 SE is below the target, a named M where the peer's p95 - 2 SE at the cap is above it.
+Needs python3-torchvision (a bench dependency, not installed by scripts/setup.sh).
 usage: /usr/bin/python3 bench/model.py [--models vit,decoder] [--runs N] [--draws R] [--out FILE.md]"""
 import argparse
 import os
@@ -32,7 +33,11 @@ import kestrel.torch as kt  # noqa: E402
 
 
 def vit():
-    import torchvision
+    try:
+        import torchvision
+    except ImportError:
+        sys.exit("bench/model.py: the vit model needs torchvision: apt-get install python3-torchvision (or --models "
+                 "decoder)")
     torch.manual_seed(0)
     model = torchvision.models.vit_b_16(weights=None).eval()
     raw = np.fromfile(os.path.join(kestrel.default_data_dir(), "cifar10", "test_batch.bin"), np.uint8, 3073, offset=0)
