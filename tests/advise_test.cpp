@@ -254,24 +254,35 @@ TEST(Advise, ExactAttentionCostsFewerFlopsUpToTheCrossoverLength) {
   EXPECT_DOUBLE_EQ(exact_attention_flops(10, 10, 4, 2, true), 55 * (2 * 4 + 1 + 2 * 3));
 }
 
+// The inputs of the exact-attention tests: at L = 48 with a zero-mean V (near) an M that reaches 20% (centred) costs
+// more than exact attention; at L = 1024 with V's offset (far) the named M pays. Their options: pos and SDERF, iid.
+struct CostInputs {
+  AdviseOptions o = quick({"pos", "sderf"});
+  arma::mat Qn = test::points(8, 48, 0.5, 61), Kn = test::points(8, 48, 0.5, 62);
+  arma::mat Vn = test::points(3, 48, 1.0, 63).t();
+  arma::mat Q = test::points(8, 1024, 0.5, 64), K = test::points(8, 1024, 0.5, 65);
+  arma::mat V = test::points(3, 1024, 1.0, 66).t() + 1.0;
+  CostInputs() {
+    o.samplers = {Sampler::Iid};
+    o.target = 0.2;
+    o.metric = AdviseMetric::Centred;
+    o.budget = 2048;
+  }
+};
+
 TEST(Advise, ExactAttentionIsKeptWhereRandomFeaturesCostMore) {
   // Two inputs: at L = 48 every M that reaches 20% (centred, zero-mean V) costs more than exact attention (the choice
   // is exact softmax, and the words open with it); at L = 1024 with V's offset (errors relative to |Y| small at a few
   // features) the named M pays. The choice follows the FLOPs either way.
-  AdviseOptions o = quick({"pos", "sderf"});
-  o.samplers = {Sampler::Iid};
-  o.target = 0.2;
-  o.metric = AdviseMetric::Centred;
-  o.budget = 2048;
-  const arma::mat Qn = test::points(8, 48, 0.5, 61), Kn = test::points(8, 48, 0.5, 62);
-  const arma::mat Vn = test::points(3, 48, 1.0, 63).t();
+  CostInputs in;
+  AdviseOptions& o = in.o;
+  const arma::mat &Qn = in.Qn, &Kn = in.Kn, &Vn = in.Vn;
   const Advice near = advise(Qn, Kn, Vn, o);
   ASSERT_TRUE(near.best.has_value()) << near.recommendation;
   check_choice(near);
   check_words_match_table(near);
   EXPECT_EQ(near.choice, "exact softmax") << near.recommendation;
-  const arma::mat Q = test::points(8, 1024, 0.5, 64), K = test::points(8, 1024, 0.5, 65);
-  const arma::mat V = test::points(3, 1024, 1.0, 66).t() + 1.0;
+  const arma::mat &Q = in.Q, &K = in.K, &V = in.V;
   o.metric = AdviseMetric::Rmse;  // (with V's offset: an M of a few features, which pays at 1024 tokens)
   const Advice far = advise(Q, K, V, o);
   ASSERT_TRUE(far.best.has_value()) << far.recommendation;
@@ -298,13 +309,9 @@ TEST(Advise, PaysOnlyConsidersTheMWhereRandomFeaturesCostFewerFlops) {
       }
   EXPECT_EQ(paying_budget(197, 197, 64, 64, false), 98u);  // the option's help gives these two
   EXPECT_EQ(paying_budget(1024, 1024, 64, 64, true), 256u);
-  AdviseOptions o = quick({"pos", "sderf"});
-  o.samplers = {Sampler::Iid};
-  o.target = 0.2;
-  o.metric = AdviseMetric::Centred;
-  o.budget = 2048;
-  const arma::mat Qn = test::points(8, 48, 0.5, 61), Kn = test::points(8, 48, 0.5, 62);
-  const arma::mat Vn = test::points(3, 48, 1.0, 63).t();
+  CostInputs in;
+  AdviseOptions& o = in.o;
+  const arma::mat &Qn = in.Qn, &Kn = in.Kn, &Vn = in.Vn;
   const Advice all = advise(Qn, Kn, Vn, o);
   o.pays_only = true;
   const Advice pays = advise(Qn, Kn, Vn, o);
@@ -319,8 +326,7 @@ TEST(Advise, PaysOnlyConsidersTheMWhereRandomFeaturesCostFewerFlops) {
       << pays.recommendation;
   for (const auto& r : pays.rows)
     if (r.status == "ok") EXPECT_LE(r.curve_m.back(), static_cast<double>(cap)) << r.estimator;
-  const arma::mat Q = test::points(8, 1024, 0.5, 64), K = test::points(8, 1024, 0.5, 65);
-  const arma::mat V = test::points(3, 1024, 1.0, 66).t() + 1.0;
+  const arma::mat &Q = in.Q, &K = in.K, &V = in.V;
   o.metric = AdviseMetric::Rmse;
   const Advice far = advise(Q, K, V, o);
   ASSERT_TRUE(far.best.has_value()) << far.recommendation;
