@@ -26,7 +26,7 @@ struct DrawState {
   arma::uword m0 = 0;
   arma::vec run_max;
   arma::mat acc, Ahat;
-  arma::mat acc_t;  // causal in single precision: acc transposed (n x Lx), so that a row's sums are contiguous
+  arma::mat acc_t;  // causal in single precision: acc transposed (n x Lx, acc left empty): a row's sums contiguous
 };
 
 // One draw's errors at one grid M, per row.
@@ -63,6 +63,7 @@ struct Problem {
   // Causal in single precision (a map with an exponent form): the keys' exponent points and rows, and C^T, up to the
   // last position (keys as columns).
   arma::fmat Zk, Ctf;
+  arma::mat Yexact_t;  // Yexact^T (dv x Lx): the errors of rows held as acc_t
   arma::frowvec row_k;
   arma::uvec group_k;  // a form with groups: each key's group (features of other groups' columns are 0)
 };
@@ -285,8 +286,6 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
     T.push_back(query_log_features(p, b).t());
   }
   at.push_back(P.n_cols);
-  for (std::size_t r = r0; r < r1; ++r)
-    if (state[r].acc_t.is_empty()) state[r].acc_t = state[r].acc.t();
   const arma::uword W = P.n_cols;
   const arma::fmat Pt = arma::conv_to<arma::fmat>::from(P.t());  // W x d'
   arma::vec a(W, arma::fill::value(-kInf));
@@ -325,7 +324,7 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
   std::size_t idx = 0;                  // the next row in position order
   for (arma::uword t0 = 0; t0 < end; t0 += kKeyTile) {
     const arma::uword t1 = std::min(end, t0 + kKeyTile);
-    E = Pt * p.Zk.cols(t0, t1 - 1);
+    E = Pt * arma::fmat(const_cast<float*>(p.Zk.colptr(t0)), p.Zk.n_rows, t1 - t0, false, true);  // no copy
     E.each_row() += p.row_k.cols(t0, t1 - 1);
     if (!p.group_k.is_empty())  // a key's features in the other groups' columns are 0
       for (arma::uword j = t0; j < t1; ++j) {
@@ -361,10 +360,7 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
       next = t1;
     }
   }
-  for (std::size_t r = r0; r < r1; ++r) {
-    state[r].acc = state[r].acc_t.t();
-    state[r].m0 = m1;
-  }
+  for (std::size_t r = r0; r < r1; ++r) state[r].m0 = m1;
 }
 
 // Causal: adds a block b of the draw's columns to its sums with the prefix sums of the keys up to each row's position.
@@ -402,6 +398,35 @@ void advance_causal(const Problem& p, DrawState& s, const Draw& b) {
     s.acc.row(i) = s.acc.row(i) * shrink + t.t() * S;
     s.run_max(i) = m;
   }
+}
+
+// The rows' errors from sums held transposed (causal in single precision: acc_t, n x Lx), as advance() forms them from
+// acc (the same operations in the same order, so the same bits), without transposing the sums back.
+RowErrors errors_transposed(const Problem& p, const DrawState& s, arma::uword m1) {
+  const arma::uword n = s.acc_t.n_rows, Lx = s.acc_t.n_cols, dv = p.V.is_empty() ? 0 : p.V.n_cols;
+  RowErrors out;
+  const arma::vec den = s.acc_t.row(n - 1).t();
+  out.c = s.run_max + arma::log(den) - std::log(static_cast<double>(m1)) - p.log_norm;
+  for (double& v : out.c) v = std::expm1(v);
+  if (dv == 0) {
+    out.sq = arma::square(out.c);
+    return out;
+  }
+  out.sq.set_size(Lx);
+  out.abs.set_size(Lx);
+  for (arma::uword i = 0; i < Lx; ++i) {
+    const double* a = s.acc_t.colptr(i);
+    const double* y = p.Yexact_t.colptr(i);
+    double sq = 0, ab = 0;
+    for (arma::uword c = 0; c < dv; ++c) {
+      const double diff = a[c] / den[i] - y[c];
+      sq += diff * diff;
+      ab += std::abs(diff);
+    }
+    out.sq[i] = sq;
+    out.abs[i] = ab / static_cast<double>(dv);
+  }
+  return out;
 }
 
 // Adds the draw's columns [m0, m1) to its sums (with their key sums ks, unless the total variation is asked) and
@@ -445,6 +470,7 @@ RowErrors advance(const Problem& p, DrawState& s, arma::uword m1, const KeySums*
     s.run_max = new_max;
     s.m0 = m1;
   }
+  if (!s.acc_t.is_empty()) return errors_transposed(p, s, m1);
   RowErrors out;
   const arma::vec den = s.acc.col(p.C.n_cols - 1);  // >= 1: the row's largest term has S~ column sum >= 1, weight 1
   // D-hat_i = e^{run_max_i} den_i / M: relative error expm1(log D-hat - log D), accurate when it is tiny.
@@ -585,6 +611,8 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
     simd::exp_libm(p.A);
   }
   const arma::uword Lx = X.n_cols;
+  const bool causal_single = !p.positions.is_empty() && p.form;
+  if (causal_single && values) p.Yexact_t = Yexact.t();
   std::vector<DrawState> state(opt.draws[0]);
   std::vector<RowErrors> per(opt.draws[0]);
   NestedErrors out;
@@ -600,13 +628,16 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
         s.w = e.draw_nested(opt.grid[reach - 1], rng, opt.sampler);
         s.run_max.set_size(Lx);
         s.run_max.fill(-kInf);
-        s.acc.zeros(Lx, p.C.n_cols);
+        if (causal_single)
+          s.acc_t.zeros(p.C.n_cols, Lx);
+        else
+          s.acc.zeros(Lx, p.C.n_cols);
         if (p.tv) s.Ahat.zeros(Lx, Y.n_cols);
       });
     // Every draw still advancing is at the previous grid point: the key sums of their new columns are computed
     // together, kWaveColumns columns at a time (memory), then each draw advances.
     const arma::uword B = opt.grid[k] - (k == 0 ? 0 : opt.grid[k - 1]);
-    if (!p.positions.is_empty() && p.form) {  // causal, single precision: chunks of draws side by side, in parallel
+    if (causal_single) {  // causal, single precision: chunks of draws side by side, in parallel
       const std::size_t per_chunk = std::max<std::size_t>(1, kCausalChunkColumns / B);
       for_each_block((n + per_chunk - 1) / per_chunk, [&](std::size_t c) {
         advance_causal_single(p, state, c * per_chunk, std::min(n, (c + 1) * per_chunk), opt.grid[k]);
