@@ -573,6 +573,26 @@ bool probe_nesting(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, 
 
 }  // namespace
 
+// Causal: the rows' positions and order, and in single precision (form) the queries' and keys' exponent points, C^T
+// in single precision and the exact rows transposed; else C^T in double.
+void prepare_causal(Problem& p, bool form, const arma::uvec& positions) {
+  p.positions = positions;
+  p.order = arma::stable_sort_index(positions);
+  const arma::uword end = positions.max() + 1;
+  p.form = form;
+  if (!form) {
+    p.Ct = p.C.t();
+    return;
+  }
+  ExponentPoints q = p.e.exponent_points(p.X, Side::Query), k = p.e.exponent_points(p.Y.cols(0, end - 1), Side::Key);
+  p.Zq = std::move(q.Z), p.row_q = std::move(q.row), p.group_q = std::move(q.group);
+  p.group_k = std::move(k.group);
+  p.Zk = arma::conv_to<arma::fmat>::from(k.Z);
+  p.row_k = arma::conv_to<arma::frowvec>::from(k.row.t());
+  p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
+  if (!p.V.is_empty()) p.Yexact_t = p.Yexact.t();
+}
+
 NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma::mat& Y, const arma::mat& V,
                              const arma::mat& Yexact, const arma::vec& log_norm, const NestedOptions& opt,
                              const std::function<std::size_t(const NestedErrors&)>& next) {
@@ -583,20 +603,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   Problem p{e, X, Y, V, Yexact, log_norm, {}, {}, opt.total_variation};
   p.C = values ? arma::mat(arma::join_rows(V, arma::ones(V.n_rows))) : arma::mat(arma::ones(Y.n_cols, 1));
   if (!opt.positions.is_empty()) {  // causal: prefix sums, in single precision where the map allows (see above)
-    p.positions = opt.positions;
-    p.order = arma::stable_sort_index(opt.positions);
-    const arma::uword end = opt.positions.max() + 1;
-    p.form = form && !opt.double_precision;
-    if (p.form) {
-      ExponentPoints q = e.exponent_points(X, Side::Query), k = e.exponent_points(Y.cols(0, end - 1), Side::Key);
-      p.Zq = std::move(q.Z), p.row_q = std::move(q.row), p.group_q = std::move(q.group);
-      p.group_k = std::move(k.group);
-      p.Zk = arma::conv_to<arma::fmat>::from(k.Z);
-      p.row_k = arma::conv_to<arma::frowvec>::from(k.row.t());
-      p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
-    } else {
-      p.Ct = p.C.t();
-    }
+    prepare_causal(p, form && !opt.double_precision, opt.positions);
   } else if (!p.tv) {  // the key sums' single-precision inputs, and the queries' exponent points
     p.form = form;
     p.tiles = key_tiles(e, Y, p.C, form);
@@ -612,7 +619,6 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
   }
   const arma::uword Lx = X.n_cols;
   const bool causal_single = !p.positions.is_empty() && p.form;
-  if (causal_single && values) p.Yexact_t = Yexact.t();
   std::vector<DrawState> state(opt.draws[0]);
   std::vector<RowErrors> per(opt.draws[0]);
   NestedErrors out;
@@ -628,10 +634,7 @@ NestedErrors simulate_nested(const FeatureMap& e, const arma::mat& X, const arma
         s.w = e.draw_nested(opt.grid[reach - 1], rng, opt.sampler);
         s.run_max.set_size(Lx);
         s.run_max.fill(-kInf);
-        if (causal_single)
-          s.acc_t.zeros(p.C.n_cols, Lx);
-        else
-          s.acc.zeros(Lx, p.C.n_cols);
+        causal_single ? s.acc_t.zeros(p.C.n_cols, Lx) : s.acc.zeros(Lx, p.C.n_cols);
         if (p.tv) s.Ahat.zeros(Lx, Y.n_cols);
       });
     // Every draw still advancing is at the previous grid point: the key sums of their new columns are computed

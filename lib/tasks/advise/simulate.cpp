@@ -165,16 +165,25 @@ struct SimulatedRun {
 
 namespace {
 
-// The work (kWorkPerSecond) of one feature drawn on every sampled row and key, and of a first pass: a draw reaching
-// grid point k has drawn grid[k] features.
+// The work (kWorkPerSecond) of one feature drawn on every sampled row and key, of a draw's step to the next grid point
+// (kRowStepWork), and of a first pass: a draw reaching grid point k has drawn grid[k] features in k + 1 steps.
 double work_per_feature(const Inputs& in) {
   return (static_cast<double>(in.rows.n_elem) + static_cast<double>(in.Kk.n_cols) / 4) *
          (static_cast<double>(in.Qk.n_rows + in.V.n_cols) + kExpWork);
 }
-double first_pass_work(const NestedErrors& ne, const std::vector<arma::uword>& grid, double per_m) {
+double work_per_step(const Inputs& in) {
+  return static_cast<double>(in.rows.n_elem) * static_cast<double>(in.V.n_cols + 1) *
+         (in.positions.is_empty() ? kRowStepWork : kCausalRowStepWork);
+}
+// The work of one more draw of the settling rounds at grid points [k0, k1]: grid[k1] features in k1 - k0 + 1 steps.
+double draw_work(const Inputs& in, const std::vector<arma::uword>& grid, std::size_t k0, std::size_t k1) {
+  return static_cast<double>(grid[k1]) * work_per_feature(in) + static_cast<double>(k1 - k0 + 1) * work_per_step(in);
+}
+double first_pass_work(const NestedErrors& ne, const std::vector<arma::uword>& grid, const Inputs& in) {
   double work = 0;
   for (std::size_t k = 0; k < ne.sq.n_cols; ++k)
-    work += static_cast<double>(ne.draws[k]) * static_cast<double>(grid[k] - (k ? grid[k - 1] : 0)) * per_m;
+    work += static_cast<double>(ne.draws[k]) *
+            (static_cast<double>(grid[k] - (k ? grid[k - 1] : 0)) * work_per_feature(in) + work_per_step(in));
   return work;
 }
 
@@ -250,7 +259,7 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
                                           in.normaliser ? arma::mat() : exact.Y, exact.log_normaliser, first, draws_on);
   auto run = std::make_shared<SimulatedRun>();
   for (std::size_t k = 0; k < ne.sq.n_cols; ++k) run->cols.push_back(column_of(ne, k, opt.metric));
-  run->work = first_pass_work(ne, grid, work_per_feature(in));
+  run->work = first_pass_work(ne, grid, in);
   run->next = first.draws.front();
   run->first_draws = ne.draws.front();
   run->first_last = first.draws.back();
@@ -277,7 +286,6 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
       in.run && *in.run ? *in.run : first_pass(e, in, exact, grid, from, sampler, control_variate, opt);
   if (in.run) *in.run = run;
   std::vector<GridColumn>& cols = run->cols;
-  const double per_m = work_per_feature(in);
   double& work = run->work;
   std::uint64_t& next = run->next;
   std::optional<SimulatedRun::AtBudget>& before = run->before;  // the last round's draws and p95 at the budget
@@ -352,7 +360,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
       need = static_cast<std::size_t>(std::ceil(std::min(n, 1e15)));
     }
     if (at_budget) before = {n_now, p};
-    const double unit = static_cast<double>(grid[k1]) * per_m;  // the work of one more draw at [k0, k1]
+    const double unit = draw_work(in, grid, k0, k1);
     const std::size_t more = settle_round(row, settled, have, need, work, unit, run->first_last, in, opt);
     if (!more) break;
     add_draws(cols, e, in, exact, grid, k0, k1, more, next, sampler, opt);
