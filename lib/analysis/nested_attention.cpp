@@ -44,6 +44,16 @@ constexpr std::size_t kTilesPerGroup = 8;
 // Draws whose key sums are computed together hold at most this many new columns (or one draw): memory.
 constexpr arma::uword kWaveColumns = 4096;
 
+// The keys of one group of a form with groups (a key's features are 0 outside its group's columns), or every key
+// (kAllGroups), gathered in order: their exponent points, rows and C^T in single precision (keys as columns), and per
+// query row how many of them are at or before its position.
+struct KeyGroup {
+  arma::uword id = 0;
+  arma::fmat Zk, Ctf;
+  arma::frowvec row_k;
+  arma::uvec upto;
+};
+
 // What every draw shares: the points, C = [V, 1] (or 1), the exact rows and normalisers, the exact attention matrix,
 // the key tiles of the single-precision key sums, and for maps with an exponent form the queries' exponent points
 // and rows.
@@ -60,12 +70,9 @@ struct Problem {
   arma::uvec group_q;           // the queries' groups, for a form with groups
   arma::uvec positions, order;  // causal: each row's last key, and the rows in ascending position (stable)
   arma::mat Ct;                 // causal in double: C^T (n x keys), a segment of keys one contiguous block
-  // Causal in single precision (a map with an exponent form): the keys' exponent points and rows, and C^T, up to the
-  // last position (keys as columns).
-  arma::fmat Zk, Ctf;
+  // Causal in single precision (a map with an exponent form): the keys up to the last position by key group.
+  std::vector<KeyGroup> key_groups;
   arma::mat Yexact_t;  // Yexact^T (dv x Lx): the errors of rows held as acc_t
-  arma::frowvec row_k;
-  arma::uvec group_k;  // a form with groups: each key's group (features of other groups' columns are 0)
 };
 
 constexpr arma::uword kAllGroups = ~arma::uword{0};
@@ -265,29 +272,55 @@ void advance_groups(const Problem& p, DrawState& s, const Draw& b, const KeySums
 // formed from the exponent form in single precision (<= 1 after the shift), and its sum E^T C is a single-precision
 // product added to the prefix sums in double, as the bidirectional tiles are (rounding ~1e-6 of |Y-hat_i - Y_i|,
 // tested against advance_causal). Each row then takes its draws' prefix sums as they stand at its position.
-// Chunks are fixed by the draws and the block width, so the result does not depend on the thread count.
+// A form with groups (hrf-cluster) walks each key group's keys with that group's columns only (a key's features are
+// 0 in the other groups' columns, so forming them would be wasted). Chunks are fixed by the draws and the block width,
+// so the result does not depend on the thread count.
 constexpr arma::uword kCausalChunkColumns = 128;
 
-void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std::size_t r0, std::size_t r1,
-                           arma::uword m1) {
-  const arma::uword n = p.C.n_cols;
-  std::vector<arma::mat> T;     // per draw: its block's query log-features, B x Lx
-  std::vector<arma::uword> at;  // per draw: its first column in the chunk
-  arma::mat P;                  // d' x W
-  arma::vec col;                // W: each column's constant exponent
-  arma::uvec group;             // W: each column's group (a form with groups)
-  for (std::size_t r = r0; r < r1; ++r) {
-    const Draw b = state[r].w.columns(state[r].m0, m1);
-    const ExponentForm f = *p.e.exponent_form(b, Side::Key);
-    at.push_back(P.n_cols);
-    P = arma::join_rows(P, f.P);
-    col = arma::join_cols(col, f.col.t());
-    if (!p.group_k.is_empty()) group = arma::join_cols(group, f.group);
-    T.push_back(query_log_features(p, b).t());
+// The columns of draws [r0, r1) in one key group (kAllGroups: all of them) side by side: per draw its first column
+// and its columns' query log-features (B x Lx), the projections (W x d', single precision) and constant exponents.
+struct ChunkColumns {
+  std::vector<arma::mat> T;
+  std::vector<arma::uword> at;  // at.back() = W
+  arma::fmat Pt;
+  arma::vec col;
+  // A form with query groups: per draw, where each query group's columns start (ordered by query group; nq + 1
+  // entries), since a row's features are 0 outside its query group's columns. Empty without query groups.
+  std::vector<std::vector<arma::uword>> q_at;
+};
+
+ChunkColumns chunk_columns(const std::vector<ExponentForm>& forms, const std::vector<arma::mat>& Tq,
+                           const std::vector<arma::uvec>& q_group, arma::uword nq, arma::uword id) {
+  ChunkColumns c;
+  arma::mat P;  // d' x W
+  for (std::size_t r = 0; r < forms.size(); ++r) {
+    const ExponentForm& f = forms[r];
+    arma::uvec sel =
+        id == kAllGroups ? arma::regspace<arma::uvec>(0, f.P.n_cols - 1) : arma::find(f.group == id).eval();
+    if (nq) {  // by query group, each group's columns in their order
+      const arma::uvec g = q_group[r](sel);
+      sel = sel(arma::stable_sort_index(g)).eval();
+      std::vector<arma::uword> starts(nq + 1, 0);
+      for (arma::uword v : g) ++starts[v + 1];
+      for (arma::uword k = 0; k < nq; ++k) starts[k + 1] += starts[k];
+      c.q_at.push_back(std::move(starts));
+    }
+    c.at.push_back(P.n_cols);
+    P = arma::join_rows(P, f.P.cols(sel));
+    c.col = arma::join_cols(c.col, arma::vec(f.col.cols(sel).t()));
+    c.T.push_back(Tq[r].cols(sel).t());
   }
-  at.push_back(P.n_cols);
-  const arma::uword W = P.n_cols;
-  const arma::fmat Pt = arma::conv_to<arma::fmat>::from(P.t());  // W x d'
+  c.at.push_back(P.n_cols);
+  c.Pt = arma::conv_to<arma::fmat>::from(P.t());
+  return c;
+}
+
+// The walk of one key group's keys (g) with its columns (cc) of draws [r0, r1): see advance_causal_single.
+void walk_keys(const Problem& p, std::vector<DrawState>& state, std::size_t r0, std::size_t r1, const ChunkColumns& cc,
+               const KeyGroup& g) {
+  const arma::uword n = p.C.n_cols, W = cc.Pt.n_rows;
+  const std::vector<arma::uword>& at = cc.at;
+  const arma::vec& col = cc.col;
   arma::vec a(W, arma::fill::value(-kInf));
   arma::mat St(n, W, arma::fill::zeros);  // the prefix sums on the scale a, transposed: a draw's columns contiguous
   arma::fmat E, Sf;
@@ -306,45 +339,44 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
         St.col(w) *= std::exp(a[w] - top);
         a[w] = top;
       }
-      // While no key of the column's group has come (a = -inf), its features are all 0 (-inf - 0).
       shift[w] = a[w] == -kInf ? 0.0f : static_cast<float>(a[w] - col[w]);
     }
     for (arma::uword j = 0; j < len; ++j)
       for (arma::uword w = 0; w < W; ++w) e[j * W + w] -= shift[w];
     simd::exp_shifted(e, W * len, 0.0f);
     const arma::fmat Es(e, W, len, false, true);
-    const arma::fmat Cs(const_cast<float*>(p.Ctf.colptr(j0)), n, len, false, true);
+    const arma::fmat Cs(const_cast<float*>(g.Ctf.colptr(j0)), n, len, false, true);
     Sf = Cs * Es.t();  // n x W
     double* sd = St.memptr();
     const float* sf = Sf.memptr();
     for (arma::uword k = 0; k < n * W; ++k) sd[k] += static_cast<double>(sf[k]);
   };
-  const arma::uword end = p.Zk.n_cols;  // the last position + 1
+  const arma::uword end = g.Zk.n_cols;  // the group's keys up to the last position
   arma::uword next = 0;                 // the first key not yet in the prefix
   std::size_t idx = 0;                  // the next row in position order
   for (arma::uword t0 = 0; t0 < end; t0 += kKeyTile) {
     const arma::uword t1 = std::min(end, t0 + kKeyTile);
-    E = Pt * arma::fmat(const_cast<float*>(p.Zk.colptr(t0)), p.Zk.n_rows, t1 - t0, false, true);  // no copy
-    E.each_row() += p.row_k.cols(t0, t1 - 1);
-    if (!p.group_k.is_empty())  // a key's features in the other groups' columns are 0
-      for (arma::uword j = t0; j < t1; ++j) {
-        float* e = E.colptr(j - t0);
-        for (arma::uword w = 0; w < W; ++w)
-          if (group[w] != p.group_k[j]) e[w] = -std::numeric_limits<float>::infinity();
-      }
-    for (; idx < p.order.n_elem && p.positions(p.order(idx)) < t1; ++idx) {
-      const arma::uword i = p.order(idx), pos = p.positions(i);
+    E = cc.Pt * arma::fmat(const_cast<float*>(g.Zk.colptr(t0)), g.Zk.n_rows, t1 - t0, false, true);  // no copy
+    E.each_row() += g.row_k.cols(t0, t1 - 1);
+    for (; idx < p.order.n_elem && g.upto(p.order(idx)) <= t1; ++idx) {
+      const arma::uword i = p.order(idx);
+      if (g.upto(i) == 0) continue;  // no key of the group yet: the row's features in its columns are 0
+      const arma::uword pos = g.upto(i) - 1;
       if (pos >= next) {
         add_segment(t0, next, pos);
         next = pos + 1;
       }
       for (std::size_t r = r0; r < r1; ++r) {  // row i of each draw with its prefix sums as they stand
         DrawState& s = state[r];
-        const arma::uword c0 = at[r - r0], B = at[r - r0 + 1] - c0;
-        const double* q = T[r - r0].colptr(i);
+        arma::uword c0 = at[r - r0], B = at[r - r0 + 1] - c0;
+        if (!cc.q_at.empty()) {  // only the row's query group's columns (its features are 0 in the others)
+          const std::vector<arma::uword>& qa = cc.q_at[r - r0];
+          c0 += qa[p.group_q(i)], B = qa[p.group_q(i) + 1] - qa[p.group_q(i)];
+        }
+        const double* q = cc.T[r - r0].colptr(i) + (c0 - at[r - r0]);
         double m = s.run_max(i);
         for (arma::uword b = 0; b < B; ++b) m = std::max(m, t[b] = q[b] + a[c0 + b]);
-        if (m == -kInf) continue;  // no feature of the row is nonzero yet (a form with groups)
+        if (m == -kInf) continue;  // no feature of the row is nonzero yet (a form with query groups)
         for (arma::uword b = 0; b < B; ++b) t[b] -= m;
         simd::exp_libm(t.memptr(), B);
         const double shrink = std::exp(s.run_max(i) - m);  // 0 at the first block
@@ -359,6 +391,25 @@ void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std:
       add_segment(t0, next, t1 - 1);
       next = t1;
     }
+  }
+}
+
+void advance_causal_single(const Problem& p, std::vector<DrawState>& state, std::size_t r0, std::size_t r1,
+                           arma::uword m1) {
+  std::vector<ExponentForm> forms;
+  std::vector<arma::mat> Tq;        // per draw: its block's query log-features, Lx x B
+  std::vector<arma::uvec> q_group;  // per draw: its columns' query groups (a form with groups)
+  arma::uword nq = p.group_q.is_empty() ? 0 : p.group_q.max() + 1;  // query groups (rows' and columns')
+  for (std::size_t r = r0; r < r1; ++r) {
+    const Draw b = state[r].w.columns(state[r].m0, m1);
+    forms.push_back(*p.e.exponent_form(b, Side::Key));
+    Tq.push_back(query_log_features(p, b));
+    if (nq) q_group.push_back(p.e.exponent_form(b, Side::Query)->group);
+    if (nq) nq = std::max(nq, q_group.back().max() + 1);
+  }
+  for (const KeyGroup& g : p.key_groups) {
+    const ChunkColumns cc = chunk_columns(forms, Tq, q_group, nq, g.id);
+    if (cc.at.back() > 0 && g.Zk.n_cols > 0) walk_keys(p, state, r0, r1, cc, g);
   }
   for (std::size_t r = r0; r < r1; ++r) state[r].m0 = m1;
 }
@@ -586,10 +637,18 @@ void prepare_causal(Problem& p, bool form, const arma::uvec& positions) {
   }
   ExponentPoints q = p.e.exponent_points(p.X, Side::Query), k = p.e.exponent_points(p.Y.cols(0, end - 1), Side::Key);
   p.Zq = std::move(q.Z), p.row_q = std::move(q.row), p.group_q = std::move(q.group);
-  p.group_k = std::move(k.group);
-  p.Zk = arma::conv_to<arma::fmat>::from(k.Z);
-  p.row_k = arma::conv_to<arma::frowvec>::from(k.row.t());
-  p.Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
+  const arma::fmat Zk = arma::conv_to<arma::fmat>::from(k.Z),
+                   Ctf = arma::conv_to<arma::fmat>::from(p.C.rows(0, end - 1).t());
+  const arma::frowvec row_k = arma::conv_to<arma::frowvec>::from(k.row.t());
+  const arma::uvec ids = k.group.is_empty() ? arma::uvec{kAllGroups} : arma::unique(k.group).eval();
+  for (arma::uword id : ids) {
+    const arma::uvec keys =
+        id == kAllGroups ? arma::regspace<arma::uvec>(0, end - 1) : arma::find(k.group == id).eval();
+    KeyGroup g{id, Zk.cols(keys), Ctf.cols(keys), row_k.cols(keys), arma::uvec(positions.n_elem)};
+    for (arma::uword i = 0; i < positions.n_elem; ++i)
+      g.upto(i) = static_cast<arma::uword>(std::upper_bound(keys.begin(), keys.end(), positions(i)) - keys.begin());
+    p.key_groups.push_back(std::move(g));
+  }
   if (!p.V.is_empty()) p.Yexact_t = p.Yexact.t();
 }
 
