@@ -87,12 +87,12 @@ TEST(AdviseSums, PairedFeaturesAreSummedAtTheirWidth) {
   const fs::path dir = test::temp_dir("kestrel_advise_sums_anti");
   std::string adv = inputs(dir);
   adv.replace(adv.find("--estimators pos "), 17, "--estimators pos-hyp ");
-  adv.replace(adv.find("--target 0.2"), 12, "--target 0.9");  // met at M = 1: one pair, 2 columns
+  adv.replace(adv.find("--target 0.2"), 12, "--target 0.9");  // met at one draw: one pair, M = 2 columns
   const test::CliRun r = run(adv + " --sums bf16,fp16 --no-timing --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto s = nlohmann::json::parse(r.out)["advice"]["sums"];
   EXPECT_EQ(s["estimator"], "pos-hyp");
-  EXPECT_EQ(s["m"], 1);
+  EXPECT_EQ(s["m"], 2);
   for (const char* name : {"bf16", "fp16"})
     EXPECT_EQ(s["formats"][name]["rounding_p95"].size(), s["lengths"].size()) << name;
   fs::remove_all(dir);

@@ -419,6 +419,51 @@ TEST(Advise, MetricsMatchTheirDefinitionsInValidation) {
   EXPECT_NE(d.recommendation.find("--metric centred"), std::string::npos) << d.recommendation;
 }
 
+// advise's M counts feature columns (the width of the linear-attention product), whatever a draw holds: pos-hyp's
+// draw is a pair of columns, hrf-cluster's one per pair of centres (4). Every M of their curves and decisions is a
+// whole number of draws, a draw of M has M columns, the prediction at M agrees with --validate's independent draws
+// there (4.5 combined SE plus 15%, as above), and the cost section prices the M as that many features.
+TEST(Advise, MCountsFeatureColumnsWhateverADrawHolds) {
+  const Small s;
+  AdviseOptions o = quick({"pos-hyp", "hrf-cluster"});
+  o.target = 0.05;
+  o.validate = 200;
+  o.samplers = {Sampler::Iid, Sampler::Orthogonal};
+  const Advice a = advise(s.Q, s.K, s.V, o);
+  for (const auto& [name, c] : std::vector<std::pair<std::string, arma::uword>>{{"pos-hyp", 2}, {"hrf-cluster", 4}}) {
+    const auto e = make_estimator(name, s.Q, s.K);
+    ASSERT_EQ(e->columns_per_draw(), c) << name;
+    Rng rng(1, Stream::User, 0);
+    EXPECT_EQ(e->features(advise_steps::draw_columns(*e, 3 * c, rng, Sampler::Iid), s.Q, Side::Query).n_cols, 3 * c);
+    EXPECT_THROW(advise_steps::draw_columns(*e, c + 1, rng, Sampler::Iid), InvalidArgument) << name;
+    for (const char* sampler : {"iid", "orthogonal"}) {
+      const AdviceRow& r = find(a, name, sampler);
+      ASSERT_EQ(r.status, "ok") << name << " " << sampler << ": " << r.reason;
+      for (double m : r.curve_m) EXPECT_EQ(static_cast<arma::uword>(m) % c, 0u) << name << " " << sampler << " " << m;
+      ASSERT_EQ(r.decision, "M") << name << " " << sampler;
+      EXPECT_EQ(r.m_p95 % c, 0u) << name << " " << sampler;
+      EXPECT_NE(r.method.find(fmt::format("{} per draw", c)), std::string::npos) << r.method;
+      ASSERT_GT(r.validate_reps, 0u) << name << " " << sampler;
+      EXPECT_LE(std::abs(r.at_m_p95 - r.measured_p95),
+                0.15 * r.measured_p95 + test::kSigmas * std::hypot(r.at_m_p95_se, r.measured_p95_se))
+          << name << " " << sampler << ": predicted " << r.at_m_p95 << ", measured " << r.measured_p95;
+      const auto at = std::find(a.cost.m.begin(), a.cost.m.end(), r.m_p95);
+      ASSERT_NE(at, a.cost.m.end()) << name << " " << sampler << ": M = " << r.m_p95 << " not priced";
+      EXPECT_EQ(a.cost.rf_flops[static_cast<std::size_t>(at - a.cost.m.begin())],
+                advise_steps::rf_attention_flops(40, 50, 8, 3, static_cast<double>(r.m_p95)));
+    }
+  }
+  // A budget below one draw is refused for that row, said in its reason; a whole draw of it is simulated.
+  o.budget = 3;
+  o.validate = 0;
+  o.samplers = {Sampler::Iid};
+  const Advice b = advise(s.Q, s.K, s.V, o);
+  EXPECT_NE(find(b, "hrf-cluster").status, "ok");
+  EXPECT_NE(find(b, "hrf-cluster").reason.find("4 feature columns"), std::string::npos)
+      << find(b, "hrf-cluster").reason;
+  EXPECT_EQ(find(b, "pos-hyp").curve_m.back(), 2.0);
+}
+
 // Issue 68 item 4: zero-mean V and attention close to uniform (tiny queries and keys): each output row is close to
 // mean(V), which is small against the values, so errors relative to |Y| look large: the note says so and does not send
 // the user to --metric centred as the fix. (V with a common offset keeps that advice: the test above.)

@@ -155,6 +155,24 @@ TEST_P(Contract, FeatureVariantsAgree) {
   EXPECT_LT(arma::abs(K - P * S.t()).max(), 1e-12 * (1 + arma::abs(K).max())) << GetParam();
 }
 
+// columns_per_draw() is what features() gives per drawn object (advise counts M in these columns), or 0 where the
+// columns are not linear in the draws.
+TEST_P(Contract, ColumnsPerDrawMatchTheFeatures) {
+  if (learned()) GTEST_SKIP() << "a learned map has a fixed number of features";
+  const auto e = map();
+  const arma::uword c = e->columns_per_draw();
+  std::vector<arma::uword> cols;
+  for (arma::uword m : {1, 2, 5}) {
+    Rng rng(3, Stream::User, m);
+    cols.push_back(e->features(e->draw(m, rng, Sampler::Iid), X, Side::Query).n_cols);
+  }
+  if (c > 0) {
+    EXPECT_EQ(cols, (std::vector<arma::uword>{c, 2 * c, 5 * c})) << GetParam();
+  } else {
+    EXPECT_NE(cols[2] - cols[1], 3 * (cols[1] - cols[0])) << GetParam() << ": columns linear in the draws";
+  }
+}
+
 // A map with an exponent form (estimator.hpp) has exactly the features of its form, on both sides; a positive map
 // without one says so by nullopt.
 TEST_P(Contract, ExponentFormGivesTheFeatures) {

@@ -64,6 +64,9 @@ struct EstimatorInfo {
   bool complex = false;     // a feature is Re(f1 f2) of complex f's: two real columns per omega
   bool positive = false;    // every feature value is > 0, or 0 by structure (log_features gives -inf there)
   bool projections = true;  // draws are Gaussian projections, so the sampler (orthogonal, simplex, ...) applies
+  // Feature blocks per drawn object, before complex's two real columns: 2 for the hyperbolic pair [e^{w x}, e^{-w x}],
+  // n_q n_k for the clustered HRF; 0 where the columns are not linear in the draws (hybrids pair draws: ~M^2).
+  arma::uword blocks_per_draw = 1;
 };
 
 // A fitted feature map f^(1), f^(2): draws and features, nothing about variance (learned maps stop here).
@@ -75,6 +78,10 @@ class FeatureMap {
   arma::uword dim() const { return d_; }
   // > 0: a learned map with this many features, and draw(M) takes exactly that M. 0: any M > 0.
   arma::uword fixed_features() const { return fixed_features_; }
+  // The real feature columns of one drawn object (features() of a draw of M has M times this many; the contract suite
+  // checks it), or 0 where they are not linear in the draws. advise counts M in these columns, the width of the
+  // linear-attention product.
+  arma::uword columns_per_draw() const { return info_.blocks_per_draw * (info_.complex ? 2 : 1); }
 
   // Draws M random objects (M > 0).
   Draw draw(arma::uword M, Rng& rng, Sampler sampler) const;

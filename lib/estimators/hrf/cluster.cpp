@@ -157,6 +157,7 @@ void ClusteredHrfEstimator::fit_diagonals(const ClusterHrfOptions& opt) {
   for (const auto& a : a_) real = real && arma::all(arma::imag(a) == 0.0);
   info_.complex = !real;
   info_.positive = real;
+  info_.blocks_per_draw = cx_.n_cols * cy_.n_cols;
   d_ = cx_.n_rows;
 }
 

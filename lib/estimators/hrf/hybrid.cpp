@@ -151,6 +151,7 @@ PosHypEstimator::PosHypEstimator(arma::uword d) {
   d_ = d;
   info_.name = "pos-hyp";
   info_.positive = true;
+  info_.blocks_per_draw = 2;  // [e^{w x}, e^{-w x}]
 }
 
 arma::mat PosHypEstimator::log_var_hook(const PairGram& g) const {
@@ -187,6 +188,7 @@ HybridEstimator::HybridEstimator(std::string name, arma::uword d, HybridParams p
   d_ = d;
   validate(p_);
   info_.name = std::move(name);
+  info_.blocks_per_draw = 0;  // every base feature paired with every lambda feature
 }
 
 double HybridEstimator::lambda_offset() const { return p_.lambda == LambdaKind::Angular ? 0.5 : 1.0 / p_.rho; }

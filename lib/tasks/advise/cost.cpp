@@ -101,7 +101,7 @@ void time_attention(Advice& a, const Inputs& in, const std::vector<std::unique_p
   else {
     Rng rng(opt.seed, Stream::Features, 1);
     a.cost.rf_seconds = median3([&] {
-      const Draw w = e->draw(b.m_p95, rng, parse_sampler(b.sampler));
+      const Draw w = draw_columns(*e, b.m_p95, rng, parse_sampler(b.sampler));
       if (opt.causal)
         approximate_causal_attention(*e, w, in.Qa, arma::regspace<arma::uvec>(0, in.Qa.n_cols - 1), in.Ka, in.V);
       else

@@ -116,8 +116,9 @@ void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& 
   row.curve_median_se = row.curve_p95_se = row.curve_draws = std::vector<double>(row.curve_m.size(), 0.0);
 }
 
-// M in whole blocks of `block` features above one block (0: M as it is).
-arma::uword whole_blocks(arma::uword M, arma::uword block) {
+// M in whole draws of `unit` columns, and in whole blocks of `block` columns above one block (0: no blocks).
+arma::uword whole_blocks(arma::uword M, arma::uword block, arma::uword unit) {
+  M = (M + unit - 1) / unit * unit;
   return block && M > block ? (M + block - 1) / block * block : M;
 }
 
@@ -126,7 +127,7 @@ arma::uword whole_blocks(arma::uword M, arma::uword block) {
 // and its interval, and the decision (AdviceRow::decision).
 void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
                           const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
-                          arma::uword block, const AdviseOptions& opt) {
+                          arma::uword block, const AdviseOptions& opt, arma::uword unit) {
   for (std::size_t k = 0; k < grid.size(); ++k) {
     const arma::vec e = err.col(k), s = se.col(k);
     const double med = quantile(e, 0.5), p95 = quantile(e, 0.95);
@@ -138,23 +139,23 @@ void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat&
     row.curve_draws.push_back(static_cast<double>(draws[k]));
   }
   row.err1_each = err.col(0);
-  decide_on_curve(row, block, grid.back() == opt.budget, opt);
+  decide_on_curve(row, block, grid.back() == opt.budget, opt, unit);
 }
 
-void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt) {
+void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt, arma::uword unit) {
   row.err1_median = row.curve_median.front();
   row.err1_p95 = row.curve_p95.front();
   row.err_budget_median = row.curve_median.back();
   row.err_budget_p95 = row.curve_p95.back();
-  row.m_median = whole_blocks(m_for_target(row.curve_m, row.curve_median, opt.target), block);
-  const arma::uword m = whole_blocks(m_for_target(row.curve_m, row.curve_p95, opt.target), block);
+  row.m_median = whole_blocks(m_for_target(row.curve_m, row.curve_median, opt.target), block, unit);
+  const arma::uword m = whole_blocks(m_for_target(row.curve_m, row.curve_p95, opt.target), block, unit);
   std::vector<double> lo(row.curve_p95), hi(row.curve_p95);
   for (std::size_t k = 0; k < lo.size(); ++k) {
     lo[k] = std::max(0.0, lo[k] - 2 * row.curve_p95_se[k]);
     hi[k] += 2 * row.curve_p95_se[k];
   }
-  row.m_p95_low = whole_blocks(m_for_target(row.curve_m, lo, opt.target), block);
-  row.m_p95_high = whole_blocks(m_for_target(row.curve_m, hi, opt.target), block);
+  row.m_p95_low = whole_blocks(m_for_target(row.curve_m, lo, opt.target), block, unit);
+  row.m_p95_high = whole_blocks(m_for_target(row.curve_m, hi, opt.target), block, unit);
   if (at_budget && row.curve_p95.back() - 2 * row.curve_p95_se.back() > opt.target)
     row.decision = "out of reach";
   else if (m && row.m_p95_low && row.m_p95_high &&

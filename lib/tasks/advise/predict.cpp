@@ -24,7 +24,7 @@ constexpr double kHeavyTailRatio = 0.5;
 void predict_rows(AdviceRow& row, const Estimator& e, const std::optional<ThreePointForm>& form, const Inputs& in,
                   const ExactAttention& exact, Sampler sampler, bool control_variate, const AdviseOptions& opt) {
   const arma::mat X = in.Qk.cols(in.rows);
-  if (in.normaliser && sampler == Sampler::Iid && form && opt.metric == AdviseMetric::Rmse) {
+  if (in.normaliser && sampler == Sampler::Iid && form && columns_unit(e) == 1 && opt.metric == AdviseMetric::Rmse) {
     const AttentionPrediction p = predict_attention_error(*form, true, opt.kernel, X, in.Kk, in.V, 1);
     row.method = "exact";
     row.err1_each = arma::exp(0.5 * p.log_rel_var);
@@ -61,6 +61,21 @@ bool exact_rows(const Inputs& in, const AdviseOptions& opt) {
 
 }  // namespace
 
+arma::uword columns_unit(const Estimator& e) { return std::max<arma::uword>(1, e.columns_per_draw()); }
+
+arma::uword row_budget(const Estimator& e, const AdviseOptions& opt) {
+  const arma::uword c = columns_unit(e);
+  if (opt.budget < c)
+    throw Undefined(fmt::format("a draw of it has {} feature columns, more than the budget M = {}", c, opt.budget));
+  return opt.budget / c * c;
+}
+
+Draw draw_columns(const Estimator& e, arma::uword M, Rng& rng, Sampler sampler) {
+  const arma::uword c = columns_unit(e);
+  require(M % c == 0, "M = {} is not a whole number of draws of {} ({} feature columns each)", M, e.info().name, c);
+  return e.draw(M / c, rng, sampler);
+}
+
 // One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
 void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
                  const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,
@@ -74,8 +89,8 @@ void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std:
       throw Undefined("its draws are not Gaussian projections, so " + row.sampler + " does not apply");
     say(fmt::format("predicting {} ({})", f.name, row.sampler));
     const auto t0 = std::chrono::steady_clock::now();
-    // The control variate needs E D-hat = D: a hybrid's D-hat pairs draws with each other (~M^2 features), so not
-    // there.
+    // The control variate needs E D-hat = D: a hybrid pairing its draws (~M^2 features) has no such average, so not
+    // there; hrf-cluster's D-hat is an average over its draws, so there.
     if (exact_rows(in, opt)) {
       row.method = "exact (every key is the same: the estimated attention rows are exact)";
       fill_iid_curve(row, arma::zeros(in.rows.n_elem), opt);
@@ -83,7 +98,7 @@ void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std:
       row.log_rel_var_median = quantile(arma::vectorise(lv1), 0.5);
       row.log_rel_var_p95 = quantile(arma::vectorise(lv1), 0.95);
     } else {
-      predict_rows(row, e, form, in, exact, sampler, f.kind != Kind::Hybrid, opt);
+      predict_rows(row, e, form, in, exact, sampler, e.columns_per_draw() > 0, opt);
     }
     say(fmt::format("predicted {} ({}) in {:.1f} s", f.name, row.sampler, seconds_since(t0)));
   } else {
@@ -98,13 +113,16 @@ void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std:
           "the predicted error is not finite (inputs too large: the largest log normaliser is {:.4g}; scale "
           "them down)",
           log_norm.max()));
-  // A hybrid's feature map has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
-  const bool draws = f.kind != Kind::Hybrid;
+  // A hybrid pairing its draws has ~M^2 columns (263168 at M = 256 for hrf-angular): no draw of it at M here.
+  const bool draws = e.columns_per_draw() > 0;
   if (!draws)
-    row.note = "a hybrid: its features have ~M^2 columns, so neither the feature range nor --validate is drawn";
+    row.note =
+        "a hybrid: its features have ~M^2 columns for M draws (M counts draws here), so neither the feature "
+        "range nor --validate is drawn";
   Rng rng(opt.seed, Stream::Features, 0);
   if (draws)
-    row.range = feature_range(e, e.draw(row.m_p95 ? row.m_p95 : opt.budget, rng, sampler), in, log_norm, opt.kernel);
+    row.range = feature_range(e, draw_columns(e, row.m_p95 ? row.m_p95 : row_budget(e, opt), rng, sampler), in,
+                              log_norm, opt.kernel);
   const bool measurable = opt.quantity == AdviseQuantity::Kernel || opt.metric != AdviseMetric::Tv;
   if (opt.validate && row.m_p95 && draws && !measurable)
     row.note = "--validate measures output rows and normalisers, not the total variation: not validated";

@@ -97,16 +97,23 @@ ColumnErrors errors_of(const GridColumn& c, const Inputs& in, AdviseMetric metri
   return out;
 }
 
-// The grid of a simulated curve: prediction_grid, and for orthogonal and simplex features whole blocks of d above d
-// (a partial block can have a larger error than the whole block below it), so the curve shows the block structure.
-std::vector<arma::uword> simulation_grid(arma::uword budget, Sampler sampler, arma::uword d) {
-  const std::vector<arma::uword> g = prediction_grid(budget);
-  if (sampler == Sampler::Iid) return g;
+// The grid of a simulated curve in feature columns, c per draw: prediction_grid over the draws, for orthogonal and
+// simplex features whole blocks of d draws above d (a partial block can have a larger error than the whole block below
+// it, so the curve shows the block structure), times c.
+std::vector<arma::uword> simulation_grid(arma::uword budget, Sampler sampler, arma::uword d, arma::uword c) {
+  const arma::uword draws = budget / c;
   std::vector<arma::uword> out;
-  for (arma::uword m : g) {
-    const arma::uword w = m <= d ? m : std::min(budget, (m + d - 1) / d * d);
-    if (out.empty() || w > out.back()) out.push_back(w);
+  for (arma::uword m : prediction_grid(draws)) {
+    const arma::uword w = sampler == Sampler::Iid || m <= d ? m : std::min(draws, (m + d - 1) / d * d);
+    if (out.empty() || c * w > out.back()) out.push_back(c * w);
   }
+  return out;
+}
+
+// The draws at each grid point of feature columns (what simulate_nested takes).
+std::vector<arma::uword> draws_at(const std::vector<arma::uword>& grid, const Estimator& e) {
+  std::vector<arma::uword> out(grid);
+  for (auto& m : out) m /= columns_unit(e);
   return out;
 }
 
@@ -126,8 +133,8 @@ arma::uvec from_rows(const Inputs& in, const AdviseOptions& opt) {
 void add_draws(std::vector<GridColumn>& cols, const Estimator& e, const Inputs& in, const ExactAttention& exact,
                const std::vector<arma::uword>& grid, std::size_t k0, std::size_t k1, std::size_t draws,
                std::uint64_t first, Sampler sampler, const AdviseOptions& opt) {
-  const std::vector<arma::uword> sub(grid.begin() + static_cast<std::ptrdiff_t>(k0),
-                                     grid.begin() + static_cast<std::ptrdiff_t>(k1) + 1);
+  const std::vector<arma::uword> sub =
+      draws_at({grid.begin() + static_cast<std::ptrdiff_t>(k0), grid.begin() + static_cast<std::ptrdiff_t>(k1) + 1}, e);
   const double per_draw = 8.0 * (static_cast<double>(sub.back()) * static_cast<double>(in.Qk.n_rows) +
                                  static_cast<double>(in.rows.n_elem) * static_cast<double>(in.V.n_cols + 1));
   const auto chunk = static_cast<std::size_t>(std::max(2.0, std::floor(kSettleBytes / per_draw)));
@@ -246,7 +253,7 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
     const double at_budget = low * std::sqrt(static_cast<double>(grid[k]) / static_cast<double>(opt.budget));
     return grid[k] >= kHeadingFrom && at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
   };
-  const NestedOptions first{.grid = grid,
+  const NestedOptions first{.grid = draws_at(grid, e),
                             .draws = prediction_draws(grid, opt.draws),
                             .seed = opt.seed,
                             .sampler = sampler,
@@ -278,9 +285,11 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
 // the control variate c = D-hat_i / D_i - 1 (mean exactly 0) reduces the variance of the squared errors
 // (analysis/control_variate.hpp).
 void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, const ExactAttention& exact,
-                       Sampler sampler, bool control_variate, const AdviseOptions& opt) {
-  const arma::uword d = e.dim(), block = sampler == Sampler::Iid ? 0 : d;
-  const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, d);
+                       Sampler sampler, bool control_variate, const AdviseOptions& options) {
+  const arma::uword c = columns_unit(e), block = sampler == Sampler::Iid ? 0 : c * e.dim();
+  AdviseOptions opt = options;  // M counts feature columns: the budget in whole draws
+  opt.budget = row_budget(e, options);
+  const std::vector<arma::uword> grid = simulation_grid(opt.budget, sampler, e.dim(), c);
   const arma::uvec from = from_rows(in, opt);
   const std::shared_ptr<SimulatedRun> run =
       in.run && *in.run ? *in.run : first_pass(e, in, exact, grid, from, sampler, control_variate, opt);
@@ -300,7 +309,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     }
     row.curve_m.clear(), row.curve_median.clear(), row.curve_p95.clear();
     row.curve_median_se.clear(), row.curve_p95_se.clear(), row.curve_draws.clear();
-    fill_simulated_curve(row, err, se, g, draws, block, opt);
+    fill_simulated_curve(row, err, se, g, draws, block, opt, c);
     // The grid points around the decision (and the from rows' decision): the interval's ends / 1.25 .. x 1.25.
     auto ends = [&](const AdviceRow& r) {
       return std::pair{static_cast<double>(r.m_p95_low    ? r.m_p95_low
@@ -313,7 +322,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     bool settled = row.decision != "not settled";
     if (!from.is_empty()) {
       AdviceRow f;
-      fill_simulated_curve(f, arma::mat(err.rows(from)), arma::mat(se.rows(from)), g, draws, block, opt);
+      fill_simulated_curve(f, arma::mat(err.rows(from)), arma::mat(se.rows(from)), g, draws, block, opt, c);
       row.from = {f.decision, f.m_p95,       f.m_p95_low, f.m_p95_high,
                   f.at_m_p95, f.at_m_p95_se, f.curve_p95, f.curve_p95_se};
       const auto [flo, fhi] = ends(f);
@@ -368,8 +377,9 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     work += static_cast<double>(more) * unit;
   }
   row.work_seconds = work / kWorkPerSecond;
-  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {})", run->first_draws,
-                           run->kept_m, row.settle_draws, opt.seed);
+  row.method = fmt::format("simulated ({} nested draws up to M = {}, {} around the answer; seed {}{})",
+                           run->first_draws, run->kept_m, row.settle_draws, opt.seed,
+                           c > 1 ? fmt::format("; M counts feature columns, {} per draw", c) : "");
 }
 
 }  // namespace kestrel::advise_steps

@@ -87,15 +87,15 @@ arma::uword smallest_m(const std::function<double(arma::uword)>& f, double targe
 double curve_at(const std::vector<double>& m, const std::vector<double>& y, double M);
 // An exact iid curve e(M) = e(1) / sqrt(M) from the rows' errors at M = 1.
 void fill_iid_curve(AdviceRow& row, const arma::vec& err1, const AdviseOptions& opt);
-// A simulated curve from per-row errors and SEs (rows x grid): quantiles, M for the target (in whole blocks of
-// `block` features, 0: none) and its interval, and the decision.
+// A simulated curve from per-row errors and SEs (rows x grid): quantiles, M for the target (in whole draws of `unit`
+// feature columns and whole blocks of `block` columns, 0: none) and its interval, and the decision.
 void fill_simulated_curve(AdviceRow& row, const arma::mat& err, const arma::mat& se,
                           const std::vector<arma::uword>& grid, const std::vector<std::size_t>& draws,
-                          arma::uword block, const AdviseOptions& opt);
+                          arma::uword block, const AdviseOptions& opt, arma::uword unit = 1);
 // The decision on a row's filled curve (curve_m, curve_median, curve_p95 with curve_p95_se): M for the target and its
 // interval where the curve -+ 2 SE crosses it, "out of reach" where the curve ends at the budget (at_budget) with its
 // p95 - 2 SE above the target, else "not settled" (AdviceRow::decision).
-void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt);
+void decide_on_curve(AdviceRow& row, arma::uword block, bool at_budget, const AdviseOptions& opt, arma::uword unit = 1);
 
 // ----- simulate.cpp -----
 // Where the 95th percentile at the budget is heading, from the last settle round's draws and p95 and this round's: the
@@ -108,6 +108,14 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
                        Sampler sampler, bool control_variate, const AdviseOptions& opt);
 
 // ----- predict.cpp -----
+// advise's M counts real feature columns, the width of the linear-attention product: FeatureMap::columns_per_draw per
+// drawn object (4 for hrf-cluster, 2 for pos-hyp, 1 for most), so a row's M is a whole number of draws. columns_unit
+// is that number (1 for the hybrids whose columns are not linear in the draws: their M counts draws, said in their
+// note); draw_columns draws M columns (M a multiple of it).
+arma::uword columns_unit(const Estimator& e);
+// The budget in whole draws: --budget rounded down to a multiple of columns_unit (Undefined below one draw).
+arma::uword row_budget(const Estimator& e, const AdviseOptions& opt);
+Draw draw_columns(const Estimator& e, arma::uword M, Rng& rng, Sampler sampler);
 // One (estimator, sampler) row: the prediction, its finiteness, the feature range at its M and the validation.
 void predict_row(AdviceRow& row, const Family& f, const Estimator& e, const std::optional<ThreePointForm>& form,
                  const Inputs& in, const ExactAttention& exact, const arma::vec& log_norm, Sampler sampler,

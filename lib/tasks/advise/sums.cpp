@@ -133,7 +133,7 @@ void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr
     say(fmt::format("key sums in {}: draw {} of {} ({} at M = {})", fmt::join(opt.sums, ", "), r + 1, kSumsDraws,
                     row_label(a.rows[*pick]), M));
     Rng rng(opt.seed, Stream::Features, kFirstStream + r);
-    const Draw w = e->draw(M, rng, sampler);
+    const Draw w = draw_columns(*e, M, rng, sampler);
     // The stabiliser: query rows minus their max (cancels in the ratio), keys minus the largest key log-feature.
     arma::mat P = e->log_features(w, Xq, Side::Query, scale(Xq));
     P.each_col() -= arma::max(P, 1);
@@ -141,7 +141,7 @@ void emulate_sums(Advice& a, const Inputs& in, const std::vector<std::unique_ptr
     double top = -kInf;
     for (arma::uword j0 = 0; j0 < in.Kk.n_cols; j0 += kKeyTile)
       top = std::max(top, key_logs(w, j0, std::min(in.Kk.n_cols, j0 + kKeyTile)).max());
-    // Columns of the features: M, or more for maps with several per draw (antithetic pairs: 2M).
+    // Columns of the features: M (advise counts M in feature columns).
     const arma::uword width = P.n_cols;
     arma::mat Sd(width, dv + 1, arma::fill::zeros);
     std::vector<RoundedSums> sums;

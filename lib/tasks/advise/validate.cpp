@@ -34,7 +34,7 @@ std::pair<arma::vec, arma::vec> measure_rows(const Estimator& e, const Inputs& i
     s2[c].zeros(Qr.n_cols);
     for (std::size_t r = reps * c / n_chunks; r < reps * (c + 1) / n_chunks; ++r) {
       Rng rng(seed, Stream::MonteCarlo, r);
-      const Draw w = e.draw(M, rng, sampler);
+      const Draw w = draw_columns(e, M, rng, sampler);
       const ApproxAttention a = approximate_attention(e, w, Qr, in.Ka, in.V);
       arma::vec err;
       if (in.normaliser)
