@@ -278,6 +278,24 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
 
 }  // namespace
 
+namespace {
+
+// Causal: the rows' error against position at grid point M (the decision's), and its bands.
+void fill_positions(AdviceRow& row, const arma::vec& err, arma::uword M, const Inputs& in) {
+  row.err_at_m_each = err;
+  row.positions = in.positions;
+  row.position_m = M;
+  row.bands.clear();
+  for (const auto& [b0, b1] : position_bands(in.Kk.n_cols)) {
+    const arma::uvec r = arma::find(in.positions >= b0 && in.positions < b1);
+    if (r.is_empty()) continue;
+    const arma::vec e = err(r);
+    row.bands.push_back({b0, b1, r.n_elem, quantile(e, 0.5), quantile(e, 0.95)});
+  }
+}
+
+}  // namespace
+
 // Attention rows (or normalisers) of any sampler, simulated on the sampled rows with nested draws, then settled.
 // First pass (first_pass; resumed instead where Inputs::run holds the row's draws), then, until the decision is settled
 // (AdviceRow::decision), fresh draws are added at the grid points around it: from the interval's ends / 1.25 to x 1.25
@@ -341,18 +359,7 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     while (row.m_p95 && at > 0 && static_cast<double>(grid[at - 1]) >= static_cast<double>(row.m_p95)) --at;
     const arma::vec top = red.col(at).eval()(arma::find(err.col(at) >= quantile(err.col(at), 0.9)));
     row.variance_reduction = arma::median(top);
-    if (!in.positions.is_empty()) {  // the error against position, at the decision's grid point
-      row.err_at_m_each = err.col(at);
-      row.positions = in.positions;
-      row.position_m = grid[at];
-      row.bands.clear();
-      for (const auto& [b0, b1] : position_bands(in.Kk.n_cols)) {
-        const arma::uvec r = arma::find(in.positions >= b0 && in.positions < b1);
-        if (r.is_empty()) continue;
-        const arma::vec e = row.err_at_m_each(r);
-        row.bands.push_back({b0, b1, r.n_elem, quantile(e, 0.5), quantile(e, 0.95)});
-      }
-    }
+    if (!in.positions.is_empty()) fill_positions(row, err.col(at), grid[at], in);
     // The draws that would settle it, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M to
     // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to the distance from the
     // target of the value it is heading for (heading_p95). settle_round decides from it whether to go on.
