@@ -280,6 +280,21 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
 
 namespace {
 
+// The draws that would settle an open row, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M
+// (its ends lo, hi) to kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to the
+// distance from the target of the value it is heading for (heading_p95). settle_round decides from it whether to go on.
+std::size_t draws_to_settle(const AdviceRow& row, std::pair<double, double> ends, std::size_t have, double n_now,
+                            bool at_budget, const std::optional<SimulatedRun::AtBudget>& before,
+                            const AdviseOptions& opt) {
+  const double p = row.curve_p95.back(), s = row.curve_p95_se.back();
+  const double w = std::log(ends.second / std::max(1.0, ends.first)), goal = std::log(kSettledWidth);
+  double n = static_cast<double>(have) * std::pow(w / goal, 2);
+  const double heading = before ? heading_p95(before->n, before->p, n_now, p) : p;
+  if (at_budget && p > opt.target && heading > opt.target)
+    n = std::min(n, n_now * std::pow(2 * s / (heading - opt.target), 2));
+  return static_cast<std::size_t>(std::ceil(std::min(n, 1e15)));
+}
+
 // Causal: the rows' error against position at grid point M (the decision's), and its bands.
 void fill_positions(AdviceRow& row, const arma::vec& err, arma::uword M, const Inputs& in) {
   row.err_at_m_each = err;
@@ -360,22 +375,10 @@ void predict_simulated(AdviceRow& row, const Estimator& e, const Inputs& in, con
     const arma::vec top = red.col(at).eval()(arma::find(err.col(at) >= quantile(err.col(at), 0.9)));
     row.variance_reduction = arma::median(top);
     if (!in.positions.is_empty()) fill_positions(row, err.col(at), grid[at], in);
-    // The draws that would settle it, projected with SEs shrinking as 1/sqrt(draws): the interval's width in log M to
-    // kSettledWidth, or (where the p95 at the budget is above the target) that p95's 2 SE to the distance from the
-    // target of the value it is heading for (heading_p95). settle_round decides from it whether to go on.
     const bool at_budget = g.back() == opt.budget;
-    const double p = row.curve_p95.back(), s = row.curve_p95_se.back(), n_now = static_cast<double>(draws.back());
-    std::size_t need = 0;
-    if (!settled) {
-      const auto [rlo, rhi] = ends(row);
-      const double w = std::log(rhi / std::max(1.0, rlo)), goal = std::log(kSettledWidth);
-      double n = static_cast<double>(have) * std::pow(w / goal, 2);
-      const double heading = before ? heading_p95(before->n, before->p, n_now, p) : p;
-      if (at_budget && p > opt.target && heading > opt.target)
-        n = std::min(n, n_now * std::pow(2 * s / (heading - opt.target), 2));
-      need = static_cast<std::size_t>(std::ceil(std::min(n, 1e15)));
-    }
-    if (at_budget) before = {n_now, p};
+    const double n_now = static_cast<double>(draws.back());
+    const std::size_t need = settled ? 0 : draws_to_settle(row, ends(row), have, n_now, at_budget, before, opt);
+    if (at_budget) before = {n_now, row.curve_p95.back()};
     const double unit = draw_work(in, grid, k0, k1);
     const std::size_t more = settle_round(row, settled, have, need, work, unit, run->first_last, in, opt);
     if (!more) break;
