@@ -36,11 +36,14 @@ constexpr double kCurveBeyond = 2;
 constexpr double kDrawSeGoal = 0.05;
 constexpr arma::uword kDrawsKeptUpTo = 128;
 
-// A first pass whose p95 - 2 SE at some M >= kHeadingFrom, shrunk as 1/sqrt(M) to the budget, is still kHeadingOut
-// times the target goes on with the fewest draws (--draws / 16, as the SE rule's floor): the curve is drawn, and the
-// decision at the budget adds the draws it needs (settle). At L = 32768 this is most of the time
-// (bench/results/advise.md).
-constexpr double kHeadingOut = 1.5;
+// A first pass whose p95 - 2 SE at some M >= kHeadingFrom, projected to the budget along the curve's own slope over its
+// last doubling (log p95 against log M, between -1/2, the iid rate, and 0), is still kHeadingOut times the target goes
+// on with the fewest draws (--draws / 16, as the SE rule's floor): the curve is drawn, and the decision at the budget
+// adds the draws it needs (settle). At L = 32768 this is most of the time (bench/results/advise.md). The slope only
+// chooses draws, never a decision: attention rows of trained and untrained models fall far slower than 1/sqrt(M) at
+// a few hundred features (a decoder head's PosRF p95: 0.22 at M = 16, 0.15 at 256), and projected at 1/sqrt(M) such a
+// row took every draw to the budget before its decision there took more.
+constexpr double kHeadingOut = 1.2;
 constexpr arma::uword kHeadingFrom = 32;
 
 // A row stops before its allowance is spent only when the draws projected to settle it exceed what it can afford by
@@ -248,10 +251,17 @@ std::shared_ptr<SimulatedRun> first_pass(const Estimator& e, const Inputs& in, c
     if (!reached && up <= opt.target) reached = grid[k];
     if (opt.full_curve) return kKeepDraws;
     if (reached) return static_cast<double>(grid[k]) >= kCurveBeyond * static_cast<double>(*reached) ? 0 : kKeepDraws;
-    // Heading out of reach: even shrinking as 1/sqrt(M) from here, p95 - 2 SE would stay kHeadingOut times the target
-    // at the budget. The draws go on at the floor; the decision at the budget then adds what it needs (settle).
-    const double at_budget = low * std::sqrt(static_cast<double>(grid[k]) / static_cast<double>(opt.budget));
-    return grid[k] >= kHeadingFrom && at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
+    // Heading out of reach: falling as over its last doubling, p95 - 2 SE would stay kHeadingOut times the target at
+    // the budget. The draws go on at the floor; the decision at the budget then adds what it needs (settle).
+    if (grid[k] < kHeadingFrom) return kKeepDraws;
+    std::size_t h = k;  // the grid point at half this M (or below)
+    while (h > 0 && 2 * grid[h] > grid[k]) --h;
+    const double p = quantile(errors_of(column_of(ne, h, opt.metric), in, opt.metric, control_variate).err, 0.95);
+    const double q = quantile(c.err, 0.95);
+    const double ratio = static_cast<double>(grid[k]) / static_cast<double>(grid[h]);
+    const double slope = p > 0 && q > 0 ? std::clamp(std::log(q / p) / std::log(ratio), -0.5, 0.0) : -0.5;
+    const double at_budget = low * std::pow(static_cast<double>(opt.budget) / static_cast<double>(grid[k]), slope);
+    return at_budget > kHeadingOut * opt.target ? min_draws : kKeepDraws;
   };
   const NestedOptions first{.grid = draws_at(grid, e),
                             .draws = prediction_draws(grid, opt.draws),
