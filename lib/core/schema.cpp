@@ -15,9 +15,12 @@ const std::vector<Schema>& schemas() {
       {Output::Variance, "kestrel.variance", 1, 0, "kestrel variance --out FILE.h5 and --json"},
       {Output::Sweep, "kestrel.sweep", 1, 0, "kestrel sweep --out FILE.h5 (with its resume record) and --json"},
       {Output::Advise, "kestrel.advise", 1, 1, "kestrel advise --out FILE.h5 and --json on one head; kestrel.advise"},
-      {Output::AdviseHeads, "kestrel.advise.heads", 1, 1,
+      {Output::AdviseHeads, "kestrel.advise.heads", 1, 2,
        "kestrel advise --out and --json on stacked heads and layers; kestrel.advise on stacked arrays; "
        "kestrel.torch.advise_model"},
+      {Output::AdvisePart, "kestrel.advise.part", 1, 0,
+       "kestrel advise --shard K/N --out FILE.h5: FILE.h5.parts/layers-K-of-N.h5, the heads of one job-array task's "
+       "layers (a stacked report without the summary), merged by kestrel advise merge FILE.h5"},
       {Output::Reproduce, "kestrel.reproduce", 1, 0, "kestrel reproduce NAME --out DIR: NAME.h5"},
       {Output::Claims, "kestrel.claims", 1, 0, "kestrel reproduce NAME --out DIR: NAME.claims.json"},
       {Output::Capture, "kestrel.capture", 1, 0,

@@ -15,6 +15,7 @@ enum class Output {
   Sweep,        // kestrel sweep (HDF5, its resume record) and --json
   Advise,       // kestrel advise --out / --json on one head, kestrel.advise
   AdviseHeads,  // kestrel advise on stacked heads and layers, kestrel.torch.advise_model
+  AdvisePart,   // kestrel advise --shard K/N: one job-array task's layers, merged by kestrel advise merge
   Reproduce,    // kestrel reproduce NAME: NAME.h5
   Claims,       // kestrel reproduce NAME: NAME.claims.json
   Capture,      // kestrel.torch.save_hdf5: a model's captured queries, keys and values

@@ -291,4 +291,17 @@ AdviseOptions advise_options_from(const StudyValues& values) {
 
 nlohmann::json record_advise(const AdviseOptions& o) { return record_options(advise_options(), o); }
 
+AdviseOptions summary_options_from_record(const nlohmann::json& record, const std::string& where) {
+  AdviseOptions o;
+  for (const char* name : {"target", "metric", "quantity", "causal", "pays-only", "scaling", "seed"}) {
+    require(record.contains(name), "{}: the recorded options have no '{}': not written by this kestrel?", where, name);
+    const nlohmann::json& v = record.at(name);
+    const std::string text = v.is_string()    ? v.get<std::string>()
+                             : v.is_boolean() ? (v.get<bool>() ? "true" : "false")
+                                              : v.dump();
+    find_option(advise_options(), name)->set(o, where, text);
+  }
+  return o;
+}
+
 }  // namespace kestrel

@@ -20,5 +20,9 @@ const std::vector<AdviseOption>& advise_options();
 AdviseOptions advise_options_from(const StudyValues& values);
 // The options as provenance and the report's "options" block record them ({option: value}, record_options).
 nlohmann::json record_advise(const AdviseOptions& o);
+// The options a stacked report's summary reads (target, metric, quantity, causal, pays-only, scaling, seed), each set
+// from a report's recorded options (record_advise) through its own parser; the others default. `kestrel advise merge`
+// reads its parts' with it. `where` names the report in errors.
+AdviseOptions summary_options_from_record(const nlohmann::json& record, const std::string& where);
 
 }  // namespace kestrel

@@ -415,8 +415,6 @@ nlohmann::json record_sweep(const SweepOptions& s) {
   return j;
 }
 
-namespace {
-
 // More shards than any job array has (Slurm's MaxArraySize is at most 4000001); a larger N is a mistyped number.
 constexpr std::uint64_t kMaxShards = std::uint64_t{1} << 32;
 
@@ -460,6 +458,8 @@ SweepShard slurm_shard(const std::function<const char*(const char*)>& env) {
           task, lo, hi, step, count);
   return {static_cast<std::size_t>((task - lo) / step), static_cast<std::size_t>(count)};
 }
+
+namespace {
 
 OptionTable<SweepOptions> make_run_table() {
   return {option<SweepOptions>(

@@ -59,5 +59,9 @@ const OptionTable<SweepOptions>& sweep_run_options();
 // (`env` reads a variable, nullptr when unset): (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP
 // of SLURM_ARRAY_TASK_COUNT; indices that are not evenly spaced (--array=1,3) are an error asking for --shard.
 void apply_sweep_run(const GivenValues& v, SweepOptions& s, const std::function<const char*(const char*)>& env);
+// --shard K/N (0 <= K < N; `where` names the option in errors), and the shard of a Slurm job array's task from its
+// environment (SLURM_ARRAY_TASK_ID - _MIN of _COUNT; count 0 outside an array): kestrel sweep's and kestrel advise's.
+SweepShard parse_shard(const std::string& where, const std::string& text);
+SweepShard slurm_shard(const std::function<const char*(const char*)>& env);
 
 }  // namespace kestrel

@@ -67,6 +67,15 @@ void H5Writer::group(const std::string& path) {
   }
 }
 
+void H5Writer::copy(const std::string& file, const std::string& path) {
+  const hid_t src = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (src < 0) throw IoError("HDF5: cannot open " + file + " to copy " + path + " from it");
+  group(path.substr(0, path.rfind('/')));
+  const herr_t rc = H5Ocopy(src, path.c_str(), file_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(src);
+  check(rc, "copy " + path + " from " + file);
+}
+
 namespace {
 // kestrel never writes NaN or Inf: a non-finite result is a bug upstream, reported with the dataset's name.
 void require_finite(const double* p, std::size_t n, const std::string& path) {

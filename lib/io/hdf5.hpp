@@ -40,6 +40,9 @@ class H5Writer {
   void attr(const std::string& obj, const std::string& name, double value);
   void attr(const std::string& obj, const std::string& name, std::int64_t value);
   void attr(const std::string& obj, const std::string& name, std::uint64_t value);
+  // Copies the group or dataset `path` of the HDF5 file `file` to the same path here, with everything under it
+  // (creating its parents): a merged report takes its heads' groups from its parts as they were written.
+  void copy(const std::string& file, const std::string& path);
   void commit();  // closes the temporary file and publishes it (io/output.hpp publish_output)
 
  private:

@@ -153,3 +153,88 @@ def test_hdf5_inputs_with_named_axes_equal_the_npy_ones(tmp_path, stack):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert "a 4-D dataset needs its axes named [layers, heads, L, d]" in bad.stderr and "got [?, ?, ?, ?]" in bad.stderr
     assert not (tmp_path / "r.h5").exists()
+
+
+@needs_cli
+def test_a_split_run_merges_into_the_one_process_report(tmp_path):
+    """Issue 66 item 4: a model's layers split over job-array tasks (--shard K/N, or a Slurm array task's shard from
+    its environment) and merged: the merged report equals the one-process report (JSON; every HDF5 dataset bit for bit,
+    every attribute but the run's provenance), with rows that are not applicable on every head. Bad splits and merges
+    are refused with exit 2 (or 3 for a missing layer), writing nothing."""
+    import h5py
+
+    r = np.random.default_rng(5)
+    for name, a in (("Q", 0.4 * r.normal(size=(3, 2, 40, 6))), ("K", 0.4 * r.normal(size=(3, 1, 40, 6))),
+                    ("V", 1 + r.normal(size=(3, 1, 40, 3)))):
+        np.save(tmp_path / f"{name}.npy", a)
+    args = [CLI, "advise", "--queries", str(tmp_path / "Q.npy"), "--keys", str(tmp_path / "K.npy"), "--values",
+            str(tmp_path / "V.npy"), "--budget", "256", "--draws", "8", "--max-draws", "32", "--rows", "12",
+            "--estimators", "pos,oprf,trig", "--samplers", "iid", "--no-timing", "--seed", "11", "--quiet", "--causal"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+    def run(extra, check=True, **more):
+        return subprocess.run(args + extra, capture_output=True, text=True, check=check, env=dict(env, **more))
+
+    whole = json.loads(run(["--out", str(tmp_path / "w.h5"), "--json"]).stdout)
+    assert any(row["status"] != "ok" for row in whole["advice"]["rows"])  # trig: not applicable on every head
+    split = str(tmp_path / "s.h5")
+    part0 = json.loads(run(["--out", split, "--json", "--shard", "0/2"]).stdout)
+    assert part0["schema"] == "kestrel.advise.part" and part0["advice"]["shard"]["layers"] == [0, 2]
+    slurm = dict(SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_MIN="0", SLURM_ARRAY_TASK_MAX="1", SLURM_ARRAY_TASK_COUNT="2")
+    run(["--out", split], **slurm)  # array task 1 of 2: layer 1
+    assert sorted(os.listdir(split + ".parts")) == ["layers-0-of-2.h5", "layers-1-of-2.h5"]
+    assert not os.path.exists(split)
+    merged = json.loads(subprocess.run([CLI, "advise", "merge", split, "--json", "--quiet"], capture_output=True,
+                                       text=True, check=True, env=env).stdout)
+    assert merged["advice"] == whole["advice"] and merged["schema"] == whole["schema"]
+    assert merged["provenance"]["shards"] == ["0/2", "1/2"]
+    assert os.path.getsize(tmp_path / "s.png") > 1000
+
+    def contents(path):
+        found = {}
+        with h5py.File(path, "r") as f:
+            def visit(name, obj):
+                value = obj[()] if isinstance(obj, h5py.Dataset) else None
+                if name == "advise/report.json":
+                    value = json.loads(value)
+                elif isinstance(value, np.ndarray):
+                    value = (value.dtype.str, value.shape, value.tobytes())
+                attrs = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in obj.attrs.items()}
+                found[name] = (value, attrs)
+            f.visititems(visit)
+        return found
+    a, b = contents(tmp_path / "w.h5"), contents(split)
+    assert sorted(a) == sorted(b) and len(a) > 30
+    assert [k for k in a if a[k] != b[k]] == []
+    with h5py.File(split, "r") as f:
+        assert f.attrs["schema"] in ("kestrel.advise.heads", b"kestrel.advise.heads")
+
+    def refused(cmd, words, code=2, **more):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, **more))
+        assert p.returncode == code and all(w in p.stderr for w in words), (p.returncode, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # The merged report and each part are finished results: not replaced without --force. A resubmitted task whose
+    # part is there with the same options and inputs has nothing to do; with others it is refused.
+    refused([CLI, "advise", "merge", split], ["exists", "--force"])
+    before = os.stat(split + ".parts/layers-0-of-2.h5").st_mtime_ns
+    again = subprocess.run([a for a in args if a != "--quiet"] + ["--out", split, "--shard", "0/2", "--json"],
+                           capture_output=True, text=True, check=True, env=env)
+    assert "is finished" in again.stderr and json.loads(again.stdout)["advice"] == part0["advice"]
+    refused(args + ["--out", split, "--shard", "0/2", "--target", "0.2"], ["exists", "other options", "--force"])
+    assert os.stat(split + ".parts/layers-0-of-2.h5").st_mtime_ns == before
+    # A layer in no part: exit 3 naming it; nothing is written.
+    os.remove(split + ".parts/layers-1-of-2.h5")
+    refused([CLI, "advise", "merge", str(tmp_path / "s.h5"), "--force"], ["layers 1 of the 3"], code=3)
+    assert os.path.exists(split)  # the earlier merge's file is left as it was
+    # A part of other options does not merge with the rest.
+    run(["--out", split, "--shard", "1/2", "--target", "0.2"])
+    refused([CLI, "advise", "merge", split, "--force"], ["differ in their options"])
+    # Shards that cannot be: beyond the layers, without --out, of a single head, malformed.
+    refused(args + ["--out", str(tmp_path / "x.h5"), "--shard", "3/4"], ["3 layer(s)", "use N <= 3"])
+    refused(args + ["--shard", "0/2"], ["--out"])
+    one = [CLI, "advise", "--queries", str(tmp_path / "q2.npy"), "--keys", str(tmp_path / "q2.npy")]
+    np.save(tmp_path / "q2.npy", 0.4 * r.normal(size=(20, 6)))
+    refused(one + ["--shard", "0/2", "--out", str(tmp_path / "y.h5")], ["--shard 0/2", "one head"])
+    refused(args + ["--out", str(tmp_path / "x.h5"), "--shard", "2/2"], ["--shard", "0 <= K < N"])
+    refused([CLI, "advise", "merge", str(tmp_path / "none.h5")], ["no parts to merge"])
+    assert not any(os.path.exists(tmp_path / n) for n in ("x.h5", "y.h5", "none.h5", "x.h5.parts", "y.h5.parts"))

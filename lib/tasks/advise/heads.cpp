@@ -206,7 +206,9 @@ HeadsSummary summarise(const std::string& estimator, const std::string& sampler,
 
 std::string heads_words(HeadsAdvice& a);
 
-void summarise_all(HeadsAdvice& a) {
+}  // namespace
+
+void summarise_heads(HeadsAdvice& a) {
   std::vector<std::pair<std::string, std::string>> keys;  // in the order of first appearance over the heads
   std::vector<std::map<std::string, const AdviceRow*>> by_head(a.heads.size());
   for (std::size_t i = 0; i < a.heads.size(); ++i)
@@ -235,6 +237,8 @@ void summarise_all(HeadsAdvice& a) {
   }
   a.recommendation = heads_words(a);
 }
+
+namespace {
 
 // The recommended row at its M for every head against exact attention at the input's L (by FLOPs, as for one head).
 std::string exact_words(HeadsAdvice& a, const HeadsSummary& s) {
@@ -299,7 +303,7 @@ std::string summary_label(const HeadsSummary& s) {
 }
 
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
-                         const std::function<void(const std::string&)>& progress) {
+                         const std::function<void(const std::string&)>& progress, const LayerShard& shard) {
   HeadsAdvice a;
   a.options = opt;
   a.layers = in.layers;
@@ -311,12 +315,16 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
         "grouped-query attention: {} query heads share {} key/value heads, {} each (query head h reads key/value "
         "head h / {})",
         in.q_heads, in.kv_heads, in.q_heads / in.kv_heads, in.q_heads / in.kv_heads);
-  const std::size_t n = in.layers * in.q_heads;
+  std::vector<std::size_t> index;  // the query heads advised here (all but in a part), layer-major
+  for (std::size_t i = 0; i < in.layers * in.q_heads; ++i)
+    if (shard.has(i / in.q_heads)) index.push_back(i);
+  const std::size_t n = index.size();
   a.heads.resize(n);
   std::vector<std::exception_ptr> errors(n);
   std::mutex say_mu;
-  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
-    HeadAdvice& h = a.heads[i];
+  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t k) {
+    HeadAdvice& h = a.heads[k];
+    const std::size_t i = index[k];
     h.layer = i / in.q_heads;
     h.head = i % in.q_heads;
     h.kv_head = in.kv_of(h.head);
@@ -326,7 +334,7 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
     AdviseOptions o = opt;
     o.seed = h.seed;
     // Attention is timed once, on layer 0 head 0 (every head has the same shapes), not by heads timing each other.
-    o.timing = opt.timing && i == 0;
+    o.timing = opt.timing && i == 0;  // in whichever part has it
     const auto say = [&](const std::string& m) {
       if (!progress) return;
       const std::lock_guard<std::mutex> lock(say_mu);
@@ -337,7 +345,7 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
                      ? advise(in.Q[i], in.K[kv], in.V.empty() ? arma::mat() : unit_scaled_values(in.V[kv]), o, say)
                      : advise_sequences(head_sequences(in, i), o, say);
     } catch (...) {
-      errors[i] = std::current_exception();
+      errors[k] = std::current_exception();
       return;
     }
     for (auto& r : h.advice.rows) r.layer = h.layer, r.head = h.head, r.kv_head = h.kv_head;
@@ -354,7 +362,17 @@ HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
     }
   }
   if (n) a.options.budget = a.heads.front().advice.options.budget;  // as the heads used it (--pays-only: capped)
-  summarise_all(a);
+  if (shard.count == 1) {
+    summarise_heads(a);
+    return a;
+  }
+  a.shard = shard;
+  for (arma::uword l = shard.index; l < in.layers; l += shard.count) a.shard_layers.push_back(l);
+  a.choice = "part";
+  a.recommendation = fmt::format(
+      "part {} of {} (layers {}): no summary until every part is there; kestrel advise merge OUT.h5 writes the "
+      "whole report",
+      shard.index, shard.count, fmt::join(a.shard_layers, ", "));
   return a;
 }
 

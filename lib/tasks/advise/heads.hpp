@@ -82,6 +82,14 @@ struct HeadsSummary {
   std::vector<std::string> decision_each;
 };
 
+// A share of a model's layers (a Slurm job-array task's, `kestrel advise --shard K/N`): layers l with l mod count =
+// index. Each head's advice depends on its own inputs and head_seed only, so the parts of any split merge into the
+// report of the whole stack (merge_heads).
+struct LayerShard {
+  arma::uword index = 0, count = 1;
+  bool has(arma::uword layer) const { return layer % count == index; }
+};
+
 struct HeadsAdvice;
 // The summary's columns (heads_report.cpp): its JSON, the HDF5 attributes of /advise/summary/<estimator>/<sampler> and
 // the command line's summary table are written from this table (io/record.hpp).
@@ -101,22 +109,54 @@ struct HeadsAdvice {
   std::string choice;
   std::string recommendation;
   std::string grouped_query;  // "" or what grouped-query attention means here
+  // A part (advise_heads with a shard of count > 1): the heads of the shard's layers only, and no summary (summary
+  // empty, choice and recommendation say so); merge_heads makes the whole report from the parts.
+  std::optional<LayerShard> shard;
+  std::vector<arma::uword> shard_layers;  // the part's layers, ascending
 };
 
 // Each head's advise() (its V through unit_scaled_values, as the single-head callers do; with opt.learned,
 // advise_sequences on head_sequences), in parallel over the heads (each with head_seed), then the summary. Results are
 // identical for any thread count. An error of one head is rethrown naming it (the first head in order that failed).
 // With opt.timing, attention is timed on layer 0 head 0 only (the heads have the same shapes).
+// With a shard of count > 1, only the heads of its layers (a part, HeadsAdvice::shard); attention is timed on layer 0
+// head 0 in whichever part has it.
 HeadsAdvice advise_heads(const HeadStack& in, const AdviseOptions& opt,
-                         const std::function<void(const std::string&)>& progress = {});
+                         const std::function<void(const std::string&)>& progress = {}, const LayerShard& shard = {});
+
+// The summary per estimator x sampler over a.heads, the best entry, the choice and the recommendation (advise_heads
+// and merge_heads): from each head's rows (status, reason, decision, m_p95), choice, shapes and exact-attention cost.
+void summarise_heads(HeadsAdvice& a);
+
+// The report of a whole stack from its parts' report.json (to_json of each part, any order, any split): every layer
+// exactly once, the same options, inputs and budget. The heads' rows and reports are the parts' as they are; the
+// summary, best row, choice and recommendation are computed as advise_heads computes them, from the heads' decisions,
+// M, choices and costs (the fields of `advice` it reads; the rest of each head is in `report`). Throws InvalidArgument
+// naming the part and the fix where parts disagree, Incomplete naming the layers no part has.
+struct MergedHeads {
+  HeadsAdvice advice;
+  nlohmann::json report;  // to_json of the whole stack: what one process writes
+};
+// options: the parts' recorded options as the summary reads them (the caller parses them: frontend/advise_options.hpp).
+MergedHeads merge_heads(const std::vector<nlohmann::json>& parts, const std::vector<std::string>& names,
+                        const AdviseOptions& options);
 
 // "estimator" for iid, "estimator (sampler)" otherwise: a summary row's name in the report.
 std::string summary_label(const HeadsSummary& s);
-nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);   // options: as to_json(Advice)
-inline Output output_kind(const HeadsAdvice&) { return Output::AdviseHeads; }  // its reports' schema
+nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options);  // options: as to_json(Advice)
+// The report around its rows and heads (each head's report without its rows): what to_json makes of a.heads, and what
+// merge_heads makes of the parts' rows and heads. A part adds "shard" (index, count, layers).
+nlohmann::json heads_json(const HeadsAdvice& a, const nlohmann::json& options, nlohmann::json rows,
+                          nlohmann::json heads);
+inline Output output_kind(const HeadsAdvice& a) { return a.shard ? Output::AdvisePart : Output::AdviseHeads; }
 void write_table(std::ostream& out, const HeadsAdvice& a);
+// Its summary part: the summary per estimator x sampler, the cost per head and the recommendation.
+void write_summary_table(std::ostream& out, const HeadsAdvice& a);
 // The HDF5 report: /advise/report.json, the summary and the heat map of the recommended row, and per head the groups
 // /advise/layer<l>/head<h>/<estimator>/<sampler> as write_report(Advice) writes them.
 void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& options);
+// All of it but the heads' groups, with `report` as /advise/report.json (a merged report copies the heads' groups from
+// its parts).
+void write_summary_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& report);
 
 }  // namespace kestrel

@@ -90,8 +90,7 @@ const std::vector<SummaryColumn>& summary_columns() {
 }
 
 nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
-  nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array(), summary = nlohmann::json::array();
-  const Advice& first = a.heads.front().advice;
+  nlohmann::json rows = nlohmann::json::array(), heads = nlohmann::json::array();
   for (const auto& h : a.heads) {
     for (const auto& r : h.advice.rows) rows.push_back(advise_steps::row_json(r, a.options));
     nlohmann::json j = to_json(h.advice, nullptr);  // the head's own report without its rows (they are in rows above)
@@ -100,30 +99,40 @@ nlohmann::json to_json(const HeadsAdvice& a, const nlohmann::json& options) {
     j["layer"] = h.layer, j["head"] = h.head, j["kv_head"] = h.kv_head, j["seed"] = h.seed;
     heads.push_back(std::move(j));
   }
+  return heads_json(a, options, std::move(rows), std::move(heads));
+}
+
+nlohmann::json heads_json(const HeadsAdvice& a, const nlohmann::json& options, nlohmann::json rows,
+                          nlohmann::json heads) {
+  nlohmann::json summary = nlohmann::json::array();
+  const Advice& first = a.heads.front().advice;
   for (const auto& s : a.summary) {
     nlohmann::json j = nlohmann::json::object();
     put_json(j, s, a, summary_columns());
     summary.push_back(std::move(j));
   }
-  return {{"options", options},
-          {"inputs",
-           {{"layers", a.layers},
-            {"query_heads", a.q_heads},
-            {"kv_heads", a.kv_heads},
-            {"layered", a.layered},
-            {"grouped_query", a.grouped_query.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.grouped_query)},
-            {"d", first.d},
-            {"Lq", first.Lq},
-            {"Lk", first.Lk},
-            {"dv", first.dv}}},
-          {"quantity", first.quantity_label},
-          {"budget_considered", a.options.budget},  // --budget, or where random features pay (--pays-only)
-          {"rows", rows},
-          {"summary", summary},
-          {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},
-          {"choice", a.choice},
-          {"recommendation", a.recommendation},
-          {"heads", heads}};
+  nlohmann::json out = {
+      {"options", options},
+      {"inputs",
+       {{"layers", a.layers},
+        {"query_heads", a.q_heads},
+        {"kv_heads", a.kv_heads},
+        {"layered", a.layered},
+        {"grouped_query", a.grouped_query.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.grouped_query)},
+        {"d", first.d},
+        {"Lq", first.Lq},
+        {"Lk", first.Lk},
+        {"dv", first.dv}}},
+      {"quantity", first.quantity_label},
+      {"budget_considered", a.options.budget},  // --budget, or where random features pay (--pays-only)
+      {"rows", rows},
+      {"summary", summary},
+      {"best", a.best ? nlohmann::json(summary_label(a.summary[*a.best])) : nlohmann::json(nullptr)},
+      {"choice", a.choice},
+      {"recommendation", a.recommendation},
+      {"heads", heads}};
+  if (a.shard) out["shard"] = {{"index", a.shard->index}, {"count", a.shard->count}, {"layers", a.shard_layers}};
+  return out;
 }
 
 void write_table(std::ostream& out, const HeadsAdvice& a) {
@@ -142,6 +151,18 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
   for (const auto& h : a.heads)
     for (const auto& r : h.advice.rows) rows.push_back(&r);
   advise_steps::write_rows_table(out, rows, o);
+  write_summary_table(out, a);
+  for (const auto& h : a.heads)  // --sums: each head's key sums in the number formats
+    if (h.advice.sums) {
+      out << fmt::format("layer {} head {}:\n", h.layer, h.head);
+      advise_steps::write_sums_table(out, *h.advice.sums);
+    }
+}
+
+void write_summary_table(std::ostream& out, const HeadsAdvice& a) {
+  using advise_steps::pct;
+  const auto& o = a.options;
+  const Advice& first = a.heads.front().advice;
   out << fmt::format("summary over the {} heads: the M for the target (p95) on every head and on the median head\n",
                      a.heads.size());
   for (const auto& c : summary_columns())
@@ -169,14 +190,26 @@ void write_table(std::ostream& out, const HeadsAdvice& a) {
             ? fmt::format(", {} M={} {:.3g} s", cost.timed_estimator, cost.timed_m, cost.rf_seconds)
             : ", random features not timed: " + cost.rf_not_timed));
   out << advise_steps::wrapped("recommendation: " + a.recommendation);
-  for (const auto& h : a.heads)  // --sums: each head's key sums in the number formats
-    if (h.advice.sums) {
-      out << fmt::format("layer {} head {}:\n", h.layer, h.head);
-      advise_steps::write_sums_table(out, *h.advice.sums);
-    }
 }
 
 void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& options) {
+  write_summary_report(h5, a, to_json(a, options));
+  for (const auto& h : a.heads) {
+    const std::string g = fmt::format("/advise/layer{}/head{}", h.layer, h.head);
+    h5.group(g);
+    h5.attr(g, "seed", h.seed);
+    h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
+    h5.attr(g, "recommendation", h.advice.recommendation);
+    h5.attr(g, "choice", h.advice.choice);
+    const auto& rows = h.advice.sampled_rows;
+    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()),
+             {"indices (0-based) of the head's query rows the quantiles are over", "row"});
+    advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
+    if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
+  }
+}
+
+void write_summary_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& report) {
   h5.attr("/", "layout",
           "advise/report.json: the whole report (options, inputs with layers and heads, every head's rows, the summary "
           "per estimator and sampler over the heads, each head's cost and recommendation); advise/summary/<estimator>/"
@@ -184,7 +217,7 @@ void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& opti
           "advise/m_needed: that of the recommended estimator and sampler; advise/layer<l>/head<h>/: each head's "
           "sampled_rows, <estimator>/<sampler> groups and sums (--sums) as a single-head report has them");
   h5.group("/advise");
-  h5.write_text("/advise/report.json", to_json(a, options).dump(2),
+  h5.write_text("/advise/report.json", report.dump(2),
                 {"the whole report as JSON (see the root attribute layout)", "none (JSON text)"});
   h5.attr("/advise", "recommendation", a.recommendation);
   h5.attr("/advise", "choice", a.choice);
@@ -212,19 +245,6 @@ void write_report(H5Writer& h5, const HeadsAdvice& a, const nlohmann::json& opti
     write_columns(h5, g, s, a, summary_columns());
     h5.write(g + "/m_per_head", per_head(s),
              {"the M that meets the target (95th percentile) per head (0: none named)", "layer,head"});
-  }
-  for (const auto& h : a.heads) {
-    const std::string g = fmt::format("/advise/layer{}/head{}", h.layer, h.head);
-    h5.group(g);
-    h5.attr(g, "seed", h.seed);
-    h5.attr(g, "kv_head", static_cast<std::int64_t>(h.kv_head));
-    h5.attr(g, "recommendation", h.advice.recommendation);
-    h5.attr(g, "choice", h.advice.choice);
-    const auto& rows = h.advice.sampled_rows;
-    h5.write(g + "/sampled_rows", std::vector<std::int64_t>(rows.begin(), rows.end()),
-             {"indices (0-based) of the head's query rows the quantiles are over", "row"});
-    advise_steps::write_row_groups(h5, g, h.advice.rows, a.options);
-    if (h.advice.sums) advise_steps::write_sums(h5, *h.advice.sums, g);
   }
 }
 

@@ -24,6 +24,7 @@ nlohmann::json advise_steps::row_json(const AdviceRow& r, const AdviseOptions& o
   nlohmann::json j = {{"estimator", r.estimator}, {"sampler", r.sampler}, {"status", r.status}};
   if (r.status != "ok") {
     j["reason"] = r.reason;
+    if (r.layer) j["layer"] = *r.layer, j["head"] = *r.head, j["kv_head"] = *r.kv_head;  // stacked: whose row
     return j;
   }
   if (!r.note.empty()) j["note"] = r.note;
