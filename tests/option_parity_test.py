@@ -25,8 +25,10 @@ CLI_ONLY = {"config": "the TOML file itself", "json": "Python returns the dict",
             "name": "positional"}
 # out: a positional argument in Python (sweep, reproduce) or returned (variance); advise takes out= and force= as
 # keywords. Files Python does not write (variance's force), and advise's input files (Python takes the arrays Q, K, V).
+# advise's shard: a model's layers split over job-array tasks run the command line on saved inputs, and `kestrel advise
+# merge` writes the report (kestrel.advise in Python advises the whole stack in one call).
 CLI_ONLY_BY_COMMAND = {"variance": {"force", "out"}, "sweep": {"out"}, "reproduce": {"out"},
-                       "advise": {"queries", "keys", "values"}}
+                       "advise": {"queries", "keys", "values", "shard"}}
 PYTHON_ONLY = {"progress": "sweep, advise, reproduce: stderr lines in Python; the command line prints them unless "
                "--quiet"}
 # Read only by other regimes than the runs' normal one: refused where nothing reads them (issue #37 item 9).
