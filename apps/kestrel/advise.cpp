@@ -124,6 +124,20 @@ nlohmann::json input_files(const Args& a, const Files& in) {
   return {{"files", files}};
 }
 
+// The report on stdout: JSON with its provenance and schema (--json), or the table.
+void print_json(const nlohmann::json& prov, nlohmann::json advice, Output kind) {
+  nlohmann::json j = {{"provenance", prov}, {"advice", std::move(advice)}};
+  stamp_schema(j, kind);
+  std::cout << j.dump(2) << '\n';
+}
+template <typename A>
+void print_report(const Args& a, const A& adv, const nlohmann::json& prov) {
+  if (a.io->json)
+    print_json(prov, to_json(adv, prov.at("options")), output_kind(adv));
+  else
+    write_table(std::cout, adv);
+}
+
 // Writes the report (--out: HDF5 and the plot; --json or the table on stdout) of a single-head or a stacked advice.
 template <typename A>
 void report(const Args& a, const Global& g, std::unique_ptr<H5Writer>& h5, const std::string& png, const A& adv,
@@ -136,13 +150,7 @@ void report(const Args& a, const Global& g, std::unique_ptr<H5Writer>& h5, const
     write_plot(a.io->out, png, a.io->force);
     progress(g, "wrote " + png);
   }
-  if (a.io->json) {
-    nlohmann::json j = {{"provenance", prov}, {"advice", to_json(adv, prov.at("options"))}};
-    stamp_schema(j, output_kind(adv));
-    std::cout << j.dump(2) << '\n';
-  } else {
-    write_table(std::cout, adv);
-  }
+  print_report(a, adv, prov);
 }
 
 // --shard K/N (or a Slurm job array task's shard) for a stacked input: count 1 for the whole stack. A part needs --out
@@ -176,11 +184,7 @@ bool finished_part(const Args& a, const Global& g, const std::string& part, cons
       prov.value("options", nlohmann::json()) == record_advise(opt) && prov.value("inputs", nlohmann::json()) == inputs,
       "{} exists from a run with other options or inputs: pass --force to replace it, or give another --out", part);
   progress(g, fmt::format("{} is finished (the same options and inputs): nothing to compute", part));
-  if (a.io->json) {
-    nlohmann::json j = {{"provenance", prov}, {"advice", nlohmann::json::parse(r.read_text("/advise/report.json"))}};
-    stamp_schema(j, Output::AdvisePart);
-    std::cout << j.dump(2) << '\n';
-  }
+  if (a.io->json) print_json(prov, nlohmann::json::parse(r.read_text("/advise/report.json")), Output::AdvisePart);
   return true;
 }
 
@@ -206,13 +210,7 @@ void run_part(const Args& a, const Global& g, const HeadStack& stack, const Advi
   h5->commit();
   progress(g, fmt::format("wrote {} (layers {}); when every part is there, `kestrel advise merge {}` writes the report",
                           part, fmt::join(adv.shard_layers, ", "), a.io->out));
-  if (a.io->json) {
-    nlohmann::json j = {{"provenance", prov}, {"advice", to_json(adv, prov.at("options"))}};
-    stamp_schema(j, output_kind(adv));
-    std::cout << j.dump(2) << '\n';
-  } else {
-    write_table(std::cout, adv);
-  }
+  print_report(a, adv, prov);
 }
 
 void run_advise(Args& a, CLI::Option* values, const Global& g) {
@@ -321,9 +319,7 @@ void run_merge(const std::string& out, const OutputArgs& io, const Global& g) {
   write_plot(out, png, io.force);
   progress(g, "wrote " + png);
   if (io.json) {
-    nlohmann::json j = {{"provenance", prov}, {"advice", m.report}};
-    stamp_schema(j, Output::AdviseHeads);
-    std::cout << j.dump(2) << '\n';
+    print_json(prov, m.report, Output::AdviseHeads);
   } else {
     write_summary_table(std::cout, m.advice);
   }
