@@ -15,28 +15,16 @@ import time
 
 source, kestrel = sys.argv[1], os.path.realpath(sys.argv[2])
 sys.path.insert(0, os.path.join(source, "tests"))
-from readme_test import blocks, sh_commands, shrink  # noqa: E402
+sys.path.insert(0, os.path.join(source, "tests", "slurm"))
+from readme_test import sh_commands  # noqa: E402
+from slurm_doc import doc_blocks, fail, preflight  # noqa: E402
 
 HERE = os.path.join(source, "tests", "slurm")
 ME = "tests/slurm/slurm_test.py"
 
+preflight()
 
-def fail(msg):
-    sys.exit(f"FAIL: {msg}")
-
-
-if os.geteuid() != 0:
-    print("skipped: the test cluster runs its daemons and jobs as root")
-    sys.exit(77)
-for tool in ("slurmctld", "slurmd", "munged", "sbatch"):
-    if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin"):
-        fail(f"{tool} not found: install Debian's slurm-wlm and munge (scripts/setup.sh does)")
-
-doc = [(lang, text) for runner, lang, text in blocks(os.path.join(source, "docs", "slurm.md")) if runner == ME]
-if len(doc) != 2 or not doc[0][1].startswith("#!/bin/bash"):
-    fail("docs/slurm.md should have two blocks run by this test: the batch script, then the commands")
-script = shrink(doc[0][1], kestrel)
-lines = [shrink(c, kestrel) for c in sh_commands(doc[1][1])]
+script, lines = doc_blocks(source, kestrel, ME)
 shapes = [r"sbatch --wait sweep\.sbatch$", r"\S+ sweep merge sweep\.h5$", r"sbatch --wait --array=0-1 sweep\.sbatch$",
           r"\S+ sweep merge sweep\.h5$"]
 if len(lines) != len(shapes) or not all(re.match(s, c) for s, c in zip(shapes, lines)):
