@@ -415,12 +415,8 @@ TEST(NestedAttention, CausalPrefixSumsMatchIndependentDrawsOnEachRowsOwnKeys) {
 }
 
 // The single-precision causal path (maps with an exponent form) against the double one on the same draws, at the
-// rounding bound of the bidirectional tiles' test above (a segment is at most a tile), with positions in every tile.
-TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBound) {
-  const arma::mat X = test::points(4, 6, 0.5, 431), Y = test::points(4, 2500, 0.5, 432);
-  arma::mat V = test::points(3, 2500, 1.0, 433).t();
-  V.col(0) += 2.0;
-  const arma::uvec pos{2499, 0, 1023, 1024, 1800, 17};
+// rounding bound of the bidirectional tiles' test above (a segment is at most a tile).
+void expect_single_matches_double(const arma::mat& X, const arma::mat& Y, const arma::mat& V, const arma::uvec& pos) {
   const auto [Yexact, log_norm] = causal_exact(X, Y, V, pos);
   const double eps = std::ldexp(1.0, -24), vmax = arma::max(arma::sqrt(arma::sum(arma::square(V), 1)));
   for (const std::string name : {"pos", "aderf", "pos-hyp", "geom+", "dark", "hrf-cluster"}) {
@@ -439,12 +435,35 @@ TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBoun
     const double delta = eps * (4 * pmax * zmax + 2 * rmax + 4), D = 2 * (delta + 1024 * eps) * vmax;
     EXPECT_FALSE(arma::approx_equal(single.sq, dbl.sq, "absdiff", 0)) << name << ": the two paths must differ";
     for (arma::uword k = 0; k < 3; ++k)
-      for (arma::uword i = 0; i < 6; ++i) {
+      for (arma::uword i = 0; i < X.n_cols; ++i) {
         const double tol = D * (2 * std::sqrt(dbl.sq(i, k)) + D);
         EXPECT_LE(std::abs(single.sq(i, k) - dbl.sq(i, k)), tol)
-            << name << " column " << k << " row " << i << ": single " << single.sq(i, k) << ", double " << dbl.sq(i, k);
+            << name << " column " << k << " row " << i << " (position " << pos(i) << "): single " << single.sq(i, k)
+            << ", double " << dbl.sq(i, k);
       }
   }
+}
+
+// Positions in every tile, a few rows far apart: the walk goes key by key between them.
+TEST(NestedAttention, CausalSinglePrecisionAgreesWithDoubleWithinTheRoundingBound) {
+  const arma::mat X = test::points(4, 6, 0.5, 431), Y = test::points(4, 2500, 0.5, 432);
+  arma::mat V = test::points(3, 2500, 1.0, 433).t();
+  V.col(0) += 2.0;
+  expect_single_matches_double(X, Y, V, arma::uvec{2499, 0, 1023, 1024, 1800, 17});
+}
+
+// A row at every position (some twice, some none): blocks of rows take the keys before them from the prefix sums and
+// their own block's keys from the masked block product. Key 0 has norm 16 (its features ~e^-128 of the next keys'),
+// so the first block's scales rise far above the first rows' prefixes: that block is walked key by key instead.
+TEST(NestedAttention, CausalBlocksOfRowsAgreeWithDoubleWithinTheRoundingBound) {
+  const arma::uword L = 700;
+  arma::mat Y = test::points(4, L, 0.5, 441);
+  Y.col(0) = arma::normalise(Y.col(0)) * 16.0;
+  arma::mat V = test::points(3, L, 1.0, 443).t();
+  V.col(0) += 2.0;
+  arma::uvec pos = arma::join_cols(arma::regspace<arma::uvec>(0, L - 1), arma::uvec{63, 64, 65, 699});
+  pos.shed_rows(arma::uvec{100, 101, 300});
+  expect_single_matches_double(test::points(4, pos.n_elem, 0.5, 442), Y, V, pos);
 }
 
 TEST(NestedAttention, CausalIsTheSameForOneAndTwoThreadsAndRefusesBadPositions) {
