@@ -136,9 +136,11 @@ inline constexpr double kSettledWidth = 1.5;
 // log-domain scaling). --time-budget converts seconds to work at kWorkPerSecond, fitted to simulated rows on the
 // 2-core machine the docs were written on (docs/advise.md, "Settled within a time budget").
 // A draw's step from one grid point to the next also forms, rescales and judges each sampled row's output: r (dv + 1)
-// times kRowStepWork units (kCausalRowStepWork with --causal: the prefix walk's segments and each row's own update),
-// whatever the step's width. Fitted on 2026-12-03 to first passes of 8192 draws at M <= 4 and <= 64 (L = 1024,
-// d = dv = 64, 512 rows): 43 and 75 microseconds per draw and step on the 2-core machine.
+// times kRowStepWork units (kCausalRowStepWork with --causal: the prefix walk and each row's own update), whatever
+// the step's width. Fitted on 2026-12-03 to first passes of 8192 draws at M <= 4 and <= 64 (L = 1024, d = dv = 64,
+// 512 rows): 43 and 75 microseconds per draw and step on the 2-core machine, with the walk key by key; the walk in
+// blocks of keys (analysis/causal_walk.cpp) left the count unchanged, so that no decision moved (a bench decoder
+// layer: 68.4 counted seconds in 79.3 s of wall time).
 constexpr double kExpWork = 64;
 constexpr double kWorkPerSecond = 2e10;
 constexpr double kRowStepWork = 26, kCausalRowStepWork = 45;
